@@ -1,0 +1,70 @@
+/**
+ * The dependency rule of shared/DESIGN.md, checked on every `npm test`:
+ *   domain   imports nothing of ours (only effect)
+ *   services import only domain
+ *   layers   import services and domain, never programs or adapters
+ *   programs import services and domain, never layers or adapters
+ *   adapters may compose everything
+ */
+/** @type {import('dependency-cruiser').IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "domain-is-leaf",
+      comment: "src/domain imports only effect and other domain modules",
+      severity: "error",
+      from: { path: "^src/domain/" },
+      to: { path: "^src/", pathNot: "^src/domain/" }
+    },
+    {
+      name: "domain-only-effect",
+      comment: "src/domain may import no npm package but effect",
+      severity: "error",
+      from: { path: "^src/domain/" },
+      to: { dependencyTypes: ["npm", "npm-dev", "npm-optional", "npm-peer", "npm-no-pkg", "npm-unknown"], pathNot: "node_modules/effect/" }
+    },
+    {
+      name: "services-see-only-domain",
+      comment: "src/services imports only src/domain (and other services)",
+      severity: "error",
+      from: { path: "^src/services/" },
+      to: { path: "^src/", pathNot: "^src/(domain|services)/" }
+    },
+    {
+      name: "layers-never-import-programs",
+      comment: "src/layers implement services; they never import programs or adapters",
+      severity: "error",
+      from: { path: "^src/layers/" },
+      to: { path: "^src/(programs|adapters)/" }
+    },
+    {
+      name: "programs-never-import-layers",
+      comment: "src/programs see only service Tags: never layers or adapters",
+      severity: "error",
+      from: { path: "^src/programs/" },
+      to: { path: "^src/(layers|adapters)/" }
+    },
+    {
+      name: "no-circular",
+      severity: "error",
+      from: {},
+      to: { circular: true }
+    },
+    {
+      name: "not-to-unresolvable",
+      severity: "error",
+      from: {},
+      to: { couldNotResolve: true }
+    }
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    enhancedResolveOptions: {
+      exportsFields: ["exports"],
+      conditionNames: ["import", "require", "node", "default", "types"],
+      extensions: [".ts", ".js", ".mjs", ".cjs", ".json"]
+    }
+  }
+}
