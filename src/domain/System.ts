@@ -1,0 +1,149 @@
+/**
+ * Layer 0: the system boundary.
+ *
+ * All data entering or leaving pagantic flows through SystemRequest (inbound) and
+ * SystemResponse (outbound); a failure leaves as a SystemError. Adapters (CLI, HTTP)
+ * decode external input into a SystemRequest and encode the response back: these
+ * are Schemas so that both directions are checked.
+ */
+import * as Schema from "effect/Schema"
+import type { Failure } from "./Failure.js"
+import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
+import { JsonSchema } from "./JsonSchema.js"
+import { WireMessage } from "./Message.js"
+import { TokenUsage } from "./TokenUsage.js"
+
+/** Selects the orchestration pattern: chat -> AgentLoop, structured -> SpecializedLoop, ... */
+export const Mode = Schema.Literal("chat", "structured", "plan", "redundant")
+export type Mode = typeof Mode.Type
+
+/** Optional tuning knobs, passed through by adapters without interpretation. */
+export class ExecutionHints extends Schema.Class<ExecutionHints>("ExecutionHints")({
+  /** Token limit per inference call; absent means the engine default. */
+  maxTokens: Schema.optional(Schema.NonNegativeInt),
+  /** Deadline for the whole request, in milliseconds on the wire. */
+  timeout: Schema.optional(Schema.DurationFromMillis),
+  temperature: Schema.optional(Schema.Number.pipe(Schema.between(0, 2))),
+  topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+  /** Vendor-specific options, handed to the engine unchanged. */
+  options: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}) {}
+
+/** The expected shape of the output. */
+export class OutputContract extends Schema.Class<OutputContract>("OutputContract")({
+  schema: Schema.optional(JsonSchema),
+  grammar: Schema.optional(Schema.String),
+  repairAllowed: Schema.optionalWith(Schema.Boolean, { default: () => true }),
+  strictValidation: Schema.optionalWith(Schema.Boolean, { default: () => false })
+}) {}
+
+/** Input from adapters into the system. */
+export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")({
+  requestId: Schema.optional(Schema.String),
+  sessionId: Schema.optional(Schema.String),
+  traceId: Schema.optional(Schema.String),
+  messages: Schema.Array(WireMessage),
+  mode: Mode,
+  hints: Schema.optionalWith(ExecutionHints, { default: () => new ExecutionHints({}) }),
+  output: Schema.optionalWith(OutputContract, { default: () => new OutputContract({}) }),
+  /** Allowed tool names; empty means every registered tool. */
+  tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+}) {}
+
+/** The canonical error at the boundary: a category, a stable code and retry guidance. */
+export class SystemError extends Schema.Class<SystemError>("SystemError")({
+  code: FailureCode,
+  category: FailureCategory,
+  retryable: Schema.Boolean,
+  message: Schema.String,
+  details: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  causedBy: Schema.optional(Schema.String)
+}) {}
+
+const describeCause = (cause: unknown): string | undefined => {
+  if (cause === undefined || cause === null) return undefined
+  if (cause instanceof Error) return `${cause.name}: ${cause.message}`
+  if (typeof cause === "string") return cause
+  try {
+    return JSON.stringify(cause)
+  } catch {
+    return String(cause)
+  }
+}
+
+/** The total mapping from the taxonomy to the boundary error. */
+export const toSystemError = (failure: Failure): SystemError => {
+  const extra: Record<string, unknown> = {}
+  switch (failure._tag) {
+    case "ToolFailure":
+      extra.tool = failure.tool
+      if (failure.toolCallId !== undefined) extra.toolCallId = failure.toolCallId
+      break
+    case "ConstraintFailure":
+      if (failure.raw !== undefined) extra.raw = failure.raw
+      if (failure.violations.length > 0) extra.violations = failure.violations
+      break
+    case "ValidationFailure":
+      if (failure.failedRules.length > 0) extra.failedRules = failure.failedRules
+      break
+    default:
+      break
+  }
+  const causedBy = describeCause(failure.cause)
+  return new SystemError({
+    code: failure.code,
+    category: categoryOfCode[failure.code],
+    retryable: failure.retryable,
+    message: failure.message,
+    details: { ...failure.details, ...extra },
+    ...(causedBy === undefined ? {} : { causedBy })
+  })
+}
+
+/** A record of one tool invocation made while serving a request. */
+export class ToolCallRecord extends Schema.Class<ToolCallRecord>("ToolCallRecord")({
+  id: Schema.String,
+  name: Schema.String,
+  arguments: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  result: Schema.String,
+  isError: Schema.Boolean,
+  durationMs: Schema.NonNegative
+}) {}
+
+export const ConfidenceSource = Schema.Literal("voting", "validation", "retrieval")
+export type ConfidenceSource = typeof ConfidenceSource.Type
+
+/** Summary of constraint and rule validation. */
+export class ValidationResult extends Schema.Class<ValidationResult>("ValidationResult")({
+  passed: Schema.NonNegativeInt,
+  failed: Schema.NonNegativeInt,
+  repairAttempts: Schema.NonNegativeInt,
+  violations: Schema.Array(Schema.String)
+}) {}
+
+/** Returned by the facade once execution completes or fails. */
+export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse")({
+  requestId: Schema.String,
+  sessionId: Schema.optional(Schema.String),
+  content: Schema.String,
+  structuredOutput: Schema.optional(Schema.Unknown),
+  toolCallsMade: Schema.Array(ToolCallRecord),
+  confidence: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+  confidenceSource: Schema.optional(ConfidenceSource),
+  validationResult: Schema.optional(ValidationResult),
+  tokenUsage: TokenUsage,
+  error: Schema.optional(SystemError)
+}) {}
+
+/** Correlation identifiers carried by every observability event. */
+export class CorrelationContext extends Schema.Class<CorrelationContext>("CorrelationContext")({
+  requestId: Schema.String,
+  sessionId: Schema.optional(Schema.String),
+  traceId: Schema.optional(Schema.String),
+  spanId: Schema.optional(Schema.String),
+  parentSpanId: Schema.optional(Schema.String),
+  /** Causal link: the tool_call_id that caused a tool event, the step_name of a plan step. */
+  causedBy: Schema.optional(Schema.String),
+  stepName: Schema.optional(Schema.String),
+  toolCallId: Schema.optional(Schema.String)
+}) {}

@@ -1,0 +1,8 @@
+export * as Event from "./domain/Event.js"
+export * as Failure from "./domain/Failure.js"
+export * as JsonSchema from "./domain/JsonSchema.js"
+export * as Lifecycle from "./domain/Lifecycle.js"
+export * as Message from "./domain/Message.js"
+export * as ModelInfo from "./domain/ModelInfo.js"
+export * as System from "./domain/System.js"
+export * as TokenUsage from "./domain/TokenUsage.js"

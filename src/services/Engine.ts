@@ -1,0 +1,75 @@
+/**
+ * Layer 1: inference.
+ *
+ * The Engine is the one abstraction between pagantic and any model runtime
+ * (llama.cpp in process, an OpenAI-compatible server, a scripted fake in tests).
+ * Everything above it speaks Messages, ToolDefinitions and JSON schemas, never a
+ * vendor type. An engine that can constrain decoding by a schema or a GBNF grammar
+ * does so; one that cannot ignores them and the constraint layer checks afterwards.
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
+import type { InferenceFailure } from "../domain/Failure.js"
+import { JsonSchema } from "../domain/JsonSchema.js"
+import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
+import type { ModelInfo } from "../domain/ModelInfo.js"
+import { TokenUsage } from "../domain/TokenUsage.js"
+
+/** What one inference call asks of the engine. */
+export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceRequest")({
+  messages: Schema.Array(Message),
+  tools: Schema.optionalWith(Schema.Array(ToolDefinition), { default: () => [] }),
+  /** JSON schema the output must follow; engines that can, constrain decoding by it. */
+  schema: Schema.optional(JsonSchema),
+  /** GBNF grammar for decoder-level constraint; takes precedence over `schema` for decoding. */
+  grammar: Schema.optional(Schema.String),
+  maxTokens: Schema.optional(Schema.NonNegativeInt),
+  temperature: Schema.optional(Schema.Number),
+  topP: Schema.optional(Schema.Number),
+  seed: Schema.optional(Schema.Int),
+  /**
+   * A stable key for a conversation (e.g. the session id). Engines that keep
+   * evaluated state (llama.cpp) use it to reuse the evaluated prefix across turns.
+   */
+  sessionKey: Schema.optional(Schema.String),
+  /** Vendor-specific pass-through. */
+  options: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+}) {}
+
+/** Why generation ended. */
+export const FinishReason = Schema.Literal("stop", "tool_calls", "length", "aborted")
+export type FinishReason = typeof FinishReason.Type
+
+/** What one inference call returned. */
+export class InferenceResult extends Schema.Class<InferenceResult>("InferenceResult")({
+  content: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  usage: TokenUsage,
+  finishReason: FinishReason
+}) {}
+
+/** A piece of a streamed inference. The stream ends with exactly one `Finish`. */
+export type StreamPart =
+  | { readonly _tag: "TextDelta"; readonly text: string }
+  | { readonly _tag: "ToolCallPart"; readonly toolCall: ToolCall }
+  | { readonly _tag: "Finish"; readonly result: InferenceResult }
+
+export const StreamPart = {
+  textDelta: (text: string): StreamPart => ({ _tag: "TextDelta", text }),
+  toolCall: (toolCall: ToolCall): StreamPart => ({ _tag: "ToolCallPart", toolCall }),
+  finish: (result: InferenceResult): StreamPart => ({ _tag: "Finish", result })
+}
+
+export interface Service {
+  /** Runs one inference to completion. Interruption stops generation and frees its resources. */
+  readonly infer: (request: InferenceRequest) => Effect.Effect<InferenceResult, InferenceFailure>
+  /** Runs one inference, emitting text deltas and tool calls as they come, then `Finish`. */
+  readonly stream: (request: InferenceRequest) => Stream.Stream<StreamPart, InferenceFailure>
+  /** The model behind the engine. */
+  readonly modelInfo: Effect.Effect<ModelInfo>
+}
+
+/** The inference engine. */
+export class Engine extends Context.Tag("pagantic/Engine")<Engine, Service>() {}
