@@ -1,0 +1,61 @@
+/**
+ * Layer 4: tools.
+ *
+ * A tool is a name, a description, a Schema for its parameters and an Effect
+ * handler. The registry is what the loops see: the definitions to offer the model
+ * (narrowed by a per-request whitelist) and `execute`, which decodes the model's
+ * arguments, runs the handler under its timeout and turns every way a call can go
+ * wrong into a ToolFailure. A model that calls an unknown tool, passes arguments
+ * that do not decode, or a handler that throws or hangs is a value, never a defect.
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Schema from "effect/Schema"
+import type { ToolFailure } from "../domain/Failure.js"
+import type { ToolCall, ToolDefinition } from "../domain/Message.js"
+
+/** A tool with typed parameters. `R` is what the handler needs; the registry layer provides it. */
+export interface Tool<A = any, I = any, R = never> {
+  readonly name: string
+  readonly description: string
+  readonly parameters: Schema.Schema<A, I>
+  readonly handler: (args: A) => Effect.Effect<unknown, unknown, R>
+  /** Per-tool deadline; the registry's default applies when absent. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** An idempotent tool may be retried when it fails; others never are. */
+  readonly idempotent?: boolean | undefined
+  /** Whether the tool can run now (an external dependency may be down). */
+  readonly available?: Effect.Effect<boolean, never, R> | undefined
+}
+
+/** Defines a tool. The handler's result becomes the tool message: strings as is, anything else as JSON. */
+export const make = <A, I, R = never>(tool: Tool<A, I, R>): Tool<A, I, R> => tool
+
+/** The outcome of a successful tool call. */
+export interface ToolOutput {
+  readonly call: ToolCall
+  /** What is fed back to the model. */
+  readonly content: string
+  /** The handler's own value, before encoding. */
+  readonly value: unknown
+}
+
+export interface ExecuteOptions {
+  /** Only these tool names may run; absent or empty means all. */
+  readonly allow?: ReadonlyArray<string> | undefined
+  /** Overrides the tool's own timeout. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+export interface Service {
+  /** Definitions offered to the model, narrowed by `allow` (absent or empty: all). */
+  readonly definitions: (allow?: ReadonlyArray<string>) => ReadonlyArray<ToolDefinition>
+  /** Decodes the arguments, runs the handler under its timeout, maps every failure to a ToolFailure. */
+  readonly execute: (call: ToolCall, options?: ExecuteOptions) => Effect.Effect<ToolOutput, ToolFailure>
+  /** Whether the tool exists (and passes the whitelist). */
+  readonly has: (name: string, allow?: ReadonlyArray<string>) => boolean
+}
+
+/** The tool registry. */
+export class ToolRegistry extends Context.Tag("pagantic/ToolRegistry")<ToolRegistry, Service>() {}
