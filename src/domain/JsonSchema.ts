@@ -8,6 +8,7 @@
  * Effect Schemas are converted to this form with effect's own JSONSchema module
  * (see the Constraint service).
  */
+import * as JSONSchema from "effect/JSONSchema"
 import * as Schema from "effect/Schema"
 
 export const JsonSchemaType = Schema.Literal("object", "array", "string", "number", "integer", "boolean", "null")
@@ -74,3 +75,47 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
   items,
   ...(description === undefined ? {} : { description })
 })
+
+/**
+ * Derives the subset from an Effect Schema with effect's own JSONSchema module:
+ * `$ref`s are inlined, literal unions become enums, what the subset lacks is dropped.
+ */
+export const fromSchema = (schema: Schema.Schema<any, any>): JsonSchema => {
+  const json = JSONSchema.make(schema) as unknown as Record<string, unknown>
+  const defs = (json.$defs ?? {}) as Record<string, unknown>
+  const convert = (node: unknown): JsonSchema => {
+    if (typeof node !== "object" || node === null) return {}
+    let n = node as Record<string, unknown>
+    if (typeof n.$ref === "string") {
+      const target = defs[n.$ref.replace("#/$defs/", "")]
+      n = { ...(target as Record<string, unknown>), ...(n.description === undefined ? {} : { description: n.description }) }
+    }
+    const out: { -readonly [K in keyof JsonSchema]: JsonSchema[K] } = {}
+    if (Array.isArray(n.anyOf) && n.anyOf.every((m) => typeof m === "object" && m !== null && "const" in m)) {
+      out.type = "string"
+      out.enum = n.anyOf.map((m) => String((m as { const: unknown }).const))
+    }
+    if (Array.isArray(n.enum)) {
+      out.type = "string"
+      out.enum = n.enum.map(String)
+    }
+    if ("const" in n) {
+      out.type = "string"
+      out.enum = [String(n.const)]
+    }
+    const t = n.type
+    if (t === "object" || t === "array" || t === "string" || t === "number" || t === "integer" || t === "boolean" || t === "null") {
+      out.type = t
+    }
+    if (typeof n.description === "string") out.description = n.description
+    if (typeof n.properties === "object" && n.properties !== null) {
+      out.properties = Object.fromEntries(Object.entries(n.properties).map(([k, v]) => [k, convert(v)]))
+    }
+    if (Array.isArray(n.required)) out.required = n.required.map(String)
+    if (n.items !== undefined && !Array.isArray(n.items)) out.items = convert(n.items)
+    if ("default" in n) out.default = n.default
+    return out
+  }
+  return convert(json)
+}
+

@@ -8,8 +8,9 @@
  * stamped. Metrics and cost are separate services; each has in-memory and no-op
  * layers, and spans come from `Effect.fn`/`Effect.withSpan` for OpenTelemetry.
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
@@ -53,3 +54,37 @@ export interface CostTrackerService {
 
 /** Tracks what inference cost. */
 export class CostTracker extends Context.Tag("pagantic/CostTracker")<CostTracker, CostTrackerService>() {}
+
+/** What every event is stamped with when recorded. */
+export interface EventBase {
+  readonly timestamp: number
+  readonly correlation: CorrelationContext
+}
+
+/**
+ * Records an event built from the current correlation and the Clock's time.
+ * Records nothing when no EventLog is in the context, so observability is opt-in.
+ */
+export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
+    log._tag === "None"
+      ? Effect.void
+      : Effect.flatMap(
+          Effect.zip(FiberRef.get(currentCorrelation), Clock.currentTimeMillis),
+          ([correlation, timestamp]) => log.value.record(build({ correlation, timestamp }))
+        )
+  )
+
+/** Runs `effect` with fields of the correlation context replaced. */
+export const withCorrelation =
+  (fields: Partial<CorrelationContext>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(FiberRef.get(currentCorrelation), (current) =>
+      Effect.locally(effect, currentCorrelation, new CorrelationContext({ ...current, ...fields }))
+    )
+
+/** Applies `f` to the Metrics service when one is in the context. */
+export const withMetrics = (f: (metrics: MetricsService) => Effect.Effect<void>): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(Metrics), (m) =>
+    m._tag === "None" ? Effect.void : f(m.value)
+  )

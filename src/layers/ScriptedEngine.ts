@@ -1,0 +1,205 @@
+/**
+ * A scripted Engine for users' own tests: it answers with canned results in order,
+ * records every request it was sent, and can fail or take time. Delays run on the
+ * Clock, so `TestClock.adjust` drives them and a test of concurrency or timeouts
+ * never sleeps for real.
+ *
+ *   const engine = ScriptedEngine.layer([
+ *     ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "2+2" } }]),
+ *     ScriptedEngine.reply("The answer is 4."),
+ *   ])
+ */
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import { InferenceFailure } from "../domain/Failure.js"
+import { ToolCall } from "../domain/Message.js"
+import { ModelInfo } from "../domain/ModelInfo.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
+import type { FinishReason, InferenceRequest, Service as EngineService } from "../services/Engine.js"
+import { Engine, InferenceResult, StreamPart } from "../services/Engine.js"
+
+/** One scripted answer. */
+export type Step =
+  | {
+      readonly _tag: "Reply"
+      readonly content: string
+      readonly toolCalls: ReadonlyArray<ToolCall>
+      readonly finishReason: FinishReason
+      readonly usage: TokenUsage.TokenUsage
+      readonly delay: Duration.Duration
+    }
+  | { readonly _tag: "Fail"; readonly failure: InferenceFailure; readonly delay: Duration.Duration }
+  | {
+      readonly _tag: "Respond"
+      readonly respond: (request: InferenceRequest) => Effect.Effect<InferenceResult, InferenceFailure>
+    }
+
+export interface StepOptions {
+  /** Simulated time the answer takes, on the Clock. */
+  readonly delay?: Duration.DurationInput
+  readonly usage?: Partial<TokenUsage.TokenUsage>
+  readonly finishReason?: FinishReason
+}
+
+const usageOf = (content: string, usage?: Partial<TokenUsage.TokenUsage>) =>
+  TokenUsage.make({
+    promptTokens: usage?.promptTokens ?? 10,
+    outputTokens: usage?.outputTokens ?? Math.max(1, content.split(/\s+/).filter(Boolean).length),
+    contextWindow: usage?.contextWindow ?? 4096,
+    ...(usage?.tokensPerSecond === undefined ? {} : { tokensPerSecond: usage.tokensPerSecond })
+  })
+
+/** A text answer. */
+export const reply = (content: string, options: StepOptions = {}): Step => ({
+  _tag: "Reply",
+  content,
+  toolCalls: [],
+  finishReason: options.finishReason ?? "stop",
+  usage: usageOf(content, options.usage),
+  delay: Duration.decode(options.delay ?? 0)
+})
+
+/** An answer that calls tools. Ids default to `call_<n>` in order of the whole script. */
+export const toolCalls = (
+  calls: ReadonlyArray<{ readonly name: string; readonly arguments: Record<string, unknown>; readonly id?: string }>,
+  options: StepOptions & { readonly content?: string } = {}
+): Step => ({
+  _tag: "Reply",
+  content: options.content ?? "",
+  toolCalls: calls.map(
+    (c, i) => new ToolCall({ id: c.id ?? `pending_${i}`, name: c.name, arguments: c.arguments })
+  ),
+  finishReason: options.finishReason ?? "tool_calls",
+  usage: usageOf(options.content ?? "", options.usage),
+  delay: Duration.decode(options.delay ?? 0)
+})
+
+/** An answer that fails. */
+export const fail = (failure: InferenceFailure, options: { readonly delay?: Duration.DurationInput } = {}): Step => ({
+  _tag: "Fail",
+  failure,
+  delay: Duration.decode(options.delay ?? 0)
+})
+
+/** An answer computed from the request. */
+export const respond = (
+  f: (request: InferenceRequest) => Effect.Effect<InferenceResult, InferenceFailure>
+): Step => ({ _tag: "Respond", respond: f })
+
+export interface Options {
+  /** When the script runs out: fail with INFERENCE_ENGINE_ERROR (default) or repeat the last step. */
+  readonly whenExhausted?: "fail" | "repeat-last"
+  readonly modelName?: string
+  readonly contextWindow?: number
+}
+
+/** The control side of a scripted engine: what it was sent. */
+export interface Control {
+  /** Every request, in the order the engine received them. */
+  readonly requests: Effect.Effect<ReadonlyArray<InferenceRequest>>
+  /** How many scripted steps are left. */
+  readonly remaining: Effect.Effect<number>
+}
+
+export class ScriptedEngineControl extends Context.Tag("pagantic/ScriptedEngineControl")<
+  ScriptedEngineControl,
+  Control
+>() {}
+
+/** Builds the engine and its control. */
+export const make = (
+  script: ReadonlyArray<Step>,
+  options: Options = {}
+): Effect.Effect<{ readonly engine: EngineService; readonly control: Control }> =>
+  Effect.gen(function* () {
+    const requests = yield* Ref.make<ReadonlyArray<InferenceRequest>>([])
+    const cursor = yield* Ref.make(0)
+    const callCounter = yield* Ref.make(0)
+    const info = new ModelInfo({
+      name: options.modelName ?? "scripted",
+      contextWindow: options.contextWindow ?? 4096,
+      supportsGrammar: false,
+      supportsTools: true
+    })
+
+    const next = Ref.modify(cursor, (i): readonly [Step | undefined, number] => {
+      if (i < script.length) return [script[i], i + 1]
+      if (options.whenExhausted === "repeat-last" && script.length > 0) return [script[script.length - 1], i]
+      return [undefined, i]
+    })
+
+    const withIds = (calls: ReadonlyArray<ToolCall>) =>
+      Effect.forEach(calls, (c) =>
+        c.id.startsWith("pending_")
+          ? Effect.map(Ref.updateAndGet(callCounter, (n) => n + 1), (n) => new ToolCall({ ...c, id: `call_${n}` }))
+          : Effect.succeed(c)
+      )
+
+    const infer = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
+      Effect.gen(function* () {
+        yield* Ref.update(requests, (rs) => [...rs, request])
+        const step = yield* next
+        if (step === undefined) {
+          return yield* InferenceFailure.engineError("ScriptedEngine: the script is exhausted", {
+            requests: (yield* Ref.get(requests)).length
+          })
+        }
+        switch (step._tag) {
+          case "Reply": {
+            if (Duration.toMillis(step.delay) > 0) yield* Effect.sleep(step.delay)
+            return new InferenceResult({
+              content: step.content,
+              toolCalls: yield* withIds(step.toolCalls),
+              usage: step.usage,
+              finishReason: step.finishReason
+            })
+          }
+          case "Fail": {
+            if (Duration.toMillis(step.delay) > 0) yield* Effect.sleep(step.delay)
+            return yield* step.failure
+          }
+          case "Respond":
+            return yield* step.respond(request)
+        }
+      })
+
+    const engine: EngineService = {
+      infer,
+      stream: (request) =>
+        Stream.unwrap(
+          Effect.map(infer(request), (result) => {
+            const words = result.content.match(/\S+\s*|\s+/g) ?? []
+            return Stream.fromIterable<StreamPart>([
+              ...words.map(StreamPart.textDelta),
+              ...result.toolCalls.map(StreamPart.toolCall),
+              StreamPart.finish(result)
+            ])
+          })
+        ),
+      modelInfo: Effect.succeed(info)
+    }
+    const control: Control = {
+      requests: Effect.map(Ref.get(requests), (rs) => rs.slice()),
+      remaining: Effect.map(Ref.get(cursor), (i) => Math.max(0, script.length - i))
+    }
+    return { engine, control }
+  })
+
+/** A layer providing the scripted Engine and its control. */
+export const layer = (
+  script: ReadonlyArray<Step>,
+  options: Options = {}
+): Layer.Layer<Engine | ScriptedEngineControl> =>
+  Layer.effectContext(
+    Effect.map(make(script, options), ({ control, engine }) =>
+      Context.make(Engine, engine).pipe(Context.add(ScriptedEngineControl, control))
+    )
+  )
+
+/** The requests the scripted engine in the context has received. */
+export const requests: Effect.Effect<ReadonlyArray<InferenceRequest>, never, ScriptedEngineControl> =
+  Effect.flatMap(ScriptedEngineControl, (c) => c.requests)

@@ -1,0 +1,152 @@
+/**
+ * The ToolRegistry layer: tools defined with a Schema for their parameters and an
+ * Effect handler. What the handler needs (`R`) is taken from the context once,
+ * when the layer is built, so `execute` requires nothing.
+ *
+ * Every way a call can go wrong becomes a ToolFailure:
+ *   unknown or not whitelisted      TOOL_NOT_FOUND         never retryable
+ *   `available` says no             TOOL_UNAVAILABLE       retryable if idempotent
+ *   arguments do not decode         TOOL_EXECUTION_FAILED  not retryable (the model must fix them)
+ *   handler fails, throws or dies   TOOL_EXECUTION_FAILED  retryable if idempotent
+ *   handler exceeds its timeout     TOOL_TIMEOUT           retryable if idempotent
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { ToolFailure } from "../domain/Failure.js"
+import { fromSchema } from "../domain/JsonSchema.js"
+import { ToolDefinition } from "../domain/Message.js"
+import type { ExecuteOptions, Service, Tool, ToolOutput } from "../services/ToolRegistry.js"
+import { ToolRegistry } from "../services/ToolRegistry.js"
+
+export interface Options {
+  /** Timeout for tools that set none. Default 30 seconds. */
+  readonly defaultTimeout?: Duration.DurationInput
+}
+
+type AnyTool<R> = Tool<any, any, R>
+
+const describe = (error: unknown): string => {
+  if (typeof error === "string") return error
+  if (error instanceof Error) return error.message
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+    return error.message
+  }
+  try {
+    return JSON.stringify(error)
+  } catch {
+    return String(error)
+  }
+}
+
+const encodeOutput = (value: unknown): string => {
+  if (typeof value === "string") return value
+  if (value === undefined) return ""
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+/** Builds a registry from tools whose handlers need `R`. */
+export const make = <R = never>(
+  tools: ReadonlyArray<AnyTool<R>>,
+  options: Options = {}
+): Effect.Effect<Service, never, R> =>
+  Effect.gen(function* () {
+    const context = yield* Effect.context<R>()
+    const defaultTimeout = Duration.decode(options.defaultTimeout ?? "30 seconds")
+    const byName = new Map<string, AnyTool<R>>()
+    for (const tool of tools) {
+      if (byName.has(tool.name)) return yield* Effect.dieMessage(`ToolRegistry: duplicate tool name "${tool.name}"`)
+      byName.set(tool.name, tool)
+    }
+    const definitionOf = new Map(
+      tools.map((t) => [
+        t.name,
+        new ToolDefinition({ name: t.name, description: t.description, parameters: fromSchema(t.parameters) })
+      ])
+    )
+    const allowed = (name: string, allow?: ReadonlyArray<string>) =>
+      byName.has(name) && (allow === undefined || allow.length === 0 || allow.includes(name))
+
+    const execute = (
+      call: Parameters<Service["execute"]>[0],
+      opts: ExecuteOptions = {}
+    ): Effect.Effect<ToolOutput, ToolFailure> => {
+      const tool = byName.get(call.name)
+      const fail = (code: ToolFailure["code"], message: string, retryable: boolean, cause?: unknown) =>
+        new ToolFailure({
+          code,
+          tool: call.name,
+          toolCallId: call.id,
+          retryable,
+          message,
+          details: { arguments: call.arguments },
+          ...(cause === undefined ? {} : { cause })
+        })
+      if (tool === undefined || !allowed(call.name, opts.allow)) {
+        const known = [...byName.keys()].filter((n) => allowed(n, opts.allow))
+        return Effect.fail(
+          fail(
+            "TOOL_NOT_FOUND",
+            `Tool "${call.name}" does not exist${known.length > 0 ? `; available tools: ${known.join(", ")}` : ""}`,
+            false
+          )
+        )
+      }
+      const idempotent = tool.idempotent === true
+      const timeout = Duration.decode(opts.timeout ?? tool.timeout ?? defaultTimeout)
+      const run = Effect.gen(function* () {
+        if (tool.available !== undefined) {
+          const up = yield* tool.available
+          if (!up) return yield* fail("TOOL_UNAVAILABLE", `Tool "${call.name}" is unavailable`, idempotent)
+        }
+        const args = yield* Schema.decodeUnknown(tool.parameters)(call.arguments).pipe(
+          Effect.mapError((error) =>
+            fail(
+              "TOOL_EXECUTION_FAILED",
+              `Invalid arguments for tool "${call.name}": ${ParseResult.TreeFormatter.formatErrorSync(error)}`,
+              false
+            )
+          )
+        )
+        const value = yield* tool.handler(args).pipe(
+          Effect.catchAllDefect((defect) =>
+            Effect.fail(fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" crashed: ${describe(defect)}`, idempotent, defect))
+          ),
+          Effect.mapError((error) =>
+            error instanceof ToolFailure
+              ? error
+              : fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" failed: ${describe(error)}`, idempotent, error)
+          ),
+          Effect.timeoutFail({
+            duration: timeout,
+            onTimeout: () =>
+              fail("TOOL_TIMEOUT", `Tool "${call.name}" timed out after ${Duration.format(timeout)}`, idempotent)
+          })
+        )
+        return { call, content: encodeOutput(value), value } satisfies ToolOutput
+      })
+      return Effect.provide(run, context)
+    }
+
+    return {
+      definitions: (allow) => [...definitionOf.values()].filter((d) => allowed(d.name, allow)),
+      execute,
+      has: allowed
+    } satisfies Service
+  })
+
+/** A ToolRegistry layer from tools; what their handlers need is required by the layer. */
+export const layer = <R = never>(
+  tools: ReadonlyArray<AnyTool<R>>,
+  options: Options = {}
+): Layer.Layer<ToolRegistry, never, R> => Layer.effect(ToolRegistry, make(tools, options))
+
+/** An empty registry: every call is TOOL_NOT_FOUND. */
+export const empty: Layer.Layer<ToolRegistry> = layer([])
+
