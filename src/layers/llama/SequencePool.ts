@@ -1,0 +1,101 @@
+/**
+ * A pool of the context sequences of one llama.cpp context.
+ *
+ * Each concurrent inference takes a sequence for its duration, so concurrent
+ * requests decode in the same batches instead of queueing; when every sequence is
+ * busy, callers wait for one to come back. A sequence keeps the tokens it last
+ * evaluated, so a conversation that returns to the same sequence pays only for
+ * its new tokens: a request with a session key is pinned to the sequence it used
+ * last. Pins are bounded (least recently used first out), and a free pinned
+ * sequence is still lent to others when no unpinned one is free, so sessions never
+ * starve other callers; the evicted session merely re-evaluates its history.
+ */
+import * as Effect from "effect/Effect"
+import type * as Scope from "effect/Scope"
+
+/** One sequence of the pool, with its bookkeeping. */
+export interface Slot<A> {
+  readonly index: number
+  readonly value: A
+}
+
+interface SlotState<A> extends Slot<A> {
+  busy: boolean
+  session: string | undefined
+  lastUsed: number
+}
+
+export interface SequencePool<A> {
+  /** Takes a sequence for the current scope (waiting while all are busy); the scope's end returns it. */
+  readonly acquire: (sessionKey: string | undefined) => Effect.Effect<Slot<A>, never, Scope.Scope>
+  /** How many sequences are busy, and which session each one is pinned to. */
+  readonly snapshot: Effect.Effect<{
+    readonly busy: number
+    readonly sessions: ReadonlyArray<string | undefined>
+  }>
+}
+
+/** Makes a pool over the given sequences; at most `maxPinnedSessions` sessions keep a sequence. */
+export const make = <A>(
+  values: ReadonlyArray<A>,
+  options: { readonly maxPinnedSessions: number }
+): Effect.Effect<SequencePool<A>> =>
+  Effect.gen(function*() {
+    const semaphore = yield* Effect.makeSemaphore(values.length)
+    const slots: Array<SlotState<A>> = values.map((value, index) => ({
+      index,
+      value,
+      busy: false,
+      session: undefined,
+      lastUsed: 0
+    }))
+    let clock = 0
+
+    const leastRecent = (candidates: ReadonlyArray<SlotState<A>>): SlotState<A> | undefined =>
+      candidates.reduce<SlotState<A> | undefined>(
+        (best, s) => (best === undefined || s.lastUsed < best.lastUsed ? s : best),
+        undefined
+      )
+
+    // Called only while holding a permit, so a free slot exists.
+    const pick = (sessionKey: string | undefined): SlotState<A> => {
+      const free = slots.filter((s) => !s.busy)
+      const own = sessionKey === undefined ? undefined : free.find((s) => s.session === sessionKey)
+      const slot = own ??
+        leastRecent(free.filter((s) => s.session === undefined)) ??
+        leastRecent(free)!
+      slot.busy = true
+      slot.lastUsed = ++clock
+      if (slot.session !== sessionKey) {
+        slot.session = undefined
+        if (sessionKey !== undefined && options.maxPinnedSessions > 0) {
+          for (const s of slots) if (s.session === sessionKey) s.session = undefined
+          const pinned = slots.filter((s) => s.session !== undefined)
+          if (pinned.length >= options.maxPinnedSessions) leastRecent(pinned)!.session = undefined
+          slot.session = sessionKey
+        }
+      }
+      return slot
+    }
+
+    const release = (slot: SlotState<A>) =>
+      Effect.sync(() => {
+        slot.busy = false
+        slot.lastUsed = ++clock
+      }).pipe(Effect.zipRight(semaphore.release(1)))
+
+    const acquire = (sessionKey: string | undefined): Effect.Effect<Slot<A>, never, Scope.Scope> =>
+      Effect.uninterruptibleMask((restore) =>
+        restore(semaphore.take(1)).pipe(
+          Effect.zipRight(Effect.sync(() => pick(sessionKey))),
+          Effect.tap((slot) => Effect.addFinalizer(() => release(slot)))
+        )
+      )
+
+    const snapshot = Effect.sync(() => ({
+      busy: slots.filter((s) => s.busy).length,
+      sessions: slots.map((s) => s.session)
+    }))
+
+    return { acquire, snapshot }
+  })
