@@ -1,0 +1,29 @@
+/**
+ * Retry policies as named Schedules. A retry is a lifecycle transition (EXECUTE
+ * again), and which failures may be retried is the taxonomy's `retryable` flag;
+ * the schedule only says when. Tests drive them with `TestClock.adjust`.
+ */
+import * as Duration from "effect/Duration"
+import * as Schedule from "effect/Schedule"
+
+/** Exponential backoff with jitter, at most `times` retries. */
+export const exponential = (options: {
+  readonly base?: Duration.DurationInput
+  readonly times?: number
+  readonly cap?: Duration.DurationInput
+} = {}): Schedule.Schedule<unknown> =>
+  Schedule.exponential(options.base ?? "200 millis").pipe(
+    Schedule.jittered,
+    Schedule.map((d) => Duration.min(d, Duration.decode(options.cap ?? "10 seconds"))),
+    Schedule.intersect(Schedule.recurs(options.times ?? 2)),
+    Schedule.asVoid
+  )
+
+/** For idempotent tools: 100 ms, 200 ms (jittered), then give up. */
+export const tool: Schedule.Schedule<unknown> = exponential({ base: "100 millis", times: 2 })
+
+/** For retryable inference failures (engine errors, malformed replies): 2 retries from 200 ms. */
+export const inference: Schedule.Schedule<unknown> = exponential({ base: "200 millis", times: 2 })
+
+/** Never retry. */
+export const none: Schedule.Schedule<unknown> = Schedule.asVoid(Schedule.recurs(0))
