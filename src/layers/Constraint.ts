@@ -1,0 +1,406 @@
+/**
+ * The live constraint layer: jsonrepair for repair, Effect Schema for validation,
+ * effect's JSONSchema module to describe an Effect Schema in the JSON Schema subset.
+ *
+ * Raw JSON Schemas are not validated by a second, hand-written validator: they are
+ * converted to an Effect Schema once (`fromJsonSchema`) and decoded like any other.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as JSONSchema from "effect/JSONSchema"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { jsonrepair } from "jsonrepair"
+import { ConstraintFailure } from "../domain/Failure.js"
+import type { JsonSchema, JsonSchemaType } from "../domain/JsonSchema.js"
+import type { Enforced, EnforceOptions, OutputSchema, Repaired, RequestConstraints, Service, Target } from "../services/Constraint.js"
+import { Constraint, isEffectSchema } from "../services/Constraint.js"
+
+// ---------------------------------------------------------------------------
+// Paths and violations
+// ---------------------------------------------------------------------------
+
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
+
+/** Renders a path as `$.a.b[0]["odd key"]`. */
+export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>((acc, key) => {
+    if (typeof key === "number") return `${acc}[${key}]`
+    const name = String(key)
+    return identifier.test(name) ? `${acc}.${name}` : `${acc}[${JSON.stringify(name)}]`
+  }, "$")
+
+const expectedActual = /^Expected (.*), actual (.*)$/s
+
+/** Merges the issues at one path ("Expected "a", actual "c"" twice becomes "Expected "a" | "b", actual "c""). */
+const mergeMessages = (messages: ReadonlyArray<string>): string => {
+  const unique = Array.from(new Set(messages))
+  if (unique.length === 1) return unique[0]!
+  const parsed = unique.map((m) => expectedActual.exec(m))
+  const actuals = new Set(parsed.map((p) => p?.[2]))
+  if (parsed.every((p) => p !== null) && actuals.size === 1) {
+    return `Expected ${parsed.map((p) => p![1]).join(" | ")}, actual ${parsed[0]![2]}`
+  }
+  return unique.join(" or ")
+}
+
+interface Violation {
+  readonly path: string
+  readonly rule: string
+}
+
+const violationsOf = (error: ParseResult.ParseError): ReadonlyArray<Violation> => {
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const path = formatPath(issue.path)
+    const messages = byPath.get(path) ?? []
+    messages.push(issue.message)
+    byPath.set(path, messages)
+  }
+  return Array.from(byPath, ([path, messages]) => ({ path, rule: mergeMessages(messages) }))
+}
+
+const render = (v: Violation): string => `${v.path}: ${v.rule}`
+
+// ---------------------------------------------------------------------------
+// Repair
+// ---------------------------------------------------------------------------
+
+const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
+
+const parseJson = (text: string): Either.Either<unknown, string> =>
+  Either.try({ try: (): unknown => JSON.parse(text), catch: describe })
+
+const repairJson = (text: string): Either.Either<string, string> =>
+  Either.try({ try: () => jsonrepair(text), catch: describe })
+
+const jsonInvalid = (raw: string, violations: ReadonlyArray<string>, repairAttempted: boolean) =>
+  new ConstraintFailure({
+    code: "CONSTRAINT_JSON_INVALID",
+    retryable: true,
+    message: repairAttempted ? "the output is not valid JSON and could not be repaired" : "the output is not valid JSON",
+    raw,
+    violations,
+    details: { repairAttempted }
+  })
+
+/** Parses model text, repairing it first when it is not JSON and repair is allowed. */
+const parseOrRepair = (
+  text: string,
+  repairAllowed: boolean
+): Either.Either<{ readonly json: unknown; readonly text: string; readonly repaired: boolean }, ConstraintFailure> => {
+  const direct = parseJson(text)
+  if (Either.isRight(direct)) return Either.right({ json: direct.right, text, repaired: false })
+  if (!repairAllowed) return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`], false))
+  const repaired = repairJson(text)
+  if (Either.isLeft(repaired)) {
+    return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`, `$: repair failed (${repaired.left})`], true))
+  }
+  const reparsed = parseJson(repaired.right)
+  if (Either.isLeft(reparsed)) {
+    return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`, `$: repair produced invalid JSON (${reparsed.left})`], true))
+  }
+  return Either.right({ json: reparsed.right, text: repaired.right, repaired: true })
+}
+
+// ---------------------------------------------------------------------------
+// Enum normalization
+// ---------------------------------------------------------------------------
+
+const isPlainObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
+const matchEnum = (value: string, members: ReadonlyArray<string>): string => {
+  if (members.includes(value)) return value
+  const lower = value.toLowerCase()
+  const matches = new Set(members.filter((m) => m.toLowerCase() === lower))
+  return matches.size === 1 ? matches.values().next().value! : value
+}
+
+/** Returns the same reference when nothing changed, so callers can tell whether it did. */
+export const normalizeEnums = (value: unknown, schema: JsonSchema): unknown => {
+  if (schema.enum !== undefined && typeof value === "string") return matchEnum(value, schema.enum)
+  if (Array.isArray(value) && schema.items !== undefined) {
+    const items = schema.items
+    let changed = false
+    const out = value.map((item: unknown) => {
+      const next = normalizeEnums(item, items)
+      if (next !== item) changed = true
+      return next
+    })
+    return changed ? out : value
+  }
+  if (isPlainObject(value) && schema.properties !== undefined) {
+    const properties = schema.properties
+    let changed = false
+    const out: Record<string, unknown> = {}
+    for (const [key, field] of Object.entries(value)) {
+      const sub = Object.prototype.hasOwnProperty.call(properties, key) ? properties[key] : undefined
+      const next = sub === undefined ? field : normalizeEnums(field, sub)
+      if (next !== field) changed = true
+      out[key] = next
+    }
+    return changed ? out : value
+  }
+  return value
+}
+
+interface UnrecognizedEnum {
+  readonly path: string
+  readonly value: string
+  readonly allowed: ReadonlyArray<string>
+}
+
+/** Strings under an enum that are not members (after normalization). */
+const unrecognizedEnums = (
+  value: unknown,
+  schema: JsonSchema,
+  path: ReadonlyArray<PropertyKey> = []
+): ReadonlyArray<UnrecognizedEnum> => {
+  if (schema.enum !== undefined && typeof value === "string") {
+    return schema.enum.includes(value) ? [] : [{ path: formatPath(path), value, allowed: schema.enum }]
+  }
+  if (Array.isArray(value) && schema.items !== undefined) {
+    const items = schema.items
+    return value.flatMap((item: unknown, i) => unrecognizedEnums(item, items, [...path, i]))
+  }
+  if (isPlainObject(value) && schema.properties !== undefined) {
+    const properties = schema.properties
+    return Object.entries(value).flatMap(([key, field]) =>
+      Object.prototype.hasOwnProperty.call(properties, key) ? unrecognizedEnums(field, properties[key]!, [...path, key]) : []
+    )
+  }
+  return []
+}
+
+// ---------------------------------------------------------------------------
+// JSON Schema subset -> Effect Schema
+// ---------------------------------------------------------------------------
+
+const enumSchema = (members: ReadonlyArray<string>): Schema.Schema<string> => {
+  const allowed = members.map((m) => JSON.stringify(m)).join(" | ")
+  return Schema.String.pipe(
+    Schema.filter((s) => members.includes(s) || `Expected one of ${allowed}, actual ${JSON.stringify(s)}`)
+  )
+}
+
+const impliedType = (schema: JsonSchema): JsonSchemaType | undefined => {
+  if (schema.type !== undefined) return schema.type
+  if (schema.properties !== undefined) return "object"
+  if (schema.items !== undefined) return "array"
+  return undefined
+}
+
+export const fromJsonSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
+  const base = ((): Schema.Schema<any> => {
+    if (schema.enum !== undefined) return enumSchema(schema.enum)
+    switch (impliedType(schema)) {
+      case "object": {
+        const required = new Set(schema.required ?? [])
+        const fields: Record<string, Schema.Schema<any> | Schema.PropertySignature.Any> = {}
+        for (const [key, sub] of Object.entries(schema.properties ?? {})) {
+          const field = fromJsonSchema(sub)
+          fields[key] = required.has(key) ? field : Schema.optional(field)
+        }
+        for (const key of required) {
+          if (!(key in fields)) fields[key] = Schema.Unknown
+        }
+        // JSON Schema allows properties it does not name; keep them.
+        return Schema.Struct(fields as Record<string, typeof Schema.Unknown>, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+      }
+      case "array":
+        return Schema.Array(schema.items === undefined ? Schema.Unknown : fromJsonSchema(schema.items))
+      case "string":
+        return Schema.String
+      case "number":
+        return Schema.Number
+      case "integer":
+        return Schema.Int
+      case "boolean":
+        return Schema.Boolean
+      case "null":
+        return Schema.Null
+      case undefined:
+        return Schema.Unknown
+    }
+  })()
+  return schema.description === undefined ? base : base.annotations({ description: schema.description })
+}
+
+// ---------------------------------------------------------------------------
+// Effect Schema -> JSON Schema subset
+// ---------------------------------------------------------------------------
+
+type Json7 = { readonly [key: string]: unknown }
+
+const subsetTypes: ReadonlySet<string> = new Set(["object", "array", "string", "number", "integer", "boolean", "null"])
+
+const asRecord = (u: unknown): Json7 | undefined => (isPlainObject(u) ? u : undefined)
+
+const stringEnum = (node: Json7): ReadonlyArray<string> | undefined => {
+  if (typeof node.const === "string") return [node.const]
+  if (Array.isArray(node.enum) && node.enum.every((m): m is string => typeof m === "string")) return node.enum
+  return undefined
+}
+
+const isNullNode = (node: Json7): boolean => node.type === "null" || (Array.isArray(node.enum) && node.enum.length === 1 && node.enum[0] === null)
+
+const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchema => {
+  const extras: { description?: string; default?: unknown } = {}
+  if (typeof node.description === "string") extras.description = node.description
+  if ("default" in node) extras.default = node.default
+
+  if (typeof node.$ref === "string") {
+    const name = node.$ref.replace(/^#\/\$defs\//, "")
+    const def = asRecord(defs[name])
+    // A recursive schema cannot be written in the subset: stop at the cycle.
+    if (def === undefined || seen.has(name)) return { ...extras }
+    return { ...convert(def, defs, new Set([...seen, name])), ...extras }
+  }
+
+  const union = Array.isArray(node.anyOf) ? node.anyOf : Array.isArray(node.oneOf) ? node.oneOf : undefined
+  if (union !== undefined) {
+    const members = union.map(asRecord).filter((m): m is Json7 => m !== undefined && !isNullNode(m))
+    if (members.length === 1) return { ...convert(members[0]!, defs, seen), ...extras }
+    const converted = members.map((m) => convert(m, defs, seen))
+    if (converted.length > 0 && converted.every((m) => m.enum !== undefined)) {
+      return { type: "string", enum: Array.from(new Set(converted.flatMap((m) => m.enum ?? []))), ...extras }
+    }
+    return { ...extras }
+  }
+
+  const out: {
+    type?: JsonSchemaType
+    properties?: Record<string, JsonSchema>
+    required?: ReadonlyArray<string>
+    enum?: ReadonlyArray<string>
+    items?: JsonSchema
+  } = {}
+  const types = (Array.isArray(node.type) ? node.type : [node.type]).filter(
+    (t): t is JsonSchemaType => typeof t === "string" && subsetTypes.has(t)
+  )
+  const nonNull = types.filter((t) => t !== "null")
+  if (nonNull.length === 1) out.type = nonNull[0]!
+  else if (types.length === 1) out.type = types[0]!
+  const members = stringEnum(node)
+  if (members !== undefined) {
+    out.enum = members
+    if (out.type === undefined) out.type = "string"
+  }
+  const properties = asRecord(node.properties)
+  if (properties !== undefined && Object.keys(properties).length > 0) {
+    const converted: Record<string, JsonSchema> = {}
+    for (const [key, sub] of Object.entries(properties)) {
+      const subNode = asRecord(sub)
+      converted[key] = subNode === undefined ? {} : convert(subNode, defs, seen)
+    }
+    out.properties = converted
+  }
+  if (Array.isArray(node.required) && node.required.length > 0) {
+    out.required = node.required.filter((r): r is string => typeof r === "string")
+  }
+  const items = asRecord(node.items)
+  if (items !== undefined) out.items = convert(items, defs, seen)
+  return { ...out, ...extras }
+}
+
+export const toJsonSchema = <A, I>(schema: Schema.Schema<A, I, never>): JsonSchema => {
+  // JSONSchema.make throws on schemas it cannot describe; the engine then gets no schema,
+  // and validation still runs through the Effect Schema itself.
+  const made = Either.try(() => JSONSchema.make(schema) as unknown)
+  if (Either.isLeft(made)) return {}
+  const root = asRecord(made.right) ?? {}
+  return convert(root, asRecord(root.$defs) ?? {}, new Set())
+}
+
+// ---------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------
+
+const target = <A>(schema: OutputSchema<A>): Target<A> =>
+  isEffectSchema(schema)
+    ? { schema, jsonSchema: toJsonSchema(schema) }
+    : { schema: fromJsonSchema(schema) as Schema.Schema<A>, jsonSchema: schema }
+
+const repair = (text: string): Effect.Effect<Repaired, ConstraintFailure> =>
+  Either.match(parseOrRepair(text, true), {
+    onLeft: (failure) => Effect.fail(failure),
+    onRight: (parsed) => Effect.succeed({ text: parsed.text, repaired: parsed.repaired })
+  })
+
+const validateEither = <A>(
+  value: unknown,
+  t: Target<A>,
+  raw: string | undefined,
+  repaired: boolean
+): Either.Either<A, ConstraintFailure> => {
+  const decoded = Schema.decodeUnknownEither(t.schema)(value, { errors: "all", onExcessProperty: "ignore" })
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
+  const violations = violationsOf(decoded.left)
+  const unrecognized = unrecognizedEnums(value, t.jsonSchema)
+  const enumPaths = new Set(unrecognized.map((u) => u.path))
+  const onlyEnums = violations.length > 0 && violations.every((v) => enumPaths.has(v.path))
+  return Either.left(
+    new ConstraintFailure({
+      code: onlyEnums ? "CONSTRAINT_ENUM_UNRECOGNIZED" : "CONSTRAINT_SCHEMA_INVALID",
+      retryable: true,
+      message: onlyEnums
+        ? `the output names ${unrecognized.length === 1 ? "a value" : "values"} outside the allowed enum`
+        : `the output does not match the schema (${violations.length} violation${violations.length === 1 ? "" : "s"})`,
+      ...(raw === undefined ? {} : { raw }),
+      violations: violations.map(render),
+      details: {
+        repaired,
+        ...(unrecognized.length === 0 ? {} : { unrecognizedEnums: unrecognized })
+      }
+    })
+  )
+}
+
+const contentOf = <A>(value: A, json: unknown, t: Target<A>): string => {
+  const encoded = Schema.encodeEither(t.schema)(value)
+  return JSON.stringify(Either.isRight(encoded) ? encoded.right : json)
+}
+
+/** Builds the live constraint service. */
+export const make: Effect.Effect<Service> = Effect.sync(() => {
+  const validate = <A>(value: unknown, t: Target<A>, raw?: string): Effect.Effect<A, ConstraintFailure> =>
+    validateEither(value, t, raw, false)
+
+  const enforce = Effect.fn("Constraint.enforce")(function* <A>(
+    text: string,
+    t: Target<A>,
+    options?: EnforceOptions
+  ) {
+    const parsed = yield* parseOrRepair(text, options?.repairAllowed ?? true)
+    const json = normalizeEnums(parsed.json, t.jsonSchema)
+    const value = yield* validateEither(json, t, text, parsed.repaired)
+    const enforced: Enforced<A> = {
+      value,
+      json,
+      content: contentOf(value, json, t),
+      raw: text,
+      repaired: parsed.repaired,
+      normalized: json !== parsed.json
+    }
+    return enforced
+  })
+
+  const requestConstraints = <A>(t: Target<A>, grammar?: string): RequestConstraints =>
+    grammar === undefined ? { schema: t.jsonSchema } : { schema: t.jsonSchema, grammar }
+
+  return Constraint.of({
+    target,
+    toJsonSchema,
+    fromJsonSchema,
+    repair,
+    normalizeEnums,
+    validate,
+    enforce,
+    requestConstraints
+  })
+})
+
+/** The live constraint layer. */
+export const layer: Layer.Layer<Constraint> = Layer.effect(Constraint, make)
