@@ -1,0 +1,123 @@
+/**
+ * Voting: picking one output from N candidates (N-version programming).
+ *
+ * A strategy is a small interface the RedundantLoop consumes: it gets the candidate
+ * texts in replica order and returns the winner's index, its content and how
+ * strongly the vote supports it. Strategies compare meaning, not bytes: JSON
+ * candidates are compared in canonical form (keys sorted, no whitespace), so key
+ * order and formatting never split a vote; anything else is compared as trimmed
+ * text. Ties break by first-seen order, so the same candidates always give the
+ * same winner.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import { OrchestrationFailure } from "../domain/Failure.js"
+
+/** The outcome of a vote. */
+export interface Vote {
+  /** Index of the winning candidate in the list given (its first occurrence). */
+  readonly winner: number
+  /** The winning candidate as given. */
+  readonly content: string
+  /** How strongly the vote supports the winner, in [0, 1]. */
+  readonly confidence: number
+}
+
+/** A way to pick one candidate. */
+export interface VotingStrategy {
+  readonly name: string
+  readonly vote: (candidates: ReadonlyArray<string>) => Effect.Effect<Vote, OrchestrationFailure>
+}
+
+// ---------------------------------------------------------------------------
+// Canonical form
+// ---------------------------------------------------------------------------
+
+const sortKeys = (value: unknown): unknown => {
+  if (Array.isArray(value)) return value.map(sortKeys)
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {}
+    for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key])
+    return out
+  }
+  return value
+}
+
+const parseJson = (text: string): Either.Either<unknown, void> =>
+  Either.try({ try: (): unknown => JSON.parse(text), catch: () => undefined })
+
+/**
+ * The canonical form of a candidate: JSON with keys sorted and no whitespace, or,
+ * when the text is not JSON, the trimmed text (prefixed so it can never equal a JSON form).
+ */
+export const canonical = (candidate: string): string => {
+  const trimmed = candidate.trim()
+  return Either.match(parseJson(trimmed), {
+    onLeft: () => `text:${trimmed}`,
+    onRight: (value) => `json:${JSON.stringify(sortKeys(value))}`
+  })
+}
+
+const noCandidates = (strategy: string) =>
+  new OrchestrationFailure({
+    code: "ORCHESTRATION_NO_CONSENSUS",
+    retryable: false,
+    message: `${strategy} voting: no candidates`,
+    details: { strategy, candidates: 0 }
+  })
+
+// ---------------------------------------------------------------------------
+// Strategies
+// ---------------------------------------------------------------------------
+
+/** Counts votes per canonical form, in first-seen order. */
+export const tally = (
+  candidates: ReadonlyArray<string>
+): ReadonlyArray<{ readonly key: string; readonly first: number; readonly votes: number }> => {
+  const groups = new Map<string, { key: string; first: number; votes: number }>()
+  candidates.forEach((candidate, i) => {
+    const key = canonical(candidate)
+    const group = groups.get(key)
+    if (group === undefined) groups.set(key, { key, first: i, votes: 1 })
+    else group.votes += 1
+  })
+  return Array.from(groups.values())
+}
+
+/**
+ * The most frequent candidate wins; ties go to the one seen first. Confidence is
+ * the winner's votes over the number of candidates.
+ */
+export const MajorityVoting: VotingStrategy = {
+  name: "majority",
+  vote: Effect.fn("MajorityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
+    if (candidates.length === 0) return yield* noCandidates("majority")
+    let best = tally(candidates)[0]!
+    for (const group of tally(candidates)) if (group.votes > best.votes) best = group
+    const vote: Vote = { winner: best.first, content: candidates[best.first]!, confidence: best.votes / candidates.length }
+    return vote
+  })
+}
+
+/**
+ * Every candidate must agree (in canonical form); confidence is then 1. Otherwise
+ * fails with ORCHESTRATION_NO_CONSENSUS naming the first candidate that differs.
+ */
+export const UnanimityVoting: VotingStrategy = {
+  name: "unanimity",
+  vote: Effect.fn("UnanimityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
+    if (candidates.length === 0) return yield* noCandidates("unanimity")
+    const reference = canonical(candidates[0]!)
+    const differing = candidates.findIndex((c) => canonical(c) !== reference)
+    if (differing !== -1) {
+      return yield* new OrchestrationFailure({
+        code: "ORCHESTRATION_NO_CONSENSUS",
+        retryable: false,
+        message: `unanimity voting: candidate ${differing} differs from candidate 0`,
+        details: { strategy: "unanimity", candidate: differing, candidates: candidates.length }
+      })
+    }
+    const vote: Vote = { winner: 0, content: candidates[0]!, confidence: 1 }
+    return vote
+  })
+}
