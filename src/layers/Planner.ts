@@ -1,0 +1,184 @@
+/**
+ * Planner implementations.
+ *
+ * - `static`: a table from request to plan. Routes are tried in order; the first
+ *   whose `when` accepts the request builds the plan. No route is an
+ *   OrchestrationFailure with `details.rule = "noPlan"`.
+ * - `model`: asks the Engine for a plan constrained to the plan JSON schema
+ *   (InferenceRequest.schema, step types limited to the policy's), decodes the
+ *   reply into a PlanDraft (not JSON: CONSTRAINT_JSON_INVALID; not a plan:
+ *   CONSTRAINT_SCHEMA_INVALID), retries those on a Schedule, and checks the plan
+ *   against the dependency rules and the PlanPolicy.
+ *
+ * Both check every plan they return (graph and policy) and attach its PlanTrace.
+ */
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { ConstraintFailure, OrchestrationFailure } from "../domain/Failure.js"
+import * as Message from "../domain/Message.js"
+import * as Plan from "../domain/Plan.js"
+import type { SystemRequest } from "../domain/System.js"
+import { Engine, InferenceRequest } from "../services/Engine.js"
+import type { Service } from "../services/Planner.js"
+import { Planner } from "../services/Planner.js"
+import { formatPath } from "./Constraint.js"
+
+/** The content of the last user message of a request ("" when there is none). */
+export const lastUserContent = (request: SystemRequest): string => {
+  for (let i = request.messages.length - 1; i >= 0; i--) {
+    const m = request.messages[i]!
+    if (Message.isUser(m)) return m.content
+  }
+  return ""
+}
+
+const traced = (plan: Plan.ExecutionPlan, plannerId: string, rationale: string) =>
+  Effect.map(DateTime.now, (createdAt) =>
+    new Plan.ExecutionPlan({
+      steps: plan.steps,
+      trace: new Plan.PlanTrace({ plannerId, rationale, createdAt, stepCount: plan.steps.length })
+    }))
+
+// ---------------------------------------------------------------------------
+// Static
+// ---------------------------------------------------------------------------
+
+export interface Route {
+  readonly name: string
+  /** Whether this route serves the request. */
+  readonly when: (request: SystemRequest) => boolean
+  /** The steps for the request. */
+  readonly steps: (request: SystemRequest) => ReadonlyArray<Plan.Step>
+  /** Why these steps; recorded in the trace. Defaults to `route <name>`. */
+  readonly rationale?: string
+}
+
+export interface StaticOptions {
+  readonly id?: string
+  readonly routes: ReadonlyArray<Route>
+  readonly policy?: Plan.PlanPolicy
+}
+
+export const makeStatic = (options: StaticOptions): Service => {
+  const id = options.id ?? "static"
+  const policy = options.policy ?? Plan.permissive
+  return {
+    id,
+    createPlan: Effect.fn("Planner.static")(function*(request: SystemRequest) {
+      const route = options.routes.find((r) => r.when(request))
+      if (route === undefined) {
+        return yield* new OrchestrationFailure({
+          code: "ORCHESTRATION_STEP_MISMATCH",
+          retryable: false,
+          message: `planner "${id}" has no plan for this request`,
+          details: { rule: "noPlan", planner: id }
+        })
+      }
+      const plan = new Plan.ExecutionPlan({ steps: route.steps(request) })
+      yield* Plan.check(plan, policy)
+      return yield* traced(plan, id, route.rationale ?? `route ${route.name}`)
+    })
+  }
+}
+
+export const layerStatic = (options: StaticOptions): Layer.Layer<Planner> =>
+  Layer.succeed(Planner, Planner.of(makeStatic(options)))
+
+// ---------------------------------------------------------------------------
+// Model-based
+// ---------------------------------------------------------------------------
+
+export interface ModelOptions {
+  readonly id?: string
+  /** The policy the plan must satisfy; its allowed step types (or `stepTypes`) go into the schema. */
+  readonly policy?: Plan.PlanPolicy
+  /** Step types the model may use when the policy does not list them. Default: the built-in ones. */
+  readonly stepTypes?: ReadonlyArray<string>
+  /** Extra guidance for the model (what each step type does, examples). */
+  readonly instructions?: string
+  /** How a reply that is not a plan is retried. Default: 2 retries, exponential from 100ms. */
+  readonly retry?: Schedule.Schedule<unknown>
+  readonly maxTokens?: number
+}
+
+/** How a planner retries a reply that is not a plan: 2 retries, exponential from 100 ms. */
+export const retryPolicy: Schedule.Schedule<unknown> = Schedule.exponential("100 millis").pipe(
+  Schedule.intersect(Schedule.recurs(2))
+)
+
+const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailure> => {
+  const json = Schema.decodeUnknownEither(Schema.parseJson())(raw)
+  if (Either.isLeft(json)) {
+    return Either.left(
+      new ConstraintFailure({ code: "CONSTRAINT_JSON_INVALID", retryable: true, message: "the plan is not JSON", raw })
+    )
+  }
+  return Either.mapLeft(
+    Schema.decodeUnknownEither(Plan.PlanDraft, { errors: "all" })(json.right),
+    (error) =>
+      new ConstraintFailure({
+        code: "CONSTRAINT_SCHEMA_INVALID",
+        retryable: true,
+        message: "the reply is not a plan",
+        raw,
+        violations: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => `${formatPath(i.path)}: ${i.message}`)
+      })
+  )
+}
+
+export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, never, Engine> =>
+  Effect.gen(function*() {
+    const engine = yield* Engine
+    const id = options.id ?? "model"
+    const policy = options.policy ?? Plan.permissive
+    const stepTypes = policy.allowedStepTypes ?? options.stepTypes ?? Plan.BuiltinStepType.literals
+    const schema = Plan.draftJsonSchema(stepTypes)
+    const system = [
+      "You are a planner. Break the user's request into a short pipeline of steps.",
+      `Step types: ${stepTypes.join(", ")}.`,
+      policy.maxSteps === undefined ? "" : `Use at most ${policy.maxSteps} steps.`,
+      policy.requireLinear ? "Steps run one after another; do not use dependsOn." : "",
+      "A step without input takes the previous step's output. Answer with JSON only: {\"rationale\": string, \"steps\": [...]}.",
+      options.instructions ?? ""
+    ].filter((s) => s !== "").join("\n")
+
+    const draft = (request: SystemRequest) =>
+      engine.infer(
+        new InferenceRequest({
+          messages: [Message.system(system), ...request.messages],
+          schema,
+          temperature: 0,
+          ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens })
+        })
+      ).pipe(
+        Effect.flatMap((result) => decodeDraft(result.content)),
+        Effect.retry({ schedule: options.retry ?? retryPolicy, while: (e) => e._tag === "ConstraintFailure" })
+      )
+
+    return {
+      id,
+      createPlan: Effect.fn("Planner.model")(function*(request: SystemRequest) {
+        const d = yield* draft(request)
+        const plan = new Plan.ExecutionPlan({
+          steps: d.steps.map((s) =>
+            new Plan.Step({
+              name: s.name,
+              type: s.type,
+              ...(s.input === undefined ? {} : { input: s.input }),
+              ...(s.dependsOn === undefined ? {} : { dependsOn: s.dependsOn })
+            })
+          )
+        })
+        yield* Plan.check(plan, policy)
+        return yield* traced(plan, id, d.rationale)
+      })
+    }
+  })
+
+export const layerModel = (options: ModelOptions = {}): Layer.Layer<Planner, never, Engine> =>
+  Layer.effect(Planner, Effect.map(makeModel(options), Planner.of))

@@ -1,0 +1,41 @@
+/**
+ * Layer 6: reranking.
+ *
+ * Retrieval casts a wide net; a reranker scores each candidate against the query
+ * and orders them best first, so that only the few that matter reach the model.
+ * A candidate's `score` means whatever its producer says (BM25 for retrieval, a
+ * relevance estimate after reranking), so a reranker replaces it. The order is
+ * deterministic: by score, then by the candidate's original position.
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type { ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
+
+/** A scored item with its provenance (the same fields as a retrieved Chunk). */
+export class Candidate extends Schema.Class<Candidate>("Candidate")({
+  content: Schema.String,
+  score: Schema.Number,
+  source: Schema.String,
+  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
+    default: () => ({})
+  })
+}) {}
+
+/** A query and the candidates to rank for it; `topK` keeps only the best ones. */
+export class RerankInput extends Schema.Class<RerankInput>("RerankInput")({
+  query: Schema.String,
+  candidates: Schema.Array(Candidate),
+  topK: Schema.optional(Schema.Int.pipe(Schema.positive()))
+}) {}
+
+/** What a reranker can fail with (a lexical reranker never fails). */
+export type RerankFailure = InferenceFailure | ConstraintFailure
+
+export interface Service {
+  /** Scores every candidate against the query and returns them best first (at most `topK`). */
+  readonly rerank: (input: RerankInput) => Effect.Effect<ReadonlyArray<Candidate>, RerankFailure>
+}
+
+/** Scores and orders candidates for a query. */
+export class Reranker extends Context.Tag("pagantic/Reranker")<Reranker, Service>() {}
