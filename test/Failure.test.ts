@@ -1,0 +1,97 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import * as Failure from "../src/domain/Failure.js"
+import { SystemError, toSystemError } from "../src/domain/System.js"
+
+const sample = (code: Failure.FailureCode): Failure.Failure => {
+  const common = { message: `failed with ${code}`, retryable: false, details: { at: "test" } }
+  switch (Failure.categoryOfCode[code]) {
+    case "InferenceFailure":
+      return new Failure.InferenceFailure({ ...common, code: code as Failure.InferenceFailure["code"] })
+    case "ToolFailure":
+      return new Failure.ToolFailure({ ...common, code: code as Failure.ToolFailure["code"], tool: "calc" })
+    case "ConstraintFailure":
+      return new Failure.ConstraintFailure({ ...common, code: code as Failure.ConstraintFailure["code"], raw: "{bad" })
+    case "ValidationFailure":
+      return new Failure.ValidationFailure({ ...common, code: code as Failure.ValidationFailure["code"] })
+    case "OrchestrationFailure":
+      return new Failure.OrchestrationFailure({ ...common, code: code as Failure.OrchestrationFailure["code"] })
+    case "ConfigurationFailure":
+      return new Failure.ConfigurationFailure({ ...common, code: code as Failure.ConfigurationFailure["code"] })
+    case "Cancellation":
+      return new Failure.Cancellation({ ...common, code: code as Failure.Cancellation["code"] })
+  }
+}
+
+describe("Failure taxonomy", () => {
+  const allCodes = Failure.FailureCode.members.flatMap((m) => m.literals) as ReadonlyArray<Failure.FailureCode>
+
+  it("has the 22 codes of seed 03, each mapped to a category", () => {
+    expect(allCodes).toHaveLength(22)
+    expect(Object.keys(Failure.categoryOfCode).sort()).toEqual([...allCodes].sort())
+  })
+
+  it("maps every code to a SystemError of the code's own category (exhaustive)", () => {
+    for (const code of allCodes) {
+      const failure = sample(code)
+      // the class's tag is the category the table names for the code
+      expect(failure._tag).toBe(Failure.categoryOfCode[code])
+      const error = toSystemError(failure)
+      expect(error).toBeInstanceOf(SystemError)
+      expect(error.code).toBe(code)
+      expect(error.category).toBe(failure._tag)
+      expect(error.message).toBe(`failed with ${code}`)
+      expect(error.details.at).toBe("test")
+    }
+  })
+
+  it("each category accepts only its own codes", () => {
+    const decode = Schema.decodeUnknownEither(Failure.Failure)
+    expect(
+      decode({ _tag: "ToolFailure", code: "INFERENCE_ENGINE_ERROR", tool: "x", message: "m", retryable: false })._tag
+    ).toBe("Left")
+    expect(decode({ _tag: "ToolFailure", code: "TOOL_TIMEOUT", tool: "x", message: "m", retryable: true })._tag).toBe(
+      "Right"
+    )
+  })
+
+  it.effect("failures round-trip through the Schema.Union (the HTTP boundary)", () =>
+    Effect.gen(function* () {
+      for (const code of allCodes) {
+        const failure = sample(code)
+        const encoded = yield* Schema.encode(Failure.Failure)(failure)
+        const json = JSON.parse(JSON.stringify(encoded))
+        const decoded = yield* Schema.decodeUnknown(Failure.Failure)(json)
+        expect(decoded._tag).toBe(failure._tag)
+        expect(decoded.code).toBe(code)
+      }
+    })
+  )
+
+  it("carries tool names, raw text and causes into the SystemError", () => {
+    const tool = toSystemError(
+      new Failure.ToolFailure({ code: "TOOL_TIMEOUT", tool: "search", toolCallId: "c1", retryable: true, message: "slow" })
+    )
+    expect(tool.details).toMatchObject({ tool: "search", toolCallId: "c1" })
+    expect(tool.retryable).toBe(true)
+    const constraint = toSystemError(
+      new Failure.ConstraintFailure({
+        code: "CONSTRAINT_SCHEMA_INVALID",
+        raw: '{"a":1}',
+        violations: ["a: expected string"],
+        retryable: true,
+        message: "bad"
+      })
+    )
+    expect(constraint.details).toMatchObject({ raw: '{"a":1}', violations: ["a: expected string"] })
+    const caused = toSystemError(Failure.InferenceFailure.engineError("down", {}, new Error("ECONNREFUSED")))
+    expect(caused.causedBy).toBe("Error: ECONNREFUSED")
+  })
+
+  it("isRetryable reads the flag and rejects non-failures", () => {
+    expect(Failure.isRetryable(Failure.InferenceFailure.engineError("x"))).toBe(true)
+    expect(Failure.isRetryable(Failure.InferenceFailure.contextExceeded("x"))).toBe(false)
+    expect(Failure.isRetryable(new Error("x"))).toBe(false)
+  })
+})
