@@ -36,7 +36,8 @@ import type {
   LlamaContext,
   LlamaContextSequence,
   LlamaModel,
-  LLamaChatGenerateResponseOptions
+  LLamaChatGenerateResponseOptions,
+  Token
 } from "node-llama-cpp"
 import { InferenceFailure } from "../domain/Failure.js"
 import { ToolCall } from "../domain/Message.js"
@@ -135,6 +136,13 @@ const finishReasonOf = (response: LlamaChatResponse<ChatModelFunctions>): Finish
     default:
       return "stop"
   }
+}
+
+const commonPrefixLength = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): number => {
+  const n = Math.min(a.length, b.length)
+  let i = 0
+  while (i < n && a[i] === b[i]) i++
+  return i
 }
 
 const isRecord = (u: unknown): u is Record<string, unknown> =>
@@ -299,14 +307,15 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         ? yield* schemaGrammar(request.schema)
         : undefined
 
-      const promptTokens = yield* Effect.try({
+      const prompt = yield* Effect.try({
         try: () =>
           chatWrapper.generateContextState({
             chatHistory: history,
             ...(functions === undefined ? {} : { availableFunctions: functions })
-          }).contextText.tokenize(model.tokenizer).length,
+          }).contextText.tokenize(model.tokenizer),
         catch: (cause) => InferenceFailure.engineError(`cannot render the prompt: ${errorMessage(cause)}`, {}, cause)
       })
+      const promptTokens = prompt.length
       const room = contextWindow - promptTokens - 1
       if (room < 1) {
         return yield* InferenceFailure.contextExceeded(
@@ -331,7 +340,7 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
       }
 
       return yield* Effect.scoped(Effect.gen(function*() {
-        const slot = yield* pool.acquire(request.sessionKey)
+        const slot = yield* pool.acquire(request.sessionKey, (worker) => commonPrefixLength(worker.sequence.contextTokens, prompt))
         const { chat, sequence } = slot.value
         const before = sequence.tokenMeter.getState()
         const start = yield* Clock.currentTimeNanos

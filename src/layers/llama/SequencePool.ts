@@ -6,7 +6,8 @@
  * busy, callers wait for one to come back. A sequence keeps the tokens it last
  * evaluated, so a conversation that returns to the same sequence pays only for
  * its new tokens: a request with a session key is pinned to the sequence it used
- * last. Pins are bounded (least recently used first out), and a free pinned
+ * last, and any other request goes to the free sequence that already holds the
+ * longest part of its prompt. Pins are bounded (least recently used first out), and a free pinned
  * sequence is still lent to others when no unpinned one is free, so sessions never
  * starve other callers; the evicted session merely re-evaluates its history.
  */
@@ -26,8 +27,15 @@ interface SlotState<A> extends Slot<A> {
 }
 
 export interface SequencePool<A> {
-  /** Takes a sequence for the current scope (waiting while all are busy); the scope's end returns it. */
-  readonly acquire: (sessionKey: string | undefined) => Effect.Effect<Slot<A>, never, Scope.Scope>
+  /**
+   * Takes a sequence for the current scope (waiting while all are busy); the
+   * scope's end returns it. Without a pinned sequence, the free unpinned sequence
+   * with the highest `affinity` (e.g. the longest prefix already evaluated) wins.
+   */
+  readonly acquire: (
+    sessionKey: string | undefined,
+    affinity?: (value: A) => number
+  ) => Effect.Effect<Slot<A>, never, Scope.Scope>
   /** How many sequences are busy, and which session each one is pinned to. */
   readonly snapshot: Effect.Effect<{
     readonly busy: number
@@ -58,12 +66,29 @@ export const make = <A>(
       )
 
     // Called only while holding a permit, so a free slot exists.
-    const pick = (sessionKey: string | undefined): SlotState<A> => {
+    const best = (
+      candidates: ReadonlyArray<SlotState<A>>,
+      affinity: ((value: A) => number) | undefined
+    ): SlotState<A> | undefined => {
+      if (affinity === undefined) return leastRecent(candidates)
+      let chosen: SlotState<A> | undefined
+      let chosenScore = -Infinity
+      for (const s of candidates) {
+        const score = affinity(s.value)
+        if (score > chosenScore || (score === chosenScore && chosen !== undefined && s.lastUsed < chosen.lastUsed)) {
+          chosen = s
+          chosenScore = score
+        }
+      }
+      return chosen
+    }
+
+    const pick = (sessionKey: string | undefined, affinity: ((value: A) => number) | undefined): SlotState<A> => {
       const free = slots.filter((s) => !s.busy)
       const own = sessionKey === undefined ? undefined : free.find((s) => s.session === sessionKey)
       const slot = own ??
-        leastRecent(free.filter((s) => s.session === undefined)) ??
-        leastRecent(free)!
+        best(free.filter((s) => s.session === undefined), affinity) ??
+        best(free, affinity)!
       slot.busy = true
       slot.lastUsed = ++clock
       if (slot.session !== sessionKey) {
@@ -84,10 +109,13 @@ export const make = <A>(
         slot.lastUsed = ++clock
       }).pipe(Effect.zipRight(semaphore.release(1)))
 
-    const acquire = (sessionKey: string | undefined): Effect.Effect<Slot<A>, never, Scope.Scope> =>
+    const acquire = (
+      sessionKey: string | undefined,
+      affinity?: (value: A) => number
+    ): Effect.Effect<Slot<A>, never, Scope.Scope> =>
       Effect.uninterruptibleMask((restore) =>
         restore(semaphore.take(1)).pipe(
-          Effect.zipRight(Effect.sync(() => pick(sessionKey))),
+          Effect.zipRight(Effect.sync(() => pick(sessionKey, affinity))),
           Effect.tap((slot) => Effect.addFinalizer(() => release(slot)))
         )
       )
