@@ -1,0 +1,2 @@
+/** Ready-made tools. */
+export * as Calculator from "./Calculator.js"
