@@ -1,0 +1,189 @@
+/**
+ * ChatStructured: one structured answer from a conversation, that cannot come back wrong.
+ *
+ * The request carries the target's JSON schema and, when given, a GBNF grammar, so
+ * engines that can constrain decoding do; the temperature defaults low. The reply
+ * then goes through the constraint pipeline (valid JSON? -> normalize -> validate;
+ * not JSON -> repair -> normalize -> validate) and, when given, a rule check. A
+ * rejected reply is the lifecycle's VALIDATE -> EXECUTE transition: on a Schedule,
+ * the model is asked again with its own reply and what was wrong with it, and every
+ * attempt is counted. When the schedule gives up, the failure is the last
+ * ConstraintFailure (carrying the raw model text and the violations) or the
+ * caller's ValidationFailure. Retryable inference failures are retried on their own
+ * policy first; an InferenceFailure that remains ends the call.
+ *
+ * This is a function over the Engine and Constraint services, not a method of an
+ * AgentLoop, so every loop (AgentLoop, SpecializedLoop, RedundantLoop, plans) can
+ * use it on whatever messages it holds.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Ref from "effect/Ref"
+import type * as Schedule from "effect/Schedule"
+import * as Event from "../domain/Event.js"
+import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
+import type { LifecycleState } from "../domain/Lifecycle.js"
+import * as Message from "../domain/Message.js"
+import { ValidationResult } from "../domain/System.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
+import type { Enforced, OutputSchema } from "../services/Constraint.js"
+import { Constraint } from "../services/Constraint.js"
+import { Engine, InferenceRequest } from "../services/Engine.js"
+import { recordEvent } from "../services/Observe.js"
+import * as RetryPolicy from "./RetryPolicy.js"
+
+/** Structured output is extraction, not creativity. */
+export const defaultTemperature = 0.2
+
+export const defaultMaxTokens = 2048
+
+/** VALIDATE -> EXECUTE: two more attempts, 200 ms then 400 ms (jittered). */
+export const retryPolicy: Schedule.Schedule<unknown> = RetryPolicy.exponential({ base: "200 millis", times: 2 })
+
+export interface Options<A, EV extends ValidationFailure = never> {
+  /** The shape of the output: an Effect Schema (typed) or a raw JSON Schema of the subset. */
+  readonly schema: OutputSchema<A>
+  /** A GBNF grammar, passed to the engine unchanged. */
+  readonly grammar?: string | undefined
+  /** Default `defaultTemperature`. */
+  readonly temperature?: number | undefined
+  /** Default `defaultMaxTokens`. */
+  readonly maxTokens?: number | undefined
+  readonly topP?: number | undefined
+  /** Lets engines that keep state reuse the evaluated prefix. */
+  readonly sessionKey?: string | undefined
+  /** Whether JSON repair may be applied (OutputContract.repairAllowed). Default true. */
+  readonly repairAllowed?: boolean | undefined
+  /** Rule checks on the validated value; a failure is retried like a constraint failure. */
+  readonly validate?: ((value: A) => Effect.Effect<void, EV>) | undefined
+  /** When a rejected reply is re-prompted (VALIDATE -> EXECUTE). Default `retryPolicy`; `RetryPolicy.none` for one attempt. */
+  readonly retry?: Schedule.Schedule<unknown, ConstraintFailure | EV> | undefined
+  /** When retryable inference failures are retried. Default `RetryPolicy.inference`. */
+  readonly inferenceRetry?: Schedule.Schedule<unknown, InferenceFailure> | undefined
+}
+
+/** A structured answer. */
+export interface Result<A> {
+  /** The validated value, of the schema's type. */
+  readonly value: A
+  /** The value as compact JSON. */
+  readonly content: string
+  /** The accepted reply as the model wrote it. */
+  readonly raw: string
+  /** Inference attempts made (1 when the first reply was accepted). */
+  readonly attempts: number
+  /** Replies that needed JSON repair. */
+  readonly repairAttempts: number
+  /** Whether the accepted reply needed repair. */
+  readonly repaired: boolean
+  /** Usage of every attempt. */
+  readonly usage: TokenUsage.TokenUsage
+  /** Summary for SystemResponse.validationResult. */
+  readonly validation: ValidationResult
+}
+
+/** What a structured call can fail with. */
+export type StructuredError<EV = never> = InferenceFailure | ConstraintFailure | EV
+
+/** The correction sent after a rejected reply. */
+export const correctionPrompt = (failure: ConstraintFailure | ValidationFailure): string => {
+  const problems =
+    failure._tag === "ConstraintFailure"
+      ? failure.violations
+      : failure.failedRules.length > 0
+        ? failure.failedRules
+        : [failure.message]
+  return [
+    `Your previous reply was rejected (${failure.code}): ${failure.message}.`,
+    ...problems.map((p) => `- ${p}`),
+    "Reply again with only the corrected JSON."
+  ].join("\n")
+}
+
+const transition = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) =>
+  recordEvent((base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason }))
+
+/**
+ * Asks for a structured answer to `messages` and returns the validated value.
+ * Requires Engine and Constraint; records lifecycle events when an EventLog is present.
+ */
+export const run: <A, EV extends ValidationFailure = never>(
+  messages: ReadonlyArray<Message.Message>,
+  options: Options<A, EV>
+) => Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> = Effect.fn("Structured.run")(function* <
+  A,
+  EV extends ValidationFailure = never
+>(messages: ReadonlyArray<Message.Message>, options: Options<A, EV>) {
+  const engine = yield* Engine
+  const constraint = yield* Constraint
+  const target = constraint.target(options.schema)
+  const constraints = constraint.requestConstraints(target, options.grammar)
+  const attempts = yield* Ref.make(0)
+  const repairs = yield* Ref.make(0)
+  const usage = yield* Ref.make(TokenUsage.empty)
+  const correction = yield* Ref.make<ReadonlyArray<Message.Message>>([])
+  const lastRaw = yield* Ref.make("")
+
+  // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
+  // only rejected replies reach the VALIDATE -> EXECUTE schedule.
+  const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.gen(
+    function* () {
+      const n = yield* Ref.updateAndGet(attempts, (k) => k + 1)
+      const request = new InferenceRequest({
+        messages: [...messages, ...(yield* Ref.get(correction))],
+        schema: constraints.schema,
+        maxTokens: options.maxTokens ?? defaultMaxTokens,
+        temperature: options.temperature ?? defaultTemperature,
+        ...(constraints.grammar === undefined ? {} : { grammar: constraints.grammar }),
+        ...(options.topP === undefined ? {} : { topP: options.topP }),
+        ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
+      })
+      const inferred = yield* Effect.either(
+        Effect.retry(engine.infer(request), {
+          schedule: options.inferenceRetry ?? RetryPolicy.inference,
+          while: (f: InferenceFailure) => f.retryable
+        })
+      )
+      if (Either.isLeft(inferred)) return Either.left(inferred.left)
+      const result = inferred.right
+      yield* Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
+      yield* Ref.set(lastRaw, result.content)
+      yield* transition("EXECUTE", "VALIDATE", n, "reply received")
+      const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
+        Effect.tapError((f) =>
+          f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
+        )
+      )
+      if (enforced.repaired) yield* Ref.update(repairs, (k) => k + 1)
+      if (options.validate !== undefined) yield* options.validate(enforced.value)
+      return Either.right(enforced)
+    }
+  ).pipe(
+    Effect.tapError((failure) =>
+      Effect.gen(function* () {
+        const n = yield* Ref.get(attempts)
+        yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(correctionPrompt(failure))])
+        yield* transition("VALIDATE", "EXECUTE", n, `${failure.code}: ${failure.message}`)
+      })
+    )
+  )
+
+  const outcome = yield* Effect.retry(attempt, {
+    schedule: options.retry ?? retryPolicy,
+    while: (f: ConstraintFailure | EV) => f.retryable
+  })
+  const enforced = yield* outcome
+  const n = yield* Ref.get(attempts)
+  const repairAttempts = yield* Ref.get(repairs)
+  const result: Result<A> = {
+    value: enforced.value,
+    content: enforced.content,
+    raw: enforced.raw,
+    attempts: n,
+    repairAttempts,
+    repaired: enforced.repaired,
+    usage: yield* Ref.get(usage),
+    validation: new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations: [] })
+  }
+  return result
+})
