@@ -1,0 +1,212 @@
+/**
+ * SpecializedLoop: single-shot structured extraction (seed 01).
+ *
+ * Stateless: every call starts from a clean slate (system prompt, context, the
+ * prompt) and nothing it says is stored anywhere, not even in a ConversationStore
+ * that the application provides for its chats. Context is retrieved once, from the
+ * original prompt, when a ContextProvider is present; a failing provider degrades
+ * to no context and is recorded. When a ToolRegistry with tools is present the call
+ * has two phases: a tool phase through a fresh AgentLoop (the model gathers what it
+ * needs), then "Produce your structured output now." answered by ChatStructured
+ * with the whole tool transcript in view. Without tools it is ChatStructured alone.
+ *
+ * Lifecycle: INIT -> PREPARE -> EXECUTE -> VALIDATE -> COMPLETE, with VALIDATE ->
+ * EXECUTE retries on a Schedule (see Structured). It can fail with what seed 03's
+ * matrix lists: InferenceFailure, ConstraintFailure, ValidationFailure (from the
+ * caller's rule check), Cancellation (the `timeout`).
+ */
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Event from "../domain/Event.js"
+import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
+import { Cancellation } from "../domain/Failure.js"
+import type { LifecycleState } from "../domain/Lifecycle.js"
+import * as Message from "../domain/Message.js"
+import type { ToolCallRecord } from "../domain/System.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
+import type { Constraint } from "../services/Constraint.js"
+import { ContextProvider } from "../services/Context.js"
+import type { Engine } from "../services/Engine.js"
+import type { ConversationStoreService } from "../services/Memory.js"
+import { ConversationStore } from "../services/Memory.js"
+import { recordEvent } from "../services/Observe.js"
+import { ToolRegistry } from "../services/ToolRegistry.js"
+import * as AgentLoop from "./AgentLoop.js"
+import * as Structured from "./Structured.js"
+
+/** The second-phase instruction after the tool phase. */
+export const structuredPhasePrompt = "Produce your structured output now."
+
+export interface Options<A, EV extends ValidationFailure = never> extends Structured.Options<A, EV> {
+  /** The first message of the (fresh) conversation. */
+  readonly systemPrompt?: string | undefined
+  /** Only these tools are offered in the tool phase; absent or empty: every registered tool. */
+  readonly allowTools?: ReadonlyArray<string> | undefined
+  /** Set false to skip the tool phase even when tools are registered. Default true. */
+  readonly useTools?: boolean | undefined
+  /** Rounds of tool execution in the tool phase. Default 20. */
+  readonly maxToolIterations?: number | undefined
+  /** Deadline for the whole call; past it the call fails with CANCELLED_TIMEOUT. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/** A structured answer, with what the tool phase did. */
+export interface Result<A> extends Structured.Result<A> {
+  /** Tool calls of the tool phase, in order (empty without tools). */
+  readonly toolCalls: ReadonlyArray<ToolCallRecord>
+  /** Why the tool phase stopped, when there was one. */
+  readonly toolPhase?: AgentLoop.StopReason | undefined
+}
+
+/** Seed 03's matrix for SpecializedLoop, with the caller's rule failures. */
+export type SpecializedLoopError<EV = never> = InferenceFailure | ConstraintFailure | EV | Cancellation
+
+export interface SpecializedLoop<A, EV = never> {
+  readonly call: (prompt: string) => Effect.Effect<Result<A>, SpecializedLoopError<EV>>
+}
+
+// ---------------------------------------------------------------------------
+// Preparation (shared with RedundantLoop)
+// ---------------------------------------------------------------------------
+
+/** Context for `prompt` from the ContextProvider, if any; a failure degrades to none and is recorded. */
+export const retrieveContext = (prompt: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
+  Effect.flatMap(Effect.serviceOption(ContextProvider), (provider) => {
+    if (Option.isNone(provider)) return Effect.succeed([])
+    return Effect.gen(function* () {
+      const started = yield* Clock.currentTimeMillis
+      const outcome = yield* Effect.either(provider.value.build(prompt))
+      const durationMs = (yield* Clock.currentTimeMillis) - started
+      yield* recordEvent(
+        (base) =>
+          new Event.ContextRetrieved({
+            ...base,
+            layer: "context",
+            durationMs,
+            messageCount: Either.isRight(outcome) ? outcome.right.length : 0,
+            ...(Either.isLeft(outcome) ? { error: `${outcome.left.code}: ${outcome.left.message}` } : {})
+          })
+      )
+      return Either.isRight(outcome) ? outcome.right : []
+    })
+  })
+
+/** The messages of a fresh single-shot call: system prompt, context, then the prompt. */
+export const prepare = (
+  prompt: string,
+  systemPrompt?: string
+): Effect.Effect<ReadonlyArray<Message.Message>> =>
+  Effect.map(retrieveContext(prompt), (context) => [
+    ...(systemPrompt === undefined ? [] : [Message.system(systemPrompt)]),
+    ...context,
+    Message.user(prompt)
+  ])
+
+export const transition = (fromState: LifecycleState, toState: LifecycleState, reason: string, attempt = 0) =>
+  recordEvent((base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason }))
+
+/** A conversation store that lives for one call, so a tool phase never touches the application's. */
+const scratchStore: Effect.Effect<ConversationStoreService> = Effect.map(
+  Ref.make<ReadonlyArray<Message.Message>>([]),
+  (ref) => ({
+    load: () => Ref.get(ref),
+    append: (_, ms) => Ref.update(ref, (all) => [...all, ...ms]),
+    save: (_, ms) => Ref.set(ref, ms.slice()),
+    clear: () => Ref.set(ref, []),
+    sessions: Effect.succeed(["specialized"])
+  })
+)
+
+/** Ends the call with a deadline and records how it ended. */
+export const finishing =
+  (timeout: Duration.DurationInput | undefined, what: string) =>
+  <A, E extends { readonly code: string; readonly message: string }, R>(
+    effect: Effect.Effect<A, E, R>
+  ): Effect.Effect<A, E | Cancellation, R> => {
+    const timed =
+      timeout === undefined
+        ? effect
+        : Effect.timeoutFail(effect, {
+            duration: timeout,
+            onTimeout: () =>
+              Cancellation.timeout(`${what} exceeded its timeout of ${Duration.format(Duration.decode(timeout))}`)
+          })
+    return timed.pipe(
+      Effect.tapBoth({
+        onFailure: (e) => transition("EXECUTE", e.code.startsWith("CANCELLED") ? "CANCELLED" : "ERROR", `${e.code}: ${e.message}`),
+        onSuccess: () => transition("VALIDATE", "COMPLETE", "output accepted")
+      })
+    )
+  }
+
+// ---------------------------------------------------------------------------
+// The loop
+// ---------------------------------------------------------------------------
+
+/** One structured call. Requires Engine and Constraint; uses ToolRegistry and ContextProvider when present. */
+export const call: <A, EV extends ValidationFailure = never>(
+  prompt: string,
+  options: Options<A, EV>
+) => Effect.Effect<Result<A>, SpecializedLoopError<EV>, Engine | Constraint> = Effect.fn("SpecializedLoop.call")(
+  function* <A, EV extends ValidationFailure = never>(prompt: string, options: Options<A, EV>) {
+    const registry = yield* Effect.serviceOption(ToolRegistry)
+    const hasTools =
+      options.useTools !== false && Option.isSome(registry) && registry.value.definitions(options.allowTools).length > 0
+
+    const body = Effect.gen(function* () {
+      yield* transition("INIT", "PREPARE", "single-shot structured call")
+      if (!hasTools) {
+        const messages = yield* prepare(prompt, options.systemPrompt)
+        yield* transition("PREPARE", "EXECUTE", "no tools: structured phase only")
+        const structured = yield* Structured.run(messages, options)
+        const result: Result<A> = { ...structured, toolCalls: [] }
+        return result
+      }
+
+      const context = yield* retrieveContext(prompt)
+      yield* transition("PREPARE", "EXECUTE", "tool phase")
+      const agent = yield* AgentLoop.make({
+        sessionId: "specialized",
+        ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
+        ...(options.allowTools === undefined ? {} : { allowTools: options.allowTools }),
+        ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations }),
+        ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
+        ...(options.inferenceRetry === undefined ? {} : { inferenceRetry: options.inferenceRetry })
+      }).pipe(Effect.provideServiceEffect(ConversationStore, scratchStore))
+      const toolPhase = yield* agent.chat(prompt, { context }).pipe(
+        // Tool errors are fed back to the model ("feedback" mode): a ToolFailure cannot escape.
+        Effect.catchTag("ToolFailure", (f) => Effect.die(f))
+      )
+      const history = yield* agent.messages
+      const firstUser = history.findIndex(Message.isUser)
+      const messages = [
+        ...history.slice(0, firstUser),
+        ...context,
+        ...history.slice(firstUser),
+        Message.user(structuredPhasePrompt)
+      ]
+      const structured = yield* Structured.run(messages, options)
+      const result: Result<A> = {
+        ...structured,
+        usage: TokenUsage.combine(toolPhase.usage, structured.usage),
+        toolCalls: toolPhase.toolCalls,
+        toolPhase: toolPhase.stopReason
+      }
+      return result
+    })
+    return yield* finishing(options.timeout, "the structured call")(body)
+  }
+)
+
+/** A SpecializedLoop with its options and services fixed; each `call` is fresh. */
+export const make = <A, EV extends ValidationFailure = never>(
+  options: Options<A, EV>
+): Effect.Effect<SpecializedLoop<A, EV>, never, Engine | Constraint> =>
+  Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
+    call: (prompt: string) => Effect.provide(call(prompt, options), context)
+  }))
