@@ -1,0 +1,251 @@
+/**
+ * Engine benchmarks on the bundled model, each a ratio measured side by side in
+ * one process, one thread, same model and settings:
+ *
+ * - pass-through: tokens/s through LlamaEngine versus node-llama-cpp's LlamaChat
+ *   called directly (runs interleaved, medians compared); goal >= 0.95.
+ * - parallel sequences: five concurrent infers versus the same five one after
+ *   another; goal <= 0.45 of the sequential wall time.
+ * - multi-turn: prompt tokens evaluated at turn 20 versus turn 1 of one session;
+ *   goal <= 1.5, beside what re-evaluating the whole history would cost.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { getLlama, LlamaChat, LlamaGrammar } from "node-llama-cpp"
+import type { ChatHistoryItem, LLamaChatGenerateResponseOptions } from "node-llama-cpp"
+import * as Message from "../src/domain/Message.js"
+import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import { PaganticChatWrapper } from "../src/layers/llama/PaganticChatWrapper.js"
+import { Engine, InferenceRequest } from "../src/services/Engine.js"
+
+export interface Row {
+  readonly name: string
+  readonly ours: string
+  readonly baseline: string
+  readonly ratio: number
+  readonly goal: string
+  readonly met: boolean
+}
+
+export const SEQUENCES = 6
+const THREADS = 1
+const SYSTEM = "You are a helpful assistant."
+/** No accepting end: every run generates exactly maxTokens tokens. */
+const ENDLESS = "root ::= [a-z ] root"
+
+const now = Effect.sync(() => performance.now())
+const median = (xs: ReadonlyArray<number>): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  const m = Math.floor(s.length / 2)
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
+}
+const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
+
+/** Wall time and the process's CPU time (all threads) of an effect, in milliseconds. */
+const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const cpu = yield* Effect.sync(() => process.cpuUsage())
+    const start = yield* now
+    const value = yield* effect
+    const ms = (yield* now) - start
+    const used = yield* Effect.sync(() => process.cpuUsage(cpu))
+    return { value, ms, cpuMs: (used.user + used.system) / 1000 }
+  })
+
+// ---------------------------------------------------------------------------
+// node-llama-cpp called directly, with the engine's settings
+// ---------------------------------------------------------------------------
+
+const direct = Effect.gen(function*() {
+  const modelPath = LlamaEngine.bundledModelPath()
+  const llama = yield* Effect.acquireRelease(
+    Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: THREADS })),
+    (llama) => Effect.promise(() => llama.dispose())
+  )
+  const model = yield* Effect.acquireRelease(
+    Effect.promise(() => llama.loadModel({ modelPath, gpuLayers: 0 })),
+    (model) => Effect.promise(() => model.dispose())
+  )
+  const context = yield* Effect.acquireRelease(
+    Effect.promise(() =>
+      model.createContext({
+        sequences: SEQUENCES,
+        contextSize: Math.min(model.trainContextSize, LlamaEngine.DEFAULT_MAX_CONTEXT_SIZE),
+        threads: THREADS
+      })
+    ),
+    (context) => Effect.promise(() => context.dispose())
+  )
+  const chat = new LlamaChat({ contextSequence: context.getSequence(), chatWrapper: new PaganticChatWrapper() })
+  const endless = new LlamaGrammar(llama, { grammar: ENDLESS })
+  const generate = (prompt: string, maxTokens: number, grammar: boolean) =>
+    Effect.promise(async () => {
+      const history: Array<ChatHistoryItem> = [
+        { type: "system", text: SYSTEM },
+        { type: "user", text: prompt },
+        { type: "model", response: [] }
+      ]
+      const options: LLamaChatGenerateResponseOptions = grammar ? { maxTokens, grammar: endless } : { maxTokens }
+      const before = chat.sequence.tokenMeter.getState()
+      const response = await chat.generateResponse(history, options)
+      return { text: response.response, outputTokens: chat.sequence.tokenMeter.diff(before).usedOutputTokens }
+    })
+  return { generate }
+})
+
+// ---------------------------------------------------------------------------
+// The three measurements
+// ---------------------------------------------------------------------------
+
+const ask = (prompt: string, fields: Partial<ConstructorParameters<typeof InferenceRequest>[0]> = {}) =>
+  new InferenceRequest({ messages: [Message.system(SYSTEM), Message.user(prompt)], ...fields })
+
+const PROMPTS = [
+  "What is the weather like today?",
+  "Tell me something about cats.",
+  "How do I bake bread?",
+  "What is 12 plus 7?",
+  "The movie was not bad at all.",
+  "Write a short greeting.",
+  "Why is the sky blue?",
+  "Describe a quiet morning."
+]
+
+const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds: number) =>
+  Effect.gen(function*() {
+    const engine = yield* Engine
+    const baseline = yield* direct
+    const ours: Array<number> = []
+    const theirs: Array<number> = []
+    const ratios: Array<number> = []
+    const oursCpu: Array<number> = []
+    const theirsCpu: Array<number> = []
+    const cpuRatios: Array<number> = []
+    for (let i = 0; i < rounds + 2; i++) {
+      const prompt = PROMPTS[i % PROMPTS.length]!
+      const request = ask(prompt, grammar ? { maxTokens, grammar: ENDLESS } : { maxTokens })
+      // Alternate which side goes first so that neither profits from a warm cache.
+      const runOurs = timed(engine.infer(request)).pipe(
+        Effect.map(({ cpuMs, ms, value }) => ({ ms, cpuMs, tokens: value.usage.outputTokens }))
+      )
+      const runTheirs = timed(baseline.generate(prompt, maxTokens, grammar)).pipe(
+        Effect.map(({ cpuMs, ms, value }) => ({ ms, cpuMs, tokens: value.outputTokens }))
+      )
+      const [a, b] = i % 2 === 0
+        ? yield* Effect.all([runOurs, runTheirs])
+        : yield* Effect.all([runTheirs, runOurs]).pipe(Effect.map(([t, o]) => [o, t] as const))
+      if (i < 2) continue // warm-up
+      ours.push(a.tokens / (a.ms / 1000))
+      theirs.push(b.tokens / (b.ms / 1000))
+      ratios.push(ours.at(-1)! / theirs.at(-1)!)
+      oursCpu.push(a.tokens / (a.cpuMs / 1000))
+      theirsCpu.push(b.tokens / (b.cpuMs / 1000))
+      cpuRatios.push(oursCpu.at(-1)! / theirsCpu.at(-1)!)
+    }
+    // The median of the per-pair ratios: a pair runs back to back, so load that
+    // drifts during the run (other processes on the machine) cancels out.
+    const ratio = median(ratios)
+    const cpuRatio = median(cpuRatios)
+    return [
+      {
+        name: `pass-through tokens/s (wall), ${label}`,
+        ours: `${fmt(median(ours))} tok/s`,
+        baseline: `${fmt(median(theirs))} tok/s (node-llama-cpp direct)`,
+        ratio,
+        goal: ">= 0.95",
+        met: ratio >= 0.95
+      },
+      {
+        name: `pass-through tokens per CPU-second, ${label}`,
+        ours: `${fmt(median(oursCpu))} tok/cpu-s`,
+        baseline: `${fmt(median(theirsCpu))} tok/cpu-s (node-llama-cpp direct)`,
+        ratio: cpuRatio,
+        goal: ">= 0.95",
+        met: cpuRatio >= 0.95
+      }
+    ] satisfies ReadonlyArray<Row>
+  }).pipe(Effect.scoped)
+
+const parallel = (label: string, make: (i: number, round: number) => InferenceRequest, rounds: number) =>
+  Effect.gen(function*() {
+    const engine = yield* Engine
+    const five = (round: number) => Array.from({ length: 5 }, (_, i) => engine.infer(make(i, round)))
+    yield* Effect.all(five(-1), { concurrency: "unbounded" }) // warm-up
+    const sequential: Array<number> = []
+    const concurrent: Array<number> = []
+    const ratios: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      const first = round % 2 === 0 ? "sequential" : "concurrent"
+      const runSequential = timed(Effect.all(five(round), { concurrency: 1 }))
+      const runConcurrent = timed(Effect.all(five(round), { concurrency: "unbounded" }))
+      if (first === "sequential") {
+        sequential.push((yield* runSequential).ms)
+        concurrent.push((yield* runConcurrent).ms)
+      } else {
+        concurrent.push((yield* runConcurrent).ms)
+        sequential.push((yield* runSequential).ms)
+      }
+      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
+    }
+    const ratio = median(ratios)
+    return {
+      name: `N=5 parallel sequences vs sequential, ${label}`,
+      ours: `${fmt(median(concurrent))} ms concurrent`,
+      baseline: `${fmt(median(sequential))} ms one after another`,
+      ratio,
+      goal: "<= 0.45",
+      met: ratio <= 0.45
+    } satisfies Row
+  })
+
+const multiTurn = (turns: number) =>
+  Effect.gen(function*() {
+    const engine = yield* Engine
+    const messages: Array<Message.Message> = [Message.system(SYSTEM)]
+    let first = 0
+    let last = 0
+    let fullHistory = 0
+    for (let turn = 1; turn <= turns; turn++) {
+      // A conversation no earlier benchmark has evaluated, so turn 1 starts cold.
+      messages.push(Message.user(`Question ${turn} of this chat: what is ${turn} plus ${turn + 2}?`))
+      const result = yield* engine.infer(new InferenceRequest({ messages, maxTokens: 24, sessionKey: "bench-session" }))
+      messages.push(Message.assistant(result.content))
+      if (turn === 1) first = result.usage.promptTokens
+      if (turn === turns) {
+        last = result.usage.promptTokens
+        fullHistory = result.usage.contextTokens - result.usage.outputTokens
+      }
+    }
+    const ratio = last / first
+    return {
+      name: `multi-turn prompt tokens evaluated, turn ${turns} vs 1`,
+      ours: `${last} tokens at turn ${turns} (${first} at turn 1)`,
+      baseline: `${fullHistory} tokens to re-evaluate the whole history (${fmt(fullHistory / first, 1)}x)`,
+      ratio,
+      goal: "<= 1.5",
+      met: ratio <= 1.5
+    } satisfies Row
+  })
+
+/** Runs every measurement against one engine on the bundled model. */
+export const run = Effect.gen(function*() {
+  const rows: Array<Row> = []
+  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 10))
+  rows.push(...yield* passThrough("chat answers (greedy, natural stop)", 64, false, 30))
+  rows.push(
+    yield* parallel(
+      "128 tokens each",
+      (i, round) => ask(`${PROMPTS[i]!} (${round})`, { maxTokens: 128, grammar: ENDLESS }),
+      5
+    )
+  )
+  rows.push(
+    yield* parallel(
+      "sampled chat replicas (temperature 0.8)",
+      (i, round) => ask(PROMPTS[round & 7]!, { maxTokens: 64, temperature: 0.8, seed: 1000 * round + i }),
+      9
+    )
+  )
+  rows.push(yield* multiTurn(20))
+  return rows
+}).pipe(Effect.provide(Layer.fresh(LlamaEngine.layer({ sequences: SEQUENCES, threads: THREADS }))))

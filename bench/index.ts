@@ -1,0 +1,30 @@
+/**
+ * `npm run bench`: runs the benchmarks and prints one table of ratios measured
+ * side by side in this run.
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as os from "node:os"
+import * as EngineBench from "./engine.bench.js"
+
+const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
+  const header = ["benchmark", "ours", "baseline", "ratio", "goal", "met"]
+  const cells = rows.map((r) => [r.name, r.ours, r.baseline, r.ratio.toFixed(3), r.goal, r.met ? "yes" : "NO"])
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))
+  const line = (cols: ReadonlyArray<string>) => cols.map((c, i) => c.padEnd(widths[i]!)).join(" | ")
+  return [line(header), widths.map((w) => "-".repeat(w)).join("-|-"), ...cells.map(line)].join("\n")
+}
+
+const main = Effect.gen(function*() {
+  yield* Console.log(
+    `pagantic engine benchmarks: bundled model, ${os.cpus().length} CPUs, 1 thread, ${EngineBench.SEQUENCES} sequences`
+  )
+  const load = () => os.loadavg().map((l) => l.toFixed(2)).join(" ")
+  yield* Console.log(`load average before: ${load()} (other processes on the machine skew every figure)`)
+  const rows = yield* EngineBench.run
+  yield* Console.log(table(rows))
+  yield* Console.log(`load average after: ${load()}`)
+})
+
+NodeRuntime.runMain(main)
