@@ -27,8 +27,10 @@ const sample = (code: Failure.FailureCode): Failure.Failure => {
 describe("Failure taxonomy", () => {
   const allCodes = Failure.FailureCode.members.flatMap((m) => m.literals) as ReadonlyArray<Failure.FailureCode>
 
-  it("has the 22 codes of seed 03, each mapped to a category", () => {
-    expect(allCodes).toHaveLength(22)
+  it("has the 22 codes of seed 03 plus two labelled extensions, each mapped to a category", () => {
+    expect(allCodes).toHaveLength(24)
+    expect(allCodes).toContain("CONFIG_INVALID_REQUEST")
+    expect(allCodes).toContain("ORCHESTRATION_DEFECT")
     expect(Object.keys(Failure.categoryOfCode).sort()).toEqual([...allCodes].sort())
   })
 

@@ -39,9 +39,17 @@ export const ValidationCode = Schema.Literal("VALIDATION_RULE_FAILED", "VALIDATI
 export const OrchestrationCode = Schema.Literal(
   "ORCHESTRATION_STEP_MISMATCH",
   "ORCHESTRATION_ITERATION_LIMIT",
-  "ORCHESTRATION_NO_CONSENSUS"
+  "ORCHESTRATION_NO_CONSENSUS",
+  /** Beyond seed 03: a defect (a bug) caught at the boundary, labeled instead of escaping. */
+  "ORCHESTRATION_DEFECT"
 )
-export const ConfigurationCode = Schema.Literal("CONFIG_NO_ENGINE", "CONFIG_SCHEMA_REQUIRED", "CONFIG_GRAMMAR_NOT_FOUND")
+export const ConfigurationCode = Schema.Literal(
+  "CONFIG_NO_ENGINE",
+  "CONFIG_SCHEMA_REQUIRED",
+  "CONFIG_GRAMMAR_NOT_FOUND",
+  /** Beyond seed 03: the request envelope does not decode (missing fields, wrong types, unknown mode). */
+  "CONFIG_INVALID_REQUEST"
+)
 export const CancellationCode = Schema.Literal("CANCELLED_TIMEOUT", "CANCELLED_SIGNAL")
 
 /** Every code of the taxonomy. */
@@ -193,9 +201,11 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   ORCHESTRATION_STEP_MISMATCH: "OrchestrationFailure",
   ORCHESTRATION_ITERATION_LIMIT: "OrchestrationFailure",
   ORCHESTRATION_NO_CONSENSUS: "OrchestrationFailure",
+  ORCHESTRATION_DEFECT: "OrchestrationFailure",
   CONFIG_NO_ENGINE: "ConfigurationFailure",
   CONFIG_SCHEMA_REQUIRED: "ConfigurationFailure",
   CONFIG_GRAMMAR_NOT_FOUND: "ConfigurationFailure",
+  CONFIG_INVALID_REQUEST: "ConfigurationFailure",
   CANCELLED_TIMEOUT: "Cancellation",
   CANCELLED_SIGNAL: "Cancellation"
 }
