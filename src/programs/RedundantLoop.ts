@@ -1,0 +1,169 @@
+/**
+ * RedundantLoop: N-version inference with voting (seed 01).
+ *
+ * The same structured request runs as N replicas (default 3) and a voting strategy
+ * picks the answer, with a confidence that says how strongly the replicas agree.
+ * Replicas run concurrently, bounded by `concurrency` (default: all at once; 1 runs
+ * them one after another, only when asked). The context is retrieved once from the
+ * prompt and shared by every replica.
+ *
+ * A replica that fails (an engine error, output that no repair can save) does not
+ * sink the call: its failure is kept and the vote runs over the valid candidates as
+ * long as at least `quorum` of them remain (default: a majority of N). Below the
+ * quorum the failure is typed: when no replica produced a candidate, the first
+ * replica's own failure (InferenceFailure or ConstraintFailure, so its category and
+ * `retryable` say what to do); when some did but too few, ORCHESTRATION_NO_CONSENSUS
+ * naming each failure. Voting itself may refuse (UnanimityVoting). Voting replaces
+ * retry: a replica gets one attempt (repair included) unless `retry` says otherwise.
+ *
+ * It can fail with seed 03's matrix for RedundantLoop: InferenceFailure,
+ * ConstraintFailure, OrchestrationFailure, Cancellation (the `timeout`).
+ */
+import type * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type { Cancellation, ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
+import { OrchestrationFailure } from "../domain/Failure.js"
+import { ValidationResult } from "../domain/System.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
+import type { Constraint } from "../services/Constraint.js"
+import type { Engine } from "../services/Engine.js"
+import * as RetryPolicy from "./RetryPolicy.js"
+import * as SpecializedLoop from "./SpecializedLoop.js"
+import * as Structured from "./Structured.js"
+import type { VotingStrategy } from "./Voting.js"
+import { MajorityVoting } from "./Voting.js"
+
+export const defaultReplicas = 3
+
+export interface Options<A> extends Omit<Structured.Options<A>, "validate" | "sessionKey"> {
+  readonly systemPrompt?: string | undefined
+  /** Replicas to run. Default 3 (at least 1). */
+  readonly n?: number | undefined
+  /** Replicas running at once. Default: all N. */
+  readonly concurrency?: number | undefined
+  /** Valid candidates needed for a vote, clamped to [1, N]. Default: a majority of N. */
+  readonly quorum?: number | undefined
+  /** Default MajorityVoting. */
+  readonly voting?: VotingStrategy | undefined
+  /** Deadline for the whole call; past it every replica is interrupted and the call fails with CANCELLED_TIMEOUT. */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/** The outcome of one replica. */
+export type Replica<A> =
+  | { readonly _tag: "Valid"; readonly replica: number; readonly result: Structured.Result<A> }
+  | { readonly _tag: "Failed"; readonly replica: number; readonly failure: InferenceFailure | ConstraintFailure }
+
+export interface Result<A> {
+  /** The winning candidate (compact JSON). */
+  readonly content: string
+  /** The winning candidate's validated value. */
+  readonly value: A
+  /** The vote's support for the winner, in [0, 1]. */
+  readonly confidence: number
+  /** Replica index of the winner. */
+  readonly winner: number
+  /** The valid candidates that were voted on, in replica order. */
+  readonly candidates: ReadonlyArray<string>
+  /** Every replica's outcome, in replica order. */
+  readonly replicas: ReadonlyArray<Replica<A>>
+  /** Usage of the valid replicas combined: tokens summed, tokens/s averaged, the largest context window. */
+  readonly usage: TokenUsage.TokenUsage
+  /** Valid and failed replicas, repair attempts, and the failed replicas' violations. */
+  readonly validation: ValidationResult
+}
+
+/** Seed 03's matrix for RedundantLoop. */
+export type RedundantLoopError = InferenceFailure | ConstraintFailure | OrchestrationFailure | Cancellation
+
+export interface RedundantLoop<A> {
+  readonly run: (prompt: string) => Effect.Effect<Result<A>, RedundantLoopError>
+}
+
+/** A majority of n. */
+export const majorityOf = (n: number): number => Math.floor(n / 2) + 1
+
+const describeFailure = (r: Extract<Replica<unknown>, { _tag: "Failed" }>) => ({
+  replica: r.replica,
+  code: r.failure.code,
+  message: r.failure.message
+})
+
+/** Runs N replicas of one structured request and votes. Requires Engine and Constraint. */
+export const run: <A>(
+  prompt: string,
+  options: Options<A>
+) => Effect.Effect<Result<A>, RedundantLoopError, Engine | Constraint> = Effect.fn("RedundantLoop.run")(function* <A>(
+  prompt: string,
+  options: Options<A>
+) {
+  const n = Math.max(1, Math.floor(options.n ?? defaultReplicas))
+  const quorum = Math.min(n, Math.max(1, Math.floor(options.quorum ?? majorityOf(n))))
+  const concurrency = Math.max(1, Math.floor(options.concurrency ?? n))
+  const voting = options.voting ?? MajorityVoting
+
+  const body = Effect.gen(function* () {
+    yield* SpecializedLoop.transition("INIT", "PREPARE", `${n} replicas, quorum ${quorum}, ${voting.name} voting`)
+    const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
+    yield* SpecializedLoop.transition("PREPARE", "EXECUTE", `running ${n} replicas, ${concurrency} at once`)
+    const replicaOptions: Structured.Options<A> = { ...options, retry: options.retry ?? RetryPolicy.none }
+    const replicas = yield* Effect.forEach(
+      Array.from({ length: n }, (_, i) => i),
+      (replica) =>
+        Effect.map(
+          Effect.either(Structured.run(messages, replicaOptions)),
+          (outcome): Replica<A> =>
+            Either.isRight(outcome)
+              ? { _tag: "Valid", replica, result: outcome.right }
+              : { _tag: "Failed", replica, failure: outcome.left }
+        ),
+      { concurrency }
+    )
+    const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
+    const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
+    yield* SpecializedLoop.transition("EXECUTE", "VALIDATE", `${valid.length} of ${n} replicas valid`)
+
+    if (valid.length === 0) return yield* failed[0]!.failure
+    if (valid.length < quorum) {
+      return yield* new OrchestrationFailure({
+        code: "ORCHESTRATION_NO_CONSENSUS",
+        retryable: false,
+        message: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}`,
+        details: { replicas: n, valid: valid.length, quorum, failures: failed.map(describeFailure) },
+        cause: failed[0]!.failure
+      })
+    }
+
+    const candidates = valid.map((r) => r.result.content)
+    const vote = yield* voting.vote(candidates)
+    const winner = valid[vote.winner]!
+    const repairAttempts = valid.reduce((k, r) => k + r.result.repairAttempts, 0)
+    const result: Result<A> = {
+      content: winner.result.content,
+      value: winner.result.value,
+      confidence: vote.confidence,
+      winner: winner.replica,
+      candidates,
+      replicas,
+      usage: TokenUsage.combineAll(valid.map((r) => r.result.usage)),
+      validation: new ValidationResult({
+        passed: valid.length,
+        failed: failed.length,
+        repairAttempts,
+        violations: failed.flatMap((r) =>
+          r.failure._tag === "ConstraintFailure" ? r.failure.violations.map((v) => `replica ${r.replica}: ${v}`) : []
+        )
+      })
+    }
+    return result
+  })
+  return yield* SpecializedLoop.finishing(options.timeout, "the redundant call")(body)
+})
+
+/** A RedundantLoop with its options and services fixed. */
+export const make = <A>(options: Options<A>): Effect.Effect<RedundantLoop<A>, never, Engine | Constraint> =>
+  Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
+    run: (prompt: string) => Effect.provide(run(prompt, options), context)
+  }))
