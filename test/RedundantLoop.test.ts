@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
@@ -74,6 +75,8 @@ describe("RedundantLoop", () => {
     Effect.gen(function* () {
       const fiber = yield* Effect.fork(RedundantLoop.run("x", { schema: Sentiment, n: 5 }))
       yield* TestClock.adjust("1 second")
+      // done after one period (a sequential run would still be waiting for four more)
+      expect(Option.isSome(yield* Fiber.poll(fiber))).toBe(true)
       const result = yield* Fiber.join(fiber)
       expect(result.replicas).toHaveLength(5)
       expect(result.confidence).toBe(1)
