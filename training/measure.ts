@@ -97,7 +97,7 @@ for (const [i, q] of questions.entries()) {
   response.push({
     type: "functionCall",
     name: call.functionName,
-    description: calculatorFunctions.calculator?.description,
+    description: "Evaluate an arithmetic expression",
     params: call.params,
     result,
     rawCall: call.raw

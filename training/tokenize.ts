@@ -14,7 +14,7 @@ import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { getLlama, LlamaText } from "node-llama-cpp"
-import type { LlamaTextJSON } from "node-llama-cpp"
+import type { LlamaTextJSON, Token } from "node-llama-cpp"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const modelPath = process.argv[2] ?? path.join(here, "out", "init.gguf")
@@ -22,10 +22,10 @@ const modelPath = process.argv[2] ?? path.join(here, "out", "init.gguf")
 const llama = await getLlama({ gpu: false, build: "never", maxThreads: 1 })
 const model = await llama.loadModel({ modelPath, vocabOnly: true })
 const tok = model.tokenizer
-const id = (s: string): number => {
+const id = (s: string): Token => {
   const t = model.tokenize(s, true)
   if (t.length !== 1) throw new Error(`${s} is not a single token: ${t.join(",")}`)
-  return t[0] as number
+  return t[0]!
 }
 const ASSISTANT = id("<|assistant|>")
 const END = id("<|end|>")
@@ -36,7 +36,7 @@ for (const s of ["<tool_call>", "</tool_call>", "<tool_result>", "</tool_result>
   if (plain.length !== 1) throw new Error(`${s} must be one token without special parsing`)
 }
 
-const tokensOut: Array<number> = []
+const tokensOut: Array<Token> = []
 const maskOut: Array<number> = []
 const lengths: Array<number> = []
 const kinds: Array<string> = []
@@ -72,7 +72,7 @@ for await (const line of rl) {
 }
 
 const out = path.join(here, "out")
-fs.writeFileSync(path.join(out, "tokens.u16"), Buffer.from(new Uint16Array(tokensOut).buffer))
+fs.writeFileSync(path.join(out, "tokens.u16"), Buffer.from(new Uint16Array(tokensOut as Array<number>).buffer))
 fs.writeFileSync(path.join(out, "mask.u8"), Buffer.from(new Uint8Array(maskOut).buffer))
 fs.writeFileSync(path.join(out, "lengths.u32"), Buffer.from(new Uint32Array(lengths).buffer))
 fs.writeFileSync(path.join(out, "kinds.json"), JSON.stringify(kinds))
