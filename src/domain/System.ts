@@ -10,6 +10,7 @@ import * as Schema from "effect/Schema"
 import type { Failure } from "./Failure.js"
 import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
 import { JsonSchema } from "./JsonSchema.js"
+import { ExecutionPlan } from "./Plan.js"
 import { WireMessage } from "./Message.js"
 import { TokenUsage } from "./TokenUsage.js"
 
@@ -47,7 +48,9 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   hints: Schema.optionalWith(ExecutionHints, { default: () => new ExecutionHints({}) }),
   output: Schema.optionalWith(OutputContract, { default: () => new OutputContract({}) }),
   /** Allowed tool names; empty means every registered tool. */
-  tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
+  tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /** A manually authored plan (mode plan); when present the Planner is skipped. */
+  plan: Schema.optional(ExecutionPlan)
 }) {}
 
 /** The canonical error at the boundary: a category, a stable code and retry guidance. */
@@ -132,6 +135,8 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   confidenceSource: Schema.optional(ConfidenceSource),
   validationResult: Schema.optional(ValidationResult),
   tokenUsage: TokenUsage,
+  /** Beyond seed 03: why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
+  stopReason: Schema.optional(Schema.String),
   error: Schema.optional(SystemError)
 }) {}
 

@@ -39,8 +39,7 @@ import { ContextProvider } from "../services/Context.js"
 import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
-import type { ConversationStoreService } from "../services/Memory.js"
-import { ConversationStore } from "../services/Memory.js"
+import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
 import { currentCorrelation, EventLog, Metrics, recordEvent, withCorrelation, withMetrics } from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as RetryPolicy from "./RetryPolicy.js"
@@ -119,7 +118,9 @@ export interface TurnOptions {
   /** Context messages for this turn, instead of asking the ContextProvider. */
   readonly context?: ReadonlyArray<Message.Message>
   /** Extra fields for every inference request of this turn (e.g. schema, grammar). */
-  readonly request?: Partial<Pick<InferenceRequest, "schema" | "grammar" | "temperature" | "maxTokens" | "topP">>
+  readonly request?: Partial<
+    Pick<InferenceRequest, "schema" | "grammar" | "temperature" | "maxTokens" | "topP" | "seed" | "options">
+  >
 }
 
 export interface AgentLoop {
@@ -138,20 +139,6 @@ export interface AgentLoop {
 
 type Emit = (event: AgentEvent) => Effect.Effect<void>
 const noEmit: Emit = () => Effect.void
-
-const privateStore = (): Effect.Effect<ConversationStoreService> =>
-  Effect.map(Ref.make<ReadonlyMap<string, ReadonlyArray<Message.Message>>>(new Map()), (ref) => ({
-    load: (id) => Effect.map(Ref.get(ref), (m) => (m.get(id) ?? []).slice()),
-    append: (id, ms) => Ref.update(ref, (m) => new Map(m).set(id, [...(m.get(id) ?? []), ...ms])),
-    save: (id, ms) => Ref.update(ref, (m) => new Map(m).set(id, ms.slice())),
-    clear: (id) =>
-      Ref.update(ref, (m) => {
-        const c = new Map(m)
-        c.delete(id)
-        return c
-      }),
-    sessions: Effect.map(Ref.get(ref), (m) => [...m.keys()])
-  }))
 
 const hashArgs = (args: Record<string, unknown>): string => {
   const canonical = (v: unknown): unknown =>
@@ -181,7 +168,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     const registry = yield* Effect.serviceOption(ToolRegistry)
     const contextProvider = yield* Effect.serviceOption(ContextProvider)
     const storeOption = yield* Effect.serviceOption(ConversationStore)
-    const store = Option.isSome(storeOption) ? storeOption.value : yield* privateStore()
+    const store = Option.isSome(storeOption) ? storeOption.value : yield* makeInMemoryConversationStore
     const ids = yield* Effect.serviceOption(IdGenerator)
     const nextId = (prefix: string) =>
       Option.isSome(ids)

@@ -1,0 +1,383 @@
+/**
+ * The facade: the one way into the system.
+ *
+ * Adapters (CLI, HTTP) decode their input into a SystemRequest and call `run`;
+ * the facade walks the request through the lifecycle (INIT -> [PLAN] -> PREPARE ->
+ * EXECUTE -> [VALIDATE] -> COMPLETE, or ERROR / CANCELLED from anywhere), routes
+ * it by mode to a loop, and always answers with a SystemResponse: a failure of the
+ * taxonomy becomes its SystemError, a defect is labelled ORCHESTRATION_DEFECT, a
+ * timeout ends in CANCELLED_TIMEOUT and a caller's `cancel` in CANCELLED_SIGNAL,
+ * each with whatever partial output exists. Every event of the request carries its
+ * request id (and session id in chat), and every move of the lifecycle is an event.
+ *
+ * Services are captured when the facade is made: Engine (absent: every request
+ * answers CONFIG_NO_ENGINE), Constraint (required), and when present ToolRegistry,
+ * ContextProvider, ConversationStore, Planner, EventLog, Metrics, IdGenerator.
+ */
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import type { Failure } from "../domain/Failure.js"
+import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
+import type { ExecutionState } from "../domain/Lifecycle.js"
+import * as Message from "../domain/Message.js"
+import type { ConfidenceSource, ToolCallRecord, ValidationResult } from "../domain/System.js"
+import { SystemError, SystemRequest, SystemResponse, toSystemError } from "../domain/System.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
+import type { Constraint } from "../services/Constraint.js"
+import { Engine } from "../services/Engine.js"
+import { IdGenerator } from "../services/IdGenerator.js"
+import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
+import { withCorrelation } from "../services/Observe.js"
+import * as AgentLoop from "./AgentLoop.js"
+import * as Lifecycle from "./Lifecycle.js"
+import * as SpecializedLoop from "./SpecializedLoop.js"
+
+// ---------------------------------------------------------------------------
+// Types
+// ---------------------------------------------------------------------------
+
+export interface Options {
+  /** Used when a chat or structured request brings no system message. */
+  readonly defaultSystemPrompt?: string
+  /** Tool rounds per chat turn. Default 20. */
+  readonly maxToolIterations?: number
+  /** Tool calls of one round at once. Default 4. */
+  readonly toolConcurrency?: number
+}
+
+/** What a request produced, before it is shaped into a response. */
+interface Outcome {
+  readonly content: string
+  readonly structuredOutput?: unknown
+  readonly toolCallsMade?: ReadonlyArray<ToolCallRecord>
+  readonly confidence?: number
+  readonly confidenceSource?: ConfidenceSource
+  readonly validationResult?: ValidationResult
+  readonly usage: TokenUsage.TokenUsage
+  readonly stopReason?: string
+}
+
+/** A response with the final ExecutionState and the moves that led to it. */
+export interface Execution {
+  readonly response: SystemResponse
+  readonly state: ExecutionState
+  readonly transitions: ReadonlyArray<{ readonly from: string; readonly to: string }>
+}
+
+export interface Facade {
+  /** Runs a request to its response. Never fails: errors are in `response.error`. */
+  readonly run: (request: SystemRequest) => Effect.Effect<SystemResponse>
+  /** Decodes an untrusted envelope (JSON), then runs it; a bad envelope is CONFIG_INVALID_REQUEST. */
+  readonly runUnknown: (input: unknown) => Effect.Effect<SystemResponse>
+  /** `run`, also returning the ExecutionState and the lifecycle moves. */
+  readonly execute: (request: SystemRequest) => Effect.Effect<Execution>
+  /** Cancels a running request; it answers CANCELLED_SIGNAL. False when no such request runs. */
+  readonly cancel: (requestId: string) => Effect.Effect<boolean>
+}
+
+/** The facade as a service, for adapters. */
+export class PaganticSystem extends Context.Tag("pagantic/System")<PaganticSystem, Facade>() {}
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+const invalid = (message: string, details: Record<string, unknown> = {}) =>
+  new ConfigurationFailure({ code: "CONFIG_INVALID_REQUEST", retryable: false, message, details })
+
+const describeDefect = (defect: unknown): string =>
+  defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : String(defect)
+
+const lastUser = (messages: ReadonlyArray<Message.Message>) => {
+  const last = messages.at(-1)
+  return last !== undefined && Message.isUser(last) ? Option.some(last) : Option.none()
+}
+
+// ---------------------------------------------------------------------------
+// The facade
+// ---------------------------------------------------------------------------
+
+export const make = (options: Options = {}): Effect.Effect<Facade, never, Constraint> =>
+  Effect.gen(function* () {
+    const context = (yield* Effect.context<Constraint>()) as Context.Context<Constraint>
+    const engine = yield* Effect.serviceOption(Engine)
+    const ids = yield* Effect.serviceOption(IdGenerator)
+    const nextId = (prefix: string) =>
+      Option.isSome(ids) ? ids.value.next(prefix) : Effect.sync(() => `${prefix}_${globalThis.crypto.randomUUID()}`)
+    // Chat sessions continue by session id: in the ConversationStore when one is
+    // provided, else in a store private to this facade.
+    const sharedStore = yield* Effect.serviceOption(ConversationStore)
+    const store = Option.isSome(sharedStore) ? sharedStore.value : yield* makeInMemoryConversationStore
+    const loopContext = Context.add(context, ConversationStore, store)
+    const signals = yield* Ref.make<ReadonlyMap<string, Deferred.Deferred<void>>>(new Map())
+
+    // -- INIT checks ------------------------------------------------------------
+    const checkEnvelope = (request: SystemRequest): Effect.Effect<void, ConfigurationFailure> => {
+      if (Option.isNone(engine)) {
+        return Effect.fail(
+          new ConfigurationFailure({
+            code: "CONFIG_NO_ENGINE",
+            retryable: false,
+            message: "No inference engine is configured: provide an Engine layer (e.g. LlamaEngine.layer)"
+          })
+        )
+      }
+      if ((request.mode === "structured" || request.mode === "redundant") && request.output.schema === undefined) {
+        return Effect.fail(
+          new ConfigurationFailure({
+            code: "CONFIG_SCHEMA_REQUIRED",
+            retryable: false,
+            message: `Mode "${request.mode}" needs output.schema`,
+            details: { mode: request.mode }
+          })
+        )
+      }
+      if (request.mode !== "plan" && Option.isNone(lastUser(request.messages))) {
+        return Effect.fail(invalid(`Mode "${request.mode}" needs messages ending with a user message`))
+      }
+      return Effect.void
+    }
+
+    // -- modes ------------------------------------------------------------------
+    const systemPromptOf = (request: SystemRequest) =>
+      request.messages.find(Message.isSystem)?.content ?? options.defaultSystemPrompt
+
+    const runChat = (request: SystemRequest, sessionId: string, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
+      Effect.gen(function* () {
+        const user = Option.getOrThrow(lastUser(request.messages))
+        const prior = request.messages.slice(0, -1)
+        const existing = yield* store.load(sessionId)
+        if (existing.length === 0 && prior.length > 0) yield* store.save(sessionId, prior)
+        const systemPrompt = prior.length === 0 ? options.defaultSystemPrompt : undefined
+        const agent = yield* AgentLoop.make({
+          sessionId,
+          ...(systemPrompt === undefined ? {} : { systemPrompt }),
+          ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations }),
+          ...(options.toolConcurrency === undefined ? {} : { toolConcurrency: options.toolConcurrency }),
+          ...(request.hints.maxTokens === undefined ? {} : { maxTokens: request.hints.maxTokens }),
+          ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature }),
+          ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP }),
+          ...(request.tools.length === 0 ? {} : { allowTools: request.tools })
+        })
+        yield* tracker.transition("EXECUTE", "chat turn")
+        const finished = yield* Ref.make<Option.Option<AgentLoop.TurnResult>>(Option.none())
+        yield* Stream.runForEach(
+          agent.chatStream(user.content, request.hints.options === undefined ? {} : { request: { options: request.hints.options } }),
+          (event) => {
+            switch (event._tag) {
+              case "TextDelta":
+                return Ref.update(partial, (p) => p + event.text)
+              case "InferenceFinished":
+                // a new inference starts from scratch: partial output is the latest reply
+                return event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
+              case "TurnFinished":
+                return Ref.set(finished, Option.some(event.result))
+              default:
+                return Effect.void
+            }
+          }
+        )
+        const turn = Option.getOrThrow(yield* Ref.get(finished))
+        return {
+          content: turn.content,
+          toolCallsMade: turn.toolCalls,
+          usage: turn.usage,
+          stopReason: turn.stopReason
+        } satisfies Outcome
+      })
+
+    const runStructured = (request: SystemRequest, tracker: Lifecycle.Tracker) =>
+      Effect.gen(function* () {
+        const user = Option.getOrThrow(lastUser(request.messages))
+        const systemPrompt = systemPromptOf(request)
+        yield* tracker.transition("EXECUTE", "structured call")
+        const result = yield* SpecializedLoop.call(user.content, {
+          schema: request.output.schema!,
+          repairAllowed: request.output.repairAllowed,
+          ...(request.output.grammar === undefined ? {} : { grammar: request.output.grammar }),
+          ...(systemPrompt === undefined ? {} : { systemPrompt }),
+          ...(request.hints.maxTokens === undefined ? {} : { maxTokens: request.hints.maxTokens }),
+          ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature }),
+          ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP }),
+          ...(request.tools.length === 0 ? {} : { allowTools: request.tools }),
+          ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations })
+        })
+        yield* tracker.transition("VALIDATE", "output validated against the schema")
+        return {
+          content: result.raw,
+          structuredOutput: result.value,
+          toolCallsMade: result.toolCalls,
+          validationResult: result.validation,
+          usage: result.usage,
+          stopReason: "finish"
+        } satisfies Outcome
+      })
+
+    const route = (
+      request: SystemRequest,
+      sessionId: string | undefined,
+      partial: Ref.Ref<string>,
+      tracker: Lifecycle.Tracker
+    ): Effect.Effect<Outcome, Failure, Engine | Constraint> =>
+      Effect.gen(function* () {
+        yield* checkEnvelope(request)
+        yield* tracker.transition("PREPARE", `mode ${request.mode}`)
+        switch (request.mode) {
+          case "chat":
+            return yield* runChat(request, sessionId!, partial, tracker)
+          case "structured":
+            return yield* runStructured(request, tracker)
+          case "redundant":
+          case "plan":
+            return yield* invalid(`Mode "${request.mode}" is not wired into the facade yet`)
+        }
+      })
+
+    // -- run ----------------------------------------------------------------------
+    const execute = (request: SystemRequest): Effect.Effect<Execution> =>
+      Effect.gen(function* () {
+        const requestId = request.requestId ?? (yield* nextId("req"))
+        const traceId = request.traceId ?? (yield* nextId("trace"))
+        const sessionId = request.sessionId ?? (request.mode === "chat" ? yield* nextId("session") : undefined)
+        return yield* executeWith(request, requestId, sessionId).pipe(
+          withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
+          Effect.withSpan("Facade.run", {
+            attributes: { mode: request.mode, requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }
+          })
+        )
+      })
+
+    const executeWith = (
+      request: SystemRequest,
+      requestId: string,
+      sessionId: string | undefined
+    ): Effect.Effect<Execution> =>
+      Effect.gen(function* () {
+        const tracker = yield* Lifecycle.makeTracker
+        const partial = yield* Ref.make("")
+        const signal = yield* Deferred.make<void>()
+        yield* Ref.update(signals, (m) => new Map(m).set(requestId, signal))
+
+        const timeout = request.hints.timeout
+        const body = route(request, sessionId, partial, tracker)
+        const timed =
+          timeout === undefined || Duration.toMillis(timeout) === 0
+            ? body
+            : Effect.timeoutFail(body, {
+                duration: timeout,
+                onTimeout: () =>
+                  Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
+              })
+        const cancellable = Effect.raceFirst(
+          timed,
+          Effect.zipRight(
+            Deferred.await(signal),
+            Effect.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
+          )
+        )
+
+        const exit = yield* Effect.exit(
+          cancellable.pipe(
+            Lifecycle.tracked(tracker),
+            Effect.provide(loopContext as Context.Context<Engine | Constraint>)
+          )
+        )
+        yield* Ref.update(signals, (m) => {
+          const copy = new Map(m)
+          copy.delete(requestId)
+          return copy
+        })
+
+        const base = {
+          requestId,
+          ...(sessionId === undefined ? {} : { sessionId })
+        }
+        let response: SystemResponse
+        if (Exit.isSuccess(exit)) {
+          yield* tracker.transition("COMPLETE", "response assembled")
+          const o = exit.value
+          response = new SystemResponse({
+            ...base,
+            content: o.content,
+            toolCallsMade: o.toolCallsMade ?? [],
+            tokenUsage: o.usage,
+            ...(o.structuredOutput === undefined ? {} : { structuredOutput: o.structuredOutput }),
+            ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
+            ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
+            ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
+            ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason })
+          })
+        } else {
+          const failure = Cause.failureOption(exit.cause)
+          const error: SystemError = Option.isSome(failure)
+            ? toSystemError(failure.value)
+            : toSystemError(
+                new OrchestrationFailure({
+                  code: "ORCHESTRATION_DEFECT",
+                  retryable: false,
+                  message: Cause.isInterruptedOnly(exit.cause)
+                    ? "The request was interrupted"
+                    : `Internal error: ${describeDefect(Cause.squash(exit.cause))}`,
+                  details: { cause: Cause.pretty(exit.cause).split("\n").slice(0, 8).join("\n") }
+                })
+              )
+          const cancelled = Option.isSome(failure) && failure.value._tag === "Cancellation"
+          yield* tracker.transition(cancelled ? "CANCELLED" : "ERROR", error.message, { error })
+          response = new SystemResponse({
+            ...base,
+            content: yield* Ref.get(partial),
+            toolCallsMade: [],
+            tokenUsage: TokenUsage.empty,
+            error
+          })
+        }
+        return {
+          response,
+          state: yield* tracker.state,
+          transitions: yield* tracker.history
+        } satisfies Execution
+      })
+
+    const runUnknown = (input: unknown): Effect.Effect<SystemResponse> =>
+      Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest)(input)), (decoded) => {
+        if (decoded._tag === "Right") return Effect.map(execute(decoded.right), (e) => e.response)
+        const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
+        return Effect.map(nextId("req"), (generated) => {
+          const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
+          const error = toSystemError(
+            invalid(`Invalid request: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
+              issues: ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map(
+                (i) => `${i.path.length > 0 ? i.path.join(".") : "(root)"}: ${i.message}`
+              )
+            })
+          )
+          return new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty, error })
+        })
+      })
+
+    return {
+      run: (request) => Effect.map(execute(request), (e) => e.response),
+      runUnknown,
+      execute,
+      cancel: (requestId) =>
+        Effect.flatMap(Ref.get(signals), (m) => {
+          const signal = m.get(requestId)
+          return signal === undefined ? Effect.succeed(false) : Deferred.succeed(signal, undefined)
+        })
+    } satisfies Facade
+  })
+
+/** The facade as a layer. */
+export const layer = (options: Options = {}): Layer.Layer<PaganticSystem, never, Constraint> =>
+  Layer.effect(PaganticSystem, make(options))
+
