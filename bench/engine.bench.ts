@@ -100,6 +100,19 @@ const direct = Effect.gen(function*() {
 const ask = (prompt: string, fields: Partial<ConstructorParameters<typeof InferenceRequest>[0]> = {}) =>
   new InferenceRequest({ messages: [Message.system(SYSTEM), Message.user(prompt)], ...fields })
 
+const SENTIMENT = {
+  type: "object",
+  properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
+  required: ["sentiment"]
+} as const
+
+const REVIEWS = [
+  "Classify the sentiment of the review: The food was cold and the waiter was rude.",
+  "Classify the sentiment of the review: Not bad at all, I would come back.",
+  "Classify the sentiment of the review: It was fine, nothing special.",
+  "Classify the sentiment of the review: Absolutely loved the staff and the view."
+]
+
 const PROMPTS = [
   "What is the weather like today?",
   "Tell me something about cats.",
@@ -234,16 +247,29 @@ export const run = Effect.gen(function*() {
   rows.push(...yield* passThrough("chat answers (greedy, natural stop)", 64, false, 30))
   rows.push(
     yield* parallel(
-      "128 tokens each",
-      (i, round) => ask(`${PROMPTS[i]!} (${round})`, { maxTokens: 128, grammar: ENDLESS }),
-      5
+      "5 sampled replicas of a sentiment prompt, JSON schema (temperature 0.8)",
+      (i, round) =>
+        ask(REVIEWS[round % REVIEWS.length]!, {
+          schema: SENTIMENT,
+          maxTokens: 24,
+          temperature: 0.8,
+          seed: 1000 * round + i
+        }),
+      9
     )
   )
   rows.push(
     yield* parallel(
-      "sampled chat replicas (temperature 0.8)",
-      (i, round) => ask(PROMPTS[round & 7]!, { maxTokens: 64, temperature: 0.8, seed: 1000 * round + i }),
+      "5 sampled chat replicas, free text up to 64 tokens (temperature 0.8)",
+      (i, round) => ask(PROMPTS[round % PROMPTS.length]!, { maxTokens: 64, temperature: 0.8, seed: 1000 * round + i }),
       9
+    )
+  )
+  rows.push(
+    yield* parallel(
+      "5 different prompts, 128 tokens each under a grammar",
+      (i, round) => ask(`${PROMPTS[i]!} (${round})`, { maxTokens: 128, grammar: ENDLESS }),
+      5
     )
   )
   rows.push(yield* multiTurn(20))

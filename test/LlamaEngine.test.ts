@@ -7,6 +7,7 @@ import { describe, expect, it, layer } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -20,6 +21,7 @@ import type { InferenceFailure } from "../src/domain/Failure.js"
 import * as Message from "../src/domain/Message.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { toChatHistory } from "../src/layers/llama/ChatHistory.js"
+import * as SequencePool from "../src/layers/llama/SequencePool.js"
 import { BUNDLED_CALCULATOR_TOOL, BUNDLED_MODEL_NAME } from "../src/layers/llama/PaganticChatWrapper.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import type { StreamPart } from "../src/services/Engine.js"
@@ -100,6 +102,61 @@ describe("LlamaEngine chat history", () => {
 })
 
 // ---------------------------------------------------------------------------
+// The sequence pool (pure)
+// ---------------------------------------------------------------------------
+
+describe("LlamaEngine sequence pool", () => {
+  const take = (pool: SequencePool.SequencePool<string>, session?: string, affinity?: (value: string) => number) =>
+    Effect.scoped(Effect.map(pool.acquire(session, affinity), (slot) => slot.value))
+
+  it.effect("a session returns to its sequence although others used the pool in between", () =>
+    Effect.gen(function*() {
+      const pool = yield* SequencePool.make(["a", "b", "c"], { maxPinnedSessions: 2 })
+      const first = yield* take(pool, "s1")
+      for (let i = 0; i < 5; i++) {
+        expect(yield* take(pool)).not.toBe(first)
+        expect(yield* take(pool, "s1")).toBe(first)
+      }
+    }))
+
+  it.effect("without a session, the sequence with the best affinity wins", () =>
+    Effect.gen(function*() {
+      const pool = yield* SequencePool.make(["a", "b", "c"], { maxPinnedSessions: 2 })
+      expect(yield* take(pool, undefined, (v) => (v === "b" ? 10 : 0))).toBe("b")
+      expect(yield* take(pool, undefined, (v) => (v === "c" ? 10 : 0))).toBe("c")
+    }))
+
+  it.effect("pins are bounded: the least recently used session loses its sequence", () =>
+    Effect.gen(function*() {
+      const pool = yield* SequencePool.make(["a", "b", "c"], { maxPinnedSessions: 2 })
+      yield* take(pool, "s1")
+      yield* take(pool, "s2")
+      yield* take(pool, "s3")
+      const { sessions } = yield* pool.snapshot
+      expect(sessions.filter((s) => s !== undefined).sort()).toEqual(["s2", "s3"])
+    }))
+
+  it.effect("when all sequences are busy, callers wait; an interrupted waiter takes nothing", () =>
+    Effect.gen(function*() {
+      const pool = yield* SequencePool.make(["only"], { maxPinnedSessions: 0 })
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(Effect.scoped(Effect.zipRight(pool.acquire(undefined), Deferred.await(release))))
+      yield* Effect.yieldNow()
+      const waiter = yield* Effect.fork(take(pool))
+      const interrupted = yield* Effect.fork(take(pool))
+      yield* Effect.yieldNow()
+      expect((yield* pool.snapshot).busy).toBe(1)
+      expect(waiter.unsafePoll()).toBeNull()
+      yield* Fiber.interrupt(interrupted)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      expect(yield* Fiber.join(waiter)).toBe("only")
+      expect((yield* pool.snapshot).busy).toBe(0)
+      expect(yield* take(pool)).toBe("only")
+    }))
+})
+
+// ---------------------------------------------------------------------------
 // Against the bundled model
 // ---------------------------------------------------------------------------
 
@@ -162,6 +219,13 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       expect(result.finishReason).toBe("length")
       expect(result.usage.outputTokens).toBe(7)
       expect(result.content).toMatch(/^[a-z]+$/)
+    }))
+
+  it.effect("maxTokens 0 generates nothing", () =>
+    Effect.gen(function*() {
+      const result = yield* (yield* Engine).infer(request({ maxTokens: 0 }))
+      expect(result).toMatchObject({ content: "", finishReason: "length", toolCalls: [] })
+      expect(result.usage.outputTokens).toBe(0)
     }))
 
   it.effect("streams deltas that concatenate to the final content, then one Finish", () =>

@@ -324,6 +324,15 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         )
       }
       const maxTokens = Math.min(request.maxTokens ?? room, room)
+      if (maxTokens === 0) {
+        // node-llama-cpp reads 0 as "no limit"; here it means: generate nothing.
+        return new InferenceResult({
+          content: "",
+          toolCalls: [],
+          finishReason: "length",
+          usage: TokenUsage.make({ contextWindow })
+        })
+      }
 
       const topK = request.options?.["topK"]
       const minP = request.options?.["minP"]
