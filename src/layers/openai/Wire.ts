@@ -1,0 +1,412 @@
+/**
+ * The OpenAI chat-completions wire format, and nothing else.
+ *
+ * Pure conversions between pagantic's request/result and the JSON an
+ * OpenAI-compatible server speaks (llama.cpp's server, vLLM, Ollama, hosted APIs):
+ * the request body, the decoded completion, and an accumulator for the SSE stream
+ * that turns `data:` events into StreamParts. Every way the server's JSON can be
+ * wrong ends in an `INFERENCE_MALFORMED_RESPONSE`, never in a defect. No I/O here:
+ * the engine in ../OpenAiEngine.ts does the HTTP, the retries and the timing.
+ */
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import { InferenceFailure } from "../../domain/Failure.js"
+import type { JsonSchema } from "../../domain/JsonSchema.js"
+import type { Message } from "../../domain/Message.js"
+import { ToolCall } from "../../domain/Message.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+import type { FinishReason, InferenceRequest } from "../../services/Engine.js"
+import { InferenceResult, StreamPart } from "../../services/Engine.js"
+
+// ---------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------
+
+/** An OpenAI chat message. */
+export type WireMessage =
+  | { readonly role: "system" | "user"; readonly content: string }
+  | {
+    readonly role: "assistant"
+    readonly content: string | null
+    readonly tool_calls?: ReadonlyArray<{
+      readonly id: string
+      readonly type: "function"
+      readonly function: { readonly name: string; readonly arguments: string }
+    }>
+  }
+  | { readonly role: "tool"; readonly tool_call_id: string; readonly content: string }
+
+export const toWireMessage = (message: Message): WireMessage => {
+  switch (message._tag) {
+    case "SystemMessage":
+    case "UserMessage":
+      return { role: message.role, content: message.content }
+    case "AssistantMessage":
+      return message.toolCalls.length === 0
+        ? { role: "assistant", content: message.content }
+        : {
+          role: "assistant",
+          content: message.content === "" ? null : message.content,
+          tool_calls: message.toolCalls.map((call) => ({
+            id: call.id,
+            type: "function" as const,
+            function: { name: call.name, arguments: JSON.stringify(call.arguments) }
+          }))
+        }
+    case "ToolMessage":
+      return { role: "tool", tool_call_id: message.toolCallId, content: message.content }
+  }
+}
+
+export interface BodyOptions {
+  readonly model: string
+  readonly stream: boolean
+  /** `strict` of `response_format.json_schema`. */
+  readonly strictJsonSchema: boolean
+}
+
+/**
+ * The `/v1/chat/completions` body. A grammar takes precedence over the schema for
+ * decoding (llama.cpp's server refuses both at once), so `response_format` is sent
+ * only without a grammar. `options` are merged over the generated fields, except
+ * `messages` and the streaming flags, which the parser depends on.
+ */
+export const chatBody = (request: InferenceRequest, options: BodyOptions): Record<string, unknown> => {
+  const body: Record<string, unknown> = { model: options.model }
+  if (request.tools.length > 0) {
+    body.tools = request.tools.map((tool) => ({
+      type: "function",
+      function: { name: tool.name, description: tool.description, parameters: tool.parameters }
+    }))
+  }
+  if (request.grammar !== undefined) {
+    body.grammar = request.grammar
+  } else if (request.schema !== undefined) {
+    body.response_format = responseFormat(request.schema, options.strictJsonSchema)
+  }
+  if (request.maxTokens !== undefined) body.max_tokens = request.maxTokens
+  if (request.temperature !== undefined) body.temperature = request.temperature
+  if (request.topP !== undefined) body.top_p = request.topP
+  if (request.seed !== undefined) body.seed = request.seed
+  return {
+    ...body,
+    ...request.options,
+    messages: request.messages.map(toWireMessage),
+    stream: options.stream,
+    ...(options.stream ? { stream_options: { include_usage: true } } : {})
+  }
+}
+
+const responseFormat = (schema: JsonSchema, strict: boolean) => ({
+  type: "json_schema",
+  json_schema: { name: "response", schema, strict }
+})
+
+// ---------------------------------------------------------------------------
+// Response schemas (only the fields we read; extra fields are ignored)
+// ---------------------------------------------------------------------------
+
+const Arguments = Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+
+const WireToolCall = Schema.Struct({
+  index: Schema.optional(Schema.NullOr(Schema.Number)),
+  id: Schema.optional(Schema.NullOr(Schema.String)),
+  function: Schema.optional(Schema.NullOr(Schema.Struct({
+    name: Schema.optional(Schema.NullOr(Schema.String)),
+    arguments: Schema.optional(Schema.NullOr(Arguments))
+  })))
+})
+type RawArguments = string | { readonly [key: string]: unknown } | null | undefined
+
+const WireUsage = Schema.Struct({
+  prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  completion_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  completion_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({
+    reasoning_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  })))
+})
+export type WireUsage = typeof WireUsage.Type
+
+const WireCompletion = Schema.Struct({
+  choices: Schema.NonEmptyArray(Schema.Struct({
+    message: Schema.Struct({
+      content: Schema.optional(Schema.NullOr(Schema.String)),
+      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+    }),
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+  })),
+  usage: Schema.optional(Schema.NullOr(WireUsage))
+})
+
+const WireChunk = Schema.Struct({
+  choices: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    delta: Schema.optional(Schema.NullOr(Schema.Struct({
+      content: Schema.optional(Schema.NullOr(Schema.String)),
+      tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
+    }))),
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+  })))),
+  usage: Schema.optional(Schema.NullOr(WireUsage)),
+  error: Schema.optional(Schema.Unknown)
+})
+
+const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(WireCompletion))
+const decodeChunk = Schema.decodeUnknownEither(Schema.parseJson(WireChunk))
+
+// ---------------------------------------------------------------------------
+// Response -> InferenceResult
+// ---------------------------------------------------------------------------
+
+/** What the engine measured around the call, folded into the usage. */
+export interface Measured {
+  readonly elapsedMillis: number
+  readonly contextWindow: number
+}
+
+/** At most `max` characters of a body, for failure details. */
+export const excerpt = (text: string, max = 200): string =>
+  text.length <= max ? text : `${text.slice(0, max)}…`
+
+export const finishReason = (reason: string | null | undefined, hasToolCalls: boolean): FinishReason => {
+  if (hasToolCalls) return "tool_calls"
+  switch (reason) {
+    case "length":
+      return "length"
+    case "tool_calls":
+    case "function_call":
+      // the server says it called a tool but sent none: treat as a plain stop
+      return "stop"
+    case "content_filter":
+    case "abort":
+    case "cancelled":
+      return "aborted"
+    default:
+      // "stop", "eos", null (some servers omit it), and anything unknown
+      return "stop"
+  }
+}
+
+export const usageOf = (usage: WireUsage | null | undefined, measured: Measured): TokenUsage.TokenUsage => {
+  const count = (n: number | null | undefined) => (typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0)
+  const promptTokens = count(usage?.prompt_tokens)
+  const completionTokens = count(usage?.completion_tokens)
+  const reasoningTokens = Math.min(completionTokens, count(usage?.completion_tokens_details?.reasoning_tokens))
+  return TokenUsage.make({
+    promptTokens,
+    reasoningTokens,
+    outputTokens: completionTokens - reasoningTokens,
+    contextTokens: promptTokens + completionTokens,
+    contextWindow: measured.contextWindow,
+    tokensPerSecond: measured.elapsedMillis > 0 ? completionTokens / (measured.elapsedMillis / 1000) : 0
+  })
+}
+
+const malformed = (message: string, body: string, extra: Record<string, unknown> = {}) =>
+  InferenceFailure.malformed(message, { body: excerpt(body), ...extra })
+
+/**
+ * Parses a tool call's arguments: a JSON string holding an object (or an object
+ * already). Whitespace-only arguments mean no arguments (`{}`), which some servers
+ * send for parameterless tools.
+ */
+export const parseArguments = (
+  name: string,
+  raw: RawArguments
+): Either.Either<Record<string, unknown>, InferenceFailure> => {
+  if (raw === null || raw === undefined) return Either.right({})
+  if (typeof raw !== "string") return Either.right({ ...raw })
+  if (raw.trim() === "") return Either.right({})
+  return Either.flatMap(
+    Either.try({
+      try: (): unknown => JSON.parse(raw),
+      catch: (cause) =>
+        InferenceFailure.malformed(`the arguments of tool call "${name}" are not valid JSON`, {
+          tool: name,
+          arguments: excerpt(raw)
+        }, cause)
+    }),
+    (parsed) =>
+      typeof parsed === "object" && parsed !== null && !Array.isArray(parsed)
+        ? Either.right(parsed as Record<string, unknown>)
+        : Either.left(
+          InferenceFailure.malformed(`the arguments of tool call "${name}" are not a JSON object`, {
+            tool: name,
+            arguments: excerpt(raw)
+          })
+        )
+  )
+}
+
+const toToolCalls = (
+  calls: ReadonlyArray<{ readonly id: string | null | undefined; readonly name: string; readonly arguments: RawArguments }>
+): Either.Either<ReadonlyArray<ToolCall>, InferenceFailure> =>
+  Either.all(calls.map((call, i) => {
+    if (call.name === "") {
+      return Either.left(InferenceFailure.malformed("a tool call has no function name", { index: i }))
+    }
+    return Either.map(
+      parseArguments(call.name, call.arguments),
+      (args) => new ToolCall({ id: call.id ?? `call_${i}`, name: call.name, arguments: args })
+    )
+  }))
+
+/** Decodes a non-streamed `/v1/chat/completions` body into an InferenceResult. */
+export const parseCompletion = (
+  text: string,
+  measured: Measured
+): Either.Either<InferenceResult, InferenceFailure> =>
+  Either.gen(function*() {
+    const completion = yield* Either.mapLeft(
+      decodeCompletion(text),
+      (error) => malformed("the engine's reply is not a chat completion", text, { reason: error.message.slice(0, 300) })
+    )
+    const choice = completion.choices[0]
+    const toolCalls = yield* toToolCalls((choice.message.tool_calls ?? []).map((call) => ({
+      id: call.id,
+      name: call.function?.name ?? "",
+      arguments: call.function?.arguments
+    })))
+    return new InferenceResult({
+      content: choice.message.content ?? "",
+      toolCalls,
+      usage: usageOf(completion.usage, measured),
+      finishReason: finishReason(choice.finish_reason, toolCalls.length > 0)
+    })
+  })
+
+// ---------------------------------------------------------------------------
+// Streaming: SSE lines -> StreamParts
+// ---------------------------------------------------------------------------
+
+/** How an error payload inside a 200 stream (llama.cpp sends `data: {"error": ...}`) becomes a failure. */
+export type ErrorPayloadMapper = (payload: string) => InferenceFailure
+
+/**
+ * The state of one streamed completion. Feed it the response's lines with
+ * `line`; it returns the parts to emit now (text deltas) and accumulates tool-call
+ * deltas by index. `end` returns the closing parts: each assembled tool call,
+ * then `Finish`. One instance per stream, never shared.
+ */
+export class StreamAccumulator {
+  private content = ""
+  private readonly calls = new Map<number, { id: string | undefined; name: string; args: string }>()
+  private reason: string | null | undefined = undefined
+  private usage: WireUsage | undefined = undefined
+  private data: Array<string> = []
+  private received = 0
+  /** Whether `data: [DONE]` arrived. */
+  done = false
+
+  constructor(private readonly onErrorPayload: ErrorPayloadMapper) {}
+
+  /** How many characters of event data arrived (for failure details). */
+  get receivedChars(): number {
+    return this.received
+  }
+
+  line(raw: string): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
+    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw
+    if (line === "") return this.dispatch()
+    if (line.startsWith(":")) return Either.right([])
+    if (line.startsWith("data:")) {
+      const value = line.slice(5)
+      this.data.push(value.startsWith(" ") ? value.slice(1) : value)
+    }
+    // `event:`, `id:`, `retry:` lines carry nothing an OpenAI stream needs
+    return Either.right([])
+  }
+
+  private dispatch(): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
+    if (this.data.length === 0) return Either.right([])
+    const payload = this.data.join("\n")
+    this.data = []
+    this.received += payload.length
+    if (payload.trim() === "[DONE]") {
+      this.done = true
+      return Either.right([])
+    }
+    return Either.flatMap(
+      Either.mapLeft(
+        decodeChunk(payload),
+        (error) => malformed("a streamed event is not a chat-completion chunk", payload, { reason: error.message.slice(0, 300) })
+      ),
+      (chunk): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> => {
+        if (chunk.error !== undefined && chunk.error !== null) return Either.left(this.onErrorPayload(payload))
+        if (chunk.usage !== undefined && chunk.usage !== null) this.usage = chunk.usage
+        const parts: Array<StreamPart> = []
+        for (const choice of chunk.choices ?? []) {
+          if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.reason = choice.finish_reason
+          const delta = choice.delta
+          if (delta === undefined || delta === null) continue
+          if (typeof delta.content === "string" && delta.content !== "") {
+            this.content += delta.content
+            parts.push(StreamPart.textDelta(delta.content))
+          }
+          for (const [position, call] of (delta.tool_calls ?? []).entries()) {
+            const index = call.index ?? position
+            const current = this.calls.get(index) ?? { id: undefined, name: "", args: "" }
+            const args = call.function?.arguments
+            this.calls.set(index, {
+              id: current.id ?? call.id ?? undefined,
+              name: current.name === "" ? call.function?.name ?? "" : current.name,
+              args: current.args + (typeof args === "string" ? args : args ? JSON.stringify(args) : "")
+            })
+          }
+        }
+        return Either.right(parts)
+      }
+    )
+  }
+
+  /**
+   * Closes the stream: the tool calls, then `Finish`. A stream that stopped
+   * before `[DONE]` and before any finish reason was cut off, and fails.
+   */
+  end(measured: Measured): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
+    const self = this
+    return Either.gen(function*() {
+      yield* self.dispatch()
+      if (!self.done && (self.reason === undefined || self.reason === null)) {
+        return yield* Either.left(
+          InferenceFailure.engineError("the engine's stream ended before it finished (no [DONE], no finish_reason)", {
+            reason: "stream_cut",
+            receivedChars: self.received,
+            partialContent: excerpt(self.content)
+          })
+        )
+      }
+      const ordered = [...self.calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call)
+      const toolCalls = yield* toToolCalls(ordered.map((call) => ({ id: call.id, name: call.name, arguments: call.args })))
+      const result = new InferenceResult({
+        content: self.content,
+        toolCalls,
+        usage: usageOf(self.usage, measured),
+        finishReason: finishReason(self.reason, toolCalls.length > 0)
+      })
+      return [...toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)]
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------
+// /v1/models
+// ---------------------------------------------------------------------------
+
+/**
+ * The context window a `/v1/models` listing reports for `model` (or for its only
+ * entry): vLLM's `max_model_len`, `context_length`/`max_context_length` (LM Studio,
+ * OpenRouter), llama.cpp's `meta.n_ctx_train`. Undefined when none is given.
+ */
+export const contextWindowFromModels = (text: string, model: string): number | undefined => {
+  const parsed = Either.getOrUndefined(Either.try((): unknown => JSON.parse(text)))
+  const data = typeof parsed === "object" && parsed !== null ? (parsed as { data?: unknown }).data : undefined
+  if (!Array.isArray(data)) return undefined
+  const entries = data.filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null)
+  const entry = entries.find((e) => e.id === model) ?? (entries.length === 1 ? entries[0] : undefined)
+  if (entry === undefined) return undefined
+  const meta = typeof entry.meta === "object" && entry.meta !== null ? (entry.meta as Record<string, unknown>) : {}
+  for (const value of [entry.max_model_len, entry.context_length, entry.max_context_length, meta.n_ctx, meta.n_ctx_train]) {
+    if (typeof value === "number" && Number.isInteger(value) && value > 0) return value
+  }
+  return undefined
+}
