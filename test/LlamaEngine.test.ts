@@ -293,7 +293,7 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
 // One sequence: waiting, cancellation, limits
 // ---------------------------------------------------------------------------
 
-layer(LlamaEngine.layer({ sequences: 1, contextSize: 256 }), { excludeTestServices: true })("LlamaEngine (one sequence)", (it) => {
+layer(LlamaEngine.layer({ sequences: 1 }), { excludeTestServices: true })("LlamaEngine (one sequence)", (it) => {
   it.effect("with one sequence, concurrent calls wait for each other (the overlap check can fail)", () =>
     Effect.gen(function*() {
       const runs = yield* overlap(yield* Engine, 2)
@@ -325,6 +325,9 @@ layer(LlamaEngine.layer({ sequences: 1, contextSize: 256 }), { excludeTestServic
       expect(next.finishReason).toBe("length")
     }))
 
+})
+
+layer(LlamaEngine.layer({ sequences: 1, contextSize: 256 }), { excludeTestServices: true })("LlamaEngine (256-token context)", (it) => {
   it.effect("a prompt larger than the context is INFERENCE_CONTEXT_EXCEEDED", () =>
     Effect.gen(function*() {
       const long = Array.from({ length: 400 }, (_, i) => `word${i}`).join(" ")
