@@ -31,6 +31,7 @@ export type Step =
       readonly finishReason: FinishReason
       readonly usage: TokenUsage.TokenUsage
       readonly delay: Duration.Duration
+      readonly chunkDelay: Duration.Duration
     }
   | { readonly _tag: "Fail"; readonly failure: InferenceFailure; readonly delay: Duration.Duration }
   | {
@@ -43,6 +44,8 @@ export interface StepOptions {
   readonly delay?: Duration.DurationInput
   readonly usage?: Partial<TokenUsage.TokenUsage>
   readonly finishReason?: FinishReason
+  /** When streamed, the time before each text delta (a word), on the Clock. */
+  readonly chunkDelay?: Duration.DurationInput
 }
 
 const usageOf = (content: string, usage?: Partial<TokenUsage.TokenUsage>) =>
@@ -60,7 +63,8 @@ export const reply = (content: string, options: StepOptions = {}): Step => ({
   toolCalls: [],
   finishReason: options.finishReason ?? "stop",
   usage: usageOf(content, options.usage),
-  delay: Duration.decode(options.delay ?? 0)
+  delay: Duration.decode(options.delay ?? 0),
+  chunkDelay: Duration.decode(options.chunkDelay ?? 0)
 })
 
 /** An answer that calls tools. Ids default to `call_<n>` in order of the whole script. */
@@ -75,7 +79,8 @@ export const toolCalls = (
   ),
   finishReason: options.finishReason ?? "tool_calls",
   usage: usageOf(options.content ?? "", options.usage),
-  delay: Duration.decode(options.delay ?? 0)
+  delay: Duration.decode(options.delay ?? 0),
+  chunkDelay: Duration.decode(options.chunkDelay ?? 0)
 })
 
 /** An answer that fails. */
@@ -139,7 +144,9 @@ export const make = (
           : Effect.succeed(c)
       )
 
-    const infer = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
+    const answer = (
+      request: InferenceRequest
+    ): Effect.Effect<{ readonly result: InferenceResult; readonly chunkDelay: Duration.Duration }, InferenceFailure> =>
       Effect.gen(function* () {
         yield* Ref.update(requests, (rs) => [...rs, request])
         const step = yield* next
@@ -151,33 +158,43 @@ export const make = (
         switch (step._tag) {
           case "Reply": {
             if (Duration.toMillis(step.delay) > 0) yield* Effect.sleep(step.delay)
-            return new InferenceResult({
+            const result = new InferenceResult({
               content: step.content,
               toolCalls: yield* withIds(step.toolCalls),
               usage: step.usage,
               finishReason: step.finishReason
             })
+            return { result, chunkDelay: step.chunkDelay }
           }
           case "Fail": {
             if (Duration.toMillis(step.delay) > 0) yield* Effect.sleep(step.delay)
             return yield* step.failure
           }
           case "Respond":
-            return yield* step.respond(request)
+            return { result: yield* step.respond(request), chunkDelay: Duration.zero }
         }
       })
+
+    const infer = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
+      Effect.map(answer(request), ({ result }) => result)
 
     const engine: EngineService = {
       infer,
       stream: (request) =>
         Stream.unwrap(
-          Effect.map(infer(request), (result) => {
+          Effect.map(answer(request), ({ chunkDelay, result }) => {
             const words = result.content.match(/\S+\s*|\s+/g) ?? []
-            return Stream.fromIterable<StreamPart>([
-              ...words.map(StreamPart.textDelta),
-              ...result.toolCalls.map(StreamPart.toolCall),
-              StreamPart.finish(result)
-            ])
+            const deltas = Stream.fromIterable(words).pipe(
+              Stream.mapEffect((word) =>
+                Duration.toMillis(chunkDelay) > 0
+                  ? Effect.as(Effect.sleep(chunkDelay), StreamPart.textDelta(word))
+                  : Effect.succeed(StreamPart.textDelta(word))
+              )
+            )
+            return Stream.concat(
+              deltas,
+              Stream.fromIterable<StreamPart>([...result.toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)])
+            )
           })
         ),
       modelInfo: Effect.succeed(info)

@@ -1,0 +1,320 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import type * as Event from "../src/domain/Event.js"
+import { InferenceFailure } from "../src/domain/Failure.js"
+import * as Message from "../src/domain/Message.js"
+import { SystemRequest } from "../src/domain/System.js"
+import * as Constraint from "../src/layers/Constraint.js"
+import * as Observe from "../src/layers/Observe.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as Registry from "../src/layers/ToolRegistry.js"
+import * as Facade from "../src/programs/Facade.js"
+import { EventLog } from "../src/services/Observe.js"
+import * as Tool from "../src/services/ToolRegistry.js"
+import { add } from "./support/tools.js"
+
+const chat = (content: string, fields: Partial<ConstructorParameters<typeof SystemRequest>[0]> = {}) =>
+  Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content }], ...fields })
+
+const sentiment = {
+  type: "object",
+  properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
+  required: ["sentiment"]
+}
+
+const base = (script: ReadonlyArray<ScriptedEngine.Step>, ...tools: ReadonlyArray<Tool.Tool<any, any>>) =>
+  Layer.mergeAll(ScriptedEngine.layer(script), Registry.layer(tools), Constraint.layer, Observe.eventLogMemory)
+
+const facade = Effect.flatMap(Facade.make(), Effect.succeed)
+
+describe("Facade", () => {
+  describe("chat", () => {
+    it.effect("answers, with tool calls made, usage, correlation and the lifecycle walked", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const execution = yield* system.execute(chat("2+3?", { requestId: "r-1", sessionId: "s-1" }))
+        const { response } = execution
+        expect(response.error).toBeUndefined()
+        expect(response.content).toBe("5")
+        expect(response.requestId).toBe("r-1")
+        expect(response.sessionId).toBe("s-1")
+        expect(response.stopReason).toBe("finish")
+        expect(response.toolCallsMade).toHaveLength(1)
+        expect(response.toolCallsMade[0]).toMatchObject({ name: "add", result: "5" })
+        expect(response.tokenUsage.calls).toBe(2)
+        expect(execution.transitions.map((t) => `${t.from}->${t.to}`)).toEqual([
+          "INIT->PREPARE",
+          "PREPARE->EXECUTE",
+          "EXECUTE->COMPLETE"
+        ])
+        expect(execution.state.current).toBe("COMPLETE")
+        // the full timeline of the request is rebuilt from its events
+        const events = yield* Effect.flatMap(EventLog, (l) => l.events)
+        expect(events.every((e) => e.correlation.requestId === "r-1")).toBe(true)
+        expect(events.every((e) => e.correlation.sessionId === "s-1")).toBe(true)
+        const timeline = events.map((e) =>
+          e._tag === "LifecycleTransition" ? `${e.fromState}->${e.toState}` : e._tag
+        )
+        expect(timeline).toEqual([
+          "INIT->PREPARE",
+          "PREPARE->EXECUTE",
+          "InferenceStart",
+          "InferenceEnd",
+          "ToolStart",
+          "ToolEnd",
+          "InferenceStart",
+          "InferenceEnd",
+          "EXECUTE->COMPLETE"
+        ])
+        const toolStart = events.find((e): e is Event.ToolStart => e._tag === "ToolStart")!
+        const firstInference = events.find((e): e is Event.InferenceStart => e._tag === "InferenceStart")!
+        expect(toolStart.inferenceId).toBe(firstInference.inferenceId)
+        expect(toolStart.correlation.toolCallId).toBe(toolStart.toolCallId)
+      }).pipe(
+        Effect.provide(
+          base(
+            [ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")],
+            add
+          )
+        )
+      )
+    )
+
+    it.effect("continues a chat session by its id, and generates ids when absent", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const first = yield* system.run(chat("My name is Ada."))
+        expect(first.requestId).toMatch(/^req_/)
+        expect(first.sessionId).toMatch(/^session_/)
+        yield* system.run(chat("What is my name?", { sessionId: first.sessionId }))
+        const requests = yield* ScriptedEngine.requests
+        expect(requests[1]!.messages.map((m) => m.content)).toEqual(["My name is Ada.", "Noted.", "What is my name?"])
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("Noted."), ScriptedEngine.reply("Ada.")])))
+    )
+
+    it.effect("passes hints through and enforces the tool whitelist (a tool outside it never runs)", () =>
+      Effect.gen(function* () {
+        const ran = yield* Ref.make(0)
+        const counted = Tool.make({
+          name: "counted",
+          description: "counts",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "ran")
+        })
+        const response = yield* Effect.flatMap(Facade.make(), (s) =>
+          s.run(
+            chat("go", {
+              tools: ["add"],
+              hints: { maxTokens: 64, temperature: 0.3, topP: 0.9, options: { seed_hint: 7 } }
+            } as never)
+          )
+        ).pipe(
+          Effect.provide(
+            base([ScriptedEngine.toolCalls([{ name: "counted", arguments: {} }]), ScriptedEngine.reply("ok")], add, counted)
+          )
+        )
+        expect(yield* Ref.get(ran)).toBe(0)
+        expect(response.toolCallsMade[0]!.result).toContain("TOOL_NOT_FOUND")
+      })
+    )
+
+    it.effect("sends hints to the engine", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        yield* system.run(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "chat",
+            messages: [{ role: "user", content: "x" }],
+            tools: ["add"],
+            hints: { maxTokens: 64, temperature: 0.3, topP: 0.9, options: { mirostat: 2 } }
+          })
+        )
+        const [request] = yield* ScriptedEngine.requests
+        expect(request).toMatchObject({ maxTokens: 64, temperature: 0.3, topP: 0.9, options: { mirostat: 2 } })
+        expect(request!.tools.map((t) => t.name)).toEqual(["add"])
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("ok")], add)))
+    )
+  })
+
+  describe("structured", () => {
+    it.effect("returns the raw content, the structured output and the validation result", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const execution = yield* system.execute(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "structured",
+            messages: [
+              { role: "system", content: "Classify the sentiment." },
+              { role: "user", content: "I love it" }
+            ],
+            output: { schema: sentiment }
+          })
+        )
+        const { response } = execution
+        expect(response.error).toBeUndefined()
+        expect(response.content).toBe('{"sentiment": "POSITIVE"}')
+        expect(response.structuredOutput).toEqual({ sentiment: "positive" })
+        expect(response.validationResult).toBeDefined()
+        expect(execution.state.current).toBe("COMPLETE")
+        const [request] = yield* ScriptedEngine.requests
+        expect(request!.schema).toEqual(sentiment)
+        expect(request!.messages.map((m) => m.content)).toEqual(["Classify the sentiment.", "I love it"])
+      }).pipe(Effect.provide(base([ScriptedEngine.reply('{"sentiment": "POSITIVE"}')])))
+    )
+
+    it.effect("a reply that never validates is a ConstraintFailure with the raw text", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const fiber = yield* Effect.fork(
+          system.execute(
+            Schema.decodeUnknownSync(SystemRequest)({
+              mode: "structured",
+              messages: [{ role: "user", content: "I love it" }],
+              output: { schema: sentiment }
+            })
+          )
+        )
+        yield* TestClock.adjust("1 minute")
+        const { response, state } = yield* Fiber.join(fiber)
+        expect(response.error?.category).toBe("ConstraintFailure")
+        expect(response.error?.details.raw).toBe('{"mood": "great"}')
+        expect(state.current).toBe("ERROR")
+        expect(state.lastError?.code).toBe(response.error?.code)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ScriptedEngine.layer([ScriptedEngine.reply('{"mood": "great"}')], { whenExhausted: "repeat-last" }),
+            Constraint.layer,
+            Observe.eventLogMemory
+          )
+        )
+      )
+    )
+  })
+
+  describe("configuration and envelopes", () => {
+    it.effect("CONFIG_NO_ENGINE when no engine is provided", () =>
+      Effect.gen(function* () {
+        const system = yield* Facade.make()
+        const execution = yield* system.execute(chat("hi"))
+        expect(execution.response.error).toMatchObject({ code: "CONFIG_NO_ENGINE", category: "ConfigurationFailure" })
+        expect(execution.state.current).toBe("ERROR")
+        expect(execution.transitions.map((t) => t.to)).toEqual(["ERROR"])
+      }).pipe(Effect.provide(Constraint.layer))
+    )
+
+    it.effect("CONFIG_SCHEMA_REQUIRED for structured and redundant without a schema", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        for (const mode of ["structured", "redundant"]) {
+          const response = yield* system.runUnknown({ mode, messages: [{ role: "user", content: "x" }] })
+          expect(response.error?.code).toBe("CONFIG_SCHEMA_REQUIRED")
+        }
+        expect(yield* ScriptedEngine.requests).toHaveLength(0)
+      }).pipe(Effect.provide(base([])))
+    )
+
+    it.effect("bad envelopes answer CONFIG_INVALID_REQUEST naming what is wrong", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const cases: ReadonlyArray<[unknown, string]> = [
+          [{ messages: [{ role: "user", content: "x" }] }, "mode"],
+          [{ mode: "dance", messages: [] }, "mode"],
+          [{ mode: "chat", messages: "hello" }, "messages"],
+          [{ mode: "chat", messages: [{ role: "user", content: 42 }] }, "content"],
+          [{ mode: "structured", messages: [{ role: "user", content: "x" }], output: { schema: { type: "banana" } } }, "type"],
+          [{ mode: "chat", messages: [{ role: "user", content: "x" }], hints: { timeout: "soon" } }, "timeout"],
+          ["not an object", "SystemRequest"],
+          [{ mode: "chat", messages: [{ role: "assistant", content: "I spoke last" }] }, "user message"]
+        ]
+        for (const [input, mentions] of cases) {
+          const response = yield* system.runUnknown(input)
+          expect(response.error?.code, JSON.stringify(input)).toBe("CONFIG_INVALID_REQUEST")
+          expect(response.error?.message).toContain(mentions)
+          expect(response.error?.retryable).toBe(false)
+        }
+        const withId = yield* system.runUnknown({ requestId: "mine", mode: "nope", messages: [] })
+        expect(withId.requestId).toBe("mine")
+        expect(yield* ScriptedEngine.requests).toHaveLength(0)
+      }).pipe(Effect.provide(base([])))
+    )
+  })
+
+  describe("cancellation", () => {
+    it.effect("a timeout ends in CANCELLED_TIMEOUT with the partial output", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const fiber = yield* Effect.fork(
+          system.execute(
+            Schema.decodeUnknownSync(SystemRequest)({
+              mode: "chat",
+              messages: [{ role: "user", content: "count" }],
+              hints: { timeout: 3000 }
+            })
+          )
+        )
+        yield* TestClock.adjust("3 seconds")
+        const { response, state } = yield* Fiber.join(fiber)
+        expect(response.error).toMatchObject({ code: "CANCELLED_TIMEOUT", category: "Cancellation" })
+        expect(response.content).toBe("one two ")
+        expect(state.current).toBe("CANCELLED")
+      }).pipe(
+        Effect.provide(base([ScriptedEngine.reply("one two three four", { chunkDelay: "1200 millis" })]))
+      )
+    )
+
+    it.effect("cancel(requestId) ends a running request in CANCELLED_SIGNAL", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const fiber = yield* Effect.fork(system.execute(chat("slow", { requestId: "to-cancel" })))
+        yield* TestClock.adjust("1 second")
+        expect(yield* system.cancel("to-cancel")).toBe(true)
+        const { response, state } = yield* Fiber.join(fiber)
+        expect(response.error?.code).toBe("CANCELLED_SIGNAL")
+        expect(state.current).toBe("CANCELLED")
+        expect(yield* system.cancel("to-cancel")).toBe(false)
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("late", { delay: "1 hour" })])))
+    )
+  })
+
+  describe("failures", () => {
+    it.effect("an inference failure becomes its SystemError", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(chat("hi"))
+        expect(response.error).toMatchObject({
+          code: "INFERENCE_CONTEXT_EXCEEDED",
+          category: "InferenceFailure",
+          retryable: false
+        })
+      }).pipe(Effect.provide(base([ScriptedEngine.fail(InferenceFailure.contextExceeded("too long"))])))
+    )
+
+    it.effect("a defect is labelled ORCHESTRATION_DEFECT, never leaking unlabelled", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(chat("hi"))
+        expect(response.error).toMatchObject({ code: "ORCHESTRATION_DEFECT", category: "OrchestrationFailure" })
+        expect(response.error?.message).toContain("engine exploded")
+      }).pipe(
+        Effect.provide(base([ScriptedEngine.respond(() => Effect.die(new Error("engine exploded")))]))
+      )
+    )
+  })
+
+  it.effect("a response encodes to JSON and decodes back", () =>
+    Effect.gen(function* () {
+      const system = yield* facade
+      const response = yield* system.run(chat("hi"))
+      const { SystemResponse } = yield* Effect.promise(() => import("../src/domain/System.js"))
+      const json = JSON.parse(JSON.stringify(Schema.encodeSync(SystemResponse)(response)))
+      expect(Schema.decodeUnknownSync(SystemResponse)(json).content).toBe("hello")
+      expect(Message.user("x").role).toBe("user")
+    }).pipe(Effect.provide(base([ScriptedEngine.reply("hello")])))
+  )
+})
