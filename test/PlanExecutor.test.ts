@@ -6,8 +6,10 @@ import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
 import type * as Event from "../src/domain/Event.js"
 import type { Failure } from "../src/domain/Failure.js"
 import { OrchestrationFailure, ToolFailure, ValidationFailure } from "../src/domain/Failure.js"
@@ -19,8 +21,11 @@ import * as Reranker from "../src/layers/Reranker.js"
 import * as Retriever from "../src/layers/Retriever.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Registry from "../src/layers/ToolRegistry.js"
+import * as ConstraintLayer from "../src/layers/Constraint.js"
 import * as ValidatorLayer from "../src/layers/Validator.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
+import * as Lifecycle from "../src/programs/Lifecycle.js"
+import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
 import * as PlanExecutor from "../src/programs/PlanExecutor.js"
 import type { InferenceResult } from "../src/services/Engine.js"
 import { EventLog } from "../src/services/Observe.js"
@@ -430,6 +435,34 @@ describe("PlanExecutor", () => {
         expect(yield* Ref.get(calls)).toBe(3)
       }))
 
+    it.effect("inside a tracked request: retries move EXECUTE -> VALIDATE -> EXECUTE, steps are counted", () =>
+      Effect.gen(function*() {
+        const tracker = yield* Lifecycle.makeTracker
+        yield* tracker.transition("PLAN", "planned")
+        yield* tracker.transition("PREPARE", "prepared")
+        yield* tracker.transition("EXECUTE", "run the plan")
+        const calls = yield* Ref.make(0)
+        const draft = PlanExecutor.validatedBy(
+          PlanExecutor.handler("draft", {
+            input: Schema.String,
+            output: Schema.String,
+            run: () => Effect.map(Ref.updateAndGet(calls, (n) => n + 1), (n) => n === 1 ? "no" : "long enough")
+          }),
+          (s) => s,
+          [Validator.length({ min: 5 })]
+        )
+        const executor = yield* PlanExecutor.make({ handlers: [draft, upper] })
+        const fiber = yield* Effect.fork(
+          executor.execute(plan(step("d", "draft", { input: "x" }), step("u", "upper"))).pipe(Lifecycle.tracked(tracker))
+        )
+        yield* TestClock.adjust("10 seconds")
+        completed(yield* Fiber.join(fiber))
+        const history = yield* tracker.history
+        expect(history.slice(3)).toEqual([{ from: "EXECUTE", to: "VALIDATE" }, { from: "VALIDATE", to: "EXECUTE" }])
+        const state = yield* tracker.state
+        expect(state).toMatchObject({ current: "EXECUTE", attempt: 2, totalSteps: 2, lastStep: "u" })
+      }).pipe(Effect.provide(ValidatorLayer.layer())))
+
     it.effect("failures outside Constraint/Validation, and non-retryable ones, are not retried", () =>
       Effect.gen(function*() {
         const calls = yield* Ref.make(0)
@@ -644,6 +677,97 @@ describe("PlanExecutor", () => {
         )
       ))
   })
+
+  describe("composition with SpecializedLoop", () => {
+    it.effect("research (AgentLoop with a tool) -> classify (SpecializedLoop with a schema), typed end to end", () =>
+      Effect.gen(function*() {
+        const Trend = Schema.Struct({ trend: Schema.Literal("up", "down", "flat") })
+        const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
+          Effect.flatMap(
+            AgentLoop.make({ systemPrompt: "You are a research assistant." }),
+            (agent) => Effect.map(agent.chat(prompt), (r) => r.content)
+          ))
+        const classify = PlanExecutor.fromProgram("classify", Schema.String, Trend, (text) =>
+          Effect.map(
+            SpecializedLoop.call(text, { schema: Trend, systemPrompt: "Classify the trend.", useTools: false }),
+            (r) => r.value
+          ))
+        const executor = yield* PlanExecutor.make({ handlers: [research, classify] })
+        const fiber = yield* Effect.fork(
+          executor.execute(
+            plan(step("research", "research", { input: "Analyze market trends for Q4" }), step("classify", "classify"))
+          )
+        )
+        // The classifier's first reply is outside the enum: SpecializedLoop re-prompts on its Schedule.
+        yield* TestClock.adjust("10 seconds")
+        const outcome = completed(yield* Fiber.join(fiber))
+        expect(outcome.output).toEqual({ trend: "up" })
+        const requests = yield* ScriptedEngine.requests
+        expect(requests).toHaveLength(4)
+        // The classifier's request carries the research output and the schema.
+        expect(requests[2]!.schema).toMatchObject({ type: "object", required: ["trend"] })
+        expect(requests[2]!.messages.some((m) => m.content === "Q4 grew in 5 regions.")).toBe(true)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            Registry.layer([add]),
+            ConstraintLayer.layer,
+            ScriptedEngine.layer([
+              ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]),
+              ScriptedEngine.reply("Q4 grew in 5 regions."),
+              ScriptedEngine.reply("{\"trend\": \"sideways\"}"),
+              ScriptedEngine.reply("{\"trend\": \"up\"}")
+            ])
+          )
+        )
+      ))
+
+    it.effect("the classifier's typed failure is the failed step's error, with the research kept", () =>
+      Effect.gen(function*() {
+        const Trend = Schema.Struct({ trend: Schema.Literal("up", "down", "flat") })
+        const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
+          Effect.flatMap(AgentLoop.make(), (agent) => Effect.map(agent.chat(prompt), (r) => r.content)))
+        const classify = PlanExecutor.fromProgram("classify", Schema.String, Trend, (text) =>
+          Effect.map(SpecializedLoop.call(text, { schema: Trend, retry: Schedule.stop }), (r) => r.value))
+        const executor = yield* PlanExecutor.make({ handlers: [research, classify], retry: Schedule.stop })
+        const outcome = failed(
+          yield* executor.execute(plan(step("research", "research", { input: "Q4?" }), step("classify", "classify")))
+        )
+        expect(outcome.completed.map((s) => s.output)).toEqual(["It grew."])
+        expect(outcome.failedStep).toBe("classify")
+        expect(outcome.error._tag).toBe("ConstraintFailure")
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ConstraintLayer.layer,
+            ScriptedEngine.layer([ScriptedEngine.reply("It grew."), ScriptedEngine.reply("{\"trend\": \"sideways\"}")])
+          )
+        )
+      ))
+  })
+
+  it.effect("usageOf and encodedOutputs summarise the steps for a response", () =>
+    Effect.gen(function*() {
+      const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer(), upper] })
+      const outcome = completed(
+        yield* executor.execute(
+          plan(step("a", "infer", { input: "one" }), step("b", "infer", { input: "two" }), step("c", "upper", { input: "x" }))
+        )
+      )
+      const usage = PlanExecutor.usageOf(PlanExecutor.completedSteps(outcome))
+      expect(usage.calls).toBe(2)
+      expect(usage.outputTokens).toBe(TokenUsage.combine(
+        (outcome.steps[0]!.output as InferenceResult).usage,
+        (outcome.steps[1]!.output as InferenceResult).usage
+      ).outputTokens)
+      const encoded = PlanExecutor.encodedOutputs(outcome.steps)
+      expect(encoded["c"]).toBe("X")
+      expect(encoded["a"]).toMatchObject({ content: "first answer", finishReason: "stop" })
+    }).pipe(
+      Effect.provide(
+        ScriptedEngine.layer([ScriptedEngine.reply("first answer"), ScriptedEngine.reply("second longer answer")])
+      )
+    ))
 
   it.effect("check() rejects without running and accepts a good plan", () =>
     Effect.gen(function*() {

@@ -29,6 +29,10 @@
  * step starts, running steps finish, and the outcome is `Failed` with
  * CANCELLED_SIGNAL at the first step that did not start.
  *
+ * Lifecycle: inside a tracked request (see Lifecycle) each completed step is
+ * counted (ExecutionState.totalSteps, lastStep), and a rejected attempt reports
+ * EXECUTE -> VALIDATE, its re-run VALIDATE -> EXECUTE (which counts the attempt).
+ *
  * Events (when an EventLog is present): `plan.trace` once, then
  * `plan.step.start` / `plan.step.end` per step, each carrying `stepName` in its
  * correlation context, as do all events the step's own work records.
@@ -41,12 +45,14 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Event from "../domain/Event.js"
+import * as TokenUsage from "../domain/TokenUsage.js"
 import type { ConstraintFailure, Failure, ValidationFailure } from "../domain/Failure.js"
 import { Cancellation, OrchestrationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
@@ -59,6 +65,7 @@ import { Candidate, Reranker, RerankInput } from "../services/Reranker.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import type { Rule } from "../services/Validator.js"
 import { retryPolicy, ValidationReport, Validator } from "../services/Validator.js"
+import * as Lifecycle from "./Lifecycle.js"
 
 // ---------------------------------------------------------------------------
 // Handlers
@@ -352,6 +359,24 @@ export type PlanOutcome = Data.TaggedEnum<{
 }>
 export const PlanOutcome = Data.taggedEnum<PlanOutcome>()
 
+/** The steps that completed, whatever the outcome. */
+export const completedSteps = (outcome: PlanOutcome): ReadonlyArray<StepResult> =>
+  outcome._tag === "Completed" ? outcome.steps : outcome.completed
+
+/** The combined token usage of every step whose output carries one (inference results, loop results). */
+export const usageOf = (steps: ReadonlyArray<StepResult>): TokenUsage.TokenUsage =>
+  TokenUsage.combineAll(
+    steps.flatMap((s) => {
+      const output = s.output
+      if (typeof output !== "object" || output === null || !("usage" in output)) return []
+      return output.usage instanceof TokenUsage.TokenUsage ? [output.usage] : []
+    })
+  )
+
+/** Each step's encoded (JSON-ready) output by step name: the plan's structured output. */
+export const encodedOutputs = (steps: ReadonlyArray<StepResult>): Readonly<Record<string, unknown>> =>
+  Object.fromEntries(steps.map((s) => [s.name, s.encoded]))
+
 export interface ExecuteOptions {
   /** Overrides the executor's policy. */
   readonly policy?: Plan.PlanPolicy
@@ -428,6 +453,11 @@ const decodeInput = <I>(
 const isStepRetryable = (error: Failure): boolean =>
   (error._tag === "ConstraintFailure" || error._tag === "ValidationFailure") && error.retryable
 
+/** Counts a completed step on the request's lifecycle tracker, when there is one. */
+const stepCompleted = (name: string): Effect.Effect<void> =>
+  Effect.flatMap(FiberRef.get(Lifecycle.currentTracker), (tracker) =>
+    Option.isSome(tracker) ? tracker.value.stepCompleted(name) : Effect.void)
+
 class StepFailed extends Data.TaggedError("StepFailed")<{ readonly step: string; readonly error: Failure }> {}
 
 /** Builds an executor over the handlers; their services are taken from the context once, here. */
@@ -483,11 +513,19 @@ const build = <H extends ReadonlyArray<StepHandler>>(
       const input = yield* Either.mapLeft(decodeInput(h.input, raw), (e) => mismatch(step, "input", e))
       const startedAt = yield* Clock.currentTimeMillis
       const attempts = yield* Ref.make(0)
-      const attempt = Effect.flatMap(
-        Ref.updateAndGet(attempts, (n) => n + 1),
-        (n) => Effect.provide(h.run(input, { step, attempt: n }), context)
-      )
-      const retried = h.retry === false ? attempt : Effect.retry(attempt, { schedule, while: isStepRetryable })
+      const retries = h.retry !== false
+      const attempt = Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) =>
+        Effect.zipRight(
+          n > 1 ? Lifecycle.transition("VALIDATE", "EXECUTE", n, `retry step "${step.name}"`) : Effect.void,
+          Effect.provide(h.run(input, { step, attempt: n }), context).pipe(
+            Effect.tapError((error) =>
+              retries && isStepRetryable(error)
+                ? Lifecycle.transition("EXECUTE", "VALIDATE", n, `step "${step.name}": ${error.code}: ${error.message}`)
+                : Effect.void
+            )
+          )
+        ))
+      const retried = retries ? Effect.retry(attempt, { schedule, while: isStepRetryable }) : attempt
       const timeout = policy.timeoutPerStep
       const output = yield* timeout === undefined ? retried : Effect.timeoutFail(retried, {
         duration: timeout,
@@ -591,6 +629,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
           const result = yield* Effect.mapError(runStep(step, raw, policy), (error) =>
             new StepFailed({ step: step.name, error }))
           yield* Ref.update(results, (m) => new Map(m).set(step.name, result))
+          yield* stepCompleted(step.name)
           yield* Deferred.succeed(outputs.get(step.name)!, result.output)
         }))
       })
