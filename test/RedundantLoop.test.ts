@@ -14,9 +14,11 @@ import * as ConstraintLive from "../src/layers/Constraint.js"
 import * as Observe from "../src/layers/Observe.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
+import * as Lifecycle from "../src/programs/Lifecycle.js"
 import * as RetryPolicy from "../src/programs/RetryPolicy.js"
 import { UnanimityVoting } from "../src/programs/Voting.js"
 import { ContextProvider } from "../src/services/Context.js"
+import { EventLog } from "../src/services/Observe.js"
 import { InferenceResult } from "../src/services/Engine.js"
 
 const Sentiment = Schema.Struct({ sentiment: Schema.Literal("positive", "negative", "neutral") })
@@ -214,4 +216,23 @@ describe("RedundantLoop", () => {
       expect((yield* loop.run("a")).value.sentiment).toBe("positive")
       expect((yield* loop.run("b")).value.sentiment).toBe("negative")
     }).pipe(Effect.provide(env([reply("positive"), reply("negative")]))))
+
+  it.effect("inside a tracked request the loop moves EXECUTE -> VALIDATE once; replicas' retries stay events", () =>
+    Effect.gen(function* () {
+      const tracker = yield* Lifecycle.makeTracker
+      yield* tracker.transition("PREPARE", "request received")
+      const fiber = yield* Effect.fork(
+        RedundantLoop.run("x", { schema: Sentiment, retry: RetryPolicy.exponential({ times: 1 }) }).pipe(Lifecycle.tracked(tracker))
+      )
+      yield* TestClock.adjust("1 minute")
+      expect((yield* Fiber.join(fiber)).confidence).toBe(1)
+      expect((yield* tracker.history).map((h) => `${h.from}->${h.to}`)).toEqual([
+        "INIT->PREPARE",
+        "PREPARE->EXECUTE",
+        "EXECUTE->VALIDATE"
+      ])
+      expect((yield* tracker.state).attempt).toBe(1)
+      const events = yield* (yield* EventLog).events
+      expect(events.some((e) => e._tag === "LifecycleTransition" && e.fromState === "VALIDATE" && e.toState === "EXECUTE")).toBe(true)
+    }).pipe(Effect.provide(env([ScriptedEngine.reply("nope"), reply("positive"), reply("positive"), reply("positive")]))))
 })

@@ -88,7 +88,7 @@ describe("Structured.run (ChatStructured)", () => {
       )
       expect(transitions.map((t) => [t.fromState, t.toState, t.attempt])).toEqual([
         ["EXECUTE", "VALIDATE", 1],
-        ["VALIDATE", "EXECUTE", 1],
+        ["VALIDATE", "EXECUTE", 2],
         ["EXECUTE", "VALIDATE", 2]
       ])
     }).pipe(

@@ -23,12 +23,14 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import type { Cancellation, ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
+import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 import * as SpecializedLoop from "./SpecializedLoop.js"
 import * as Structured from "./Structured.js"
@@ -105,15 +107,15 @@ export const run: <A>(
   const voting = options.voting ?? MajorityVoting
 
   const body = Effect.gen(function* () {
-    yield* SpecializedLoop.transition("INIT", "PREPARE", `${n} replicas, quorum ${quorum}, ${voting.name} voting`)
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
-    yield* SpecializedLoop.transition("PREPARE", "EXECUTE", `running ${n} replicas, ${concurrency} at once`)
+    yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
     const replicaOptions: Structured.Options<A> = { ...options, retry: options.retry ?? RetryPolicy.none }
     const replicas = yield* Effect.forEach(
       Array.from({ length: n }, (_, i) => i),
       (replica) =>
         Effect.map(
-          Effect.either(Structured.run(messages, replicaOptions)),
+          // A replica's own moves are events only: the request's tracker sees the loop as a whole.
+          Effect.either(Effect.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())),
           (outcome): Replica<A> =>
             Either.isRight(outcome)
               ? { _tag: "Valid", replica, result: outcome.right }
@@ -123,7 +125,7 @@ export const run: <A>(
     )
     const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
     const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
-    yield* SpecializedLoop.transition("EXECUTE", "VALIDATE", `${valid.length} of ${n} replicas valid`)
+    yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid`)
 
     if (valid.length === 0) return yield* failed[0]!.failure
     if (valid.length < quorum) {
@@ -159,7 +161,7 @@ export const run: <A>(
     }
     return result
   })
-  return yield* SpecializedLoop.finishing(options.timeout, "the redundant call")(body)
+  return yield* SpecializedLoop.withTimeout(options.timeout, "the redundant call")(body)
 })
 
 /** A RedundantLoop with its options and services fixed. */

@@ -10,8 +10,9 @@
  * needs), then "Produce your structured output now." answered by ChatStructured
  * with the whole tool transcript in view. Without tools it is ChatStructured alone.
  *
- * Lifecycle: INIT -> PREPARE -> EXECUTE -> VALIDATE -> COMPLETE, with VALIDATE ->
- * EXECUTE retries on a Schedule (see Structured). It can fail with what seed 03's
+ * Lifecycle: it reports PREPARE -> EXECUTE, EXECUTE -> VALIDATE and the VALIDATE ->
+ * EXECUTE retries (on a Schedule, see Structured) through the request's tracker;
+ * terminal states belong to the facade. It can fail with what seed 03's
  * matrix lists: InferenceFailure, ConstraintFailure, ValidationFailure (from the
  * caller's rule check), Cancellation (the `timeout`).
  */
@@ -25,7 +26,6 @@ import * as Ref from "effect/Ref"
 import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import { Cancellation } from "../domain/Failure.js"
-import type { LifecycleState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
 import type { ToolCallRecord } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
@@ -37,6 +37,7 @@ import { ConversationStore } from "../services/Memory.js"
 import { recordEvent } from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as AgentLoop from "./AgentLoop.js"
+import * as Lifecycle from "./Lifecycle.js"
 import * as Structured from "./Structured.js"
 
 /** The second-phase instruction after the tool phase. */
@@ -107,9 +108,6 @@ export const prepare = (
     Message.user(prompt)
   ])
 
-export const transition = (fromState: LifecycleState, toState: LifecycleState, reason: string, attempt = 0) =>
-  recordEvent((base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason }))
-
 /** A conversation store that lives for one call, so a tool phase never touches the application's. */
 const scratchStore: Effect.Effect<ConversationStoreService> = Effect.map(
   Ref.make<ReadonlyArray<Message.Message>>([]),
@@ -122,27 +120,16 @@ const scratchStore: Effect.Effect<ConversationStoreService> = Effect.map(
   })
 )
 
-/** Ends the call with a deadline and records how it ended. */
-export const finishing =
+/** Bounds a call by a deadline: past it, CANCELLED_TIMEOUT. */
+export const withTimeout =
   (timeout: Duration.DurationInput | undefined, what: string) =>
-  <A, E extends { readonly code: string; readonly message: string }, R>(
-    effect: Effect.Effect<A, E, R>
-  ): Effect.Effect<A, E | Cancellation, R> => {
-    const timed =
-      timeout === undefined
-        ? effect
-        : Effect.timeoutFail(effect, {
-            duration: timeout,
-            onTimeout: () =>
-              Cancellation.timeout(`${what} exceeded its timeout of ${Duration.format(Duration.decode(timeout))}`)
-          })
-    return timed.pipe(
-      Effect.tapBoth({
-        onFailure: (e) => transition("EXECUTE", e.code.startsWith("CANCELLED") ? "CANCELLED" : "ERROR", `${e.code}: ${e.message}`),
-        onSuccess: () => transition("VALIDATE", "COMPLETE", "output accepted")
-      })
-    )
-  }
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Cancellation, R> =>
+    timeout === undefined
+      ? effect
+      : Effect.timeoutFail(effect, {
+          duration: timeout,
+          onTimeout: () => Cancellation.timeout(`${what} exceeded its timeout of ${Duration.format(Duration.decode(timeout))}`)
+        })
 
 // ---------------------------------------------------------------------------
 // The loop
@@ -159,17 +146,16 @@ export const call: <A, EV extends ValidationFailure = never>(
       options.useTools !== false && Option.isSome(registry) && registry.value.definitions(options.allowTools).length > 0
 
     const body = Effect.gen(function* () {
-      yield* transition("INIT", "PREPARE", "single-shot structured call")
       if (!hasTools) {
         const messages = yield* prepare(prompt, options.systemPrompt)
-        yield* transition("PREPARE", "EXECUTE", "no tools: structured phase only")
+        yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, "structured phase")
         const structured = yield* Structured.run(messages, options)
         const result: Result<A> = { ...structured, toolCalls: [] }
         return result
       }
 
       const context = yield* retrieveContext(prompt)
-      yield* transition("PREPARE", "EXECUTE", "tool phase")
+      yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, "tool phase")
       const agent = yield* AgentLoop.make({
         sessionId: "specialized",
         ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
@@ -199,7 +185,7 @@ export const call: <A, EV extends ValidationFailure = never>(
       }
       return result
     })
-    return yield* finishing(options.timeout, "the structured call")(body)
+    return yield* withTimeout(options.timeout, "the structured call")(body)
   }
 )
 

@@ -20,16 +20,14 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
-import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
-import type { LifecycleState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
 import { Constraint } from "../services/Constraint.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
-import { recordEvent } from "../services/Observe.js"
+import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
 /** Structured output is extraction, not creativity. */
@@ -100,12 +98,10 @@ export const correctionPrompt = (failure: ConstraintFailure | ValidationFailure)
   ].join("\n")
 }
 
-const transition = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) =>
-  recordEvent((base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason }))
-
 /**
  * Asks for a structured answer to `messages` and returns the validated value.
- * Requires Engine and Constraint; records lifecycle events when an EventLog is present.
+ * Requires Engine and Constraint. Reports EXECUTE -> VALIDATE and VALIDATE -> EXECUTE
+ * (a retry) through the request's lifecycle tracker, or as events when there is none.
  */
 export const run: <A, EV extends ValidationFailure = never>(
   messages: ReadonlyArray<Message.Message>,
@@ -148,7 +144,7 @@ export const run: <A, EV extends ValidationFailure = never>(
       const result = inferred.right
       yield* Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
       yield* Ref.set(lastRaw, result.content)
-      yield* transition("EXECUTE", "VALIDATE", n, "reply received")
+      yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
       const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
         Effect.tapError((f) =>
           f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
@@ -163,7 +159,7 @@ export const run: <A, EV extends ValidationFailure = never>(
       Effect.gen(function* () {
         const n = yield* Ref.get(attempts)
         yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(correctionPrompt(failure))])
-        yield* transition("VALIDATE", "EXECUTE", n, `${failure.code}: ${failure.message}`)
+        yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
       })
     )
   )
