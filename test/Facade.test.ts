@@ -197,6 +197,117 @@ describe("Facade", () => {
     )
   })
 
+  describe("redundant", () => {
+    it.effect("votes over replicas and reports confidence from voting", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const execution = yield* system.execute(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "redundant",
+            messages: [{ role: "user", content: "I love it" }],
+            output: { schema: sentiment },
+            redundancy: { n: 3 }
+          })
+        )
+        const { response } = execution
+        expect(response.error).toBeUndefined()
+        expect(response.structuredOutput).toEqual({ sentiment: "positive" })
+        expect(response.confidence).toBeCloseTo(2 / 3)
+        expect(response.confidenceSource).toBe("voting")
+        expect(response.tokenUsage.calls).toBe(3)
+        expect(execution.transitions.map((t) => t.to)).toEqual(["PREPARE", "EXECUTE", "VALIDATE", "COMPLETE"])
+      }).pipe(
+        Effect.provide(
+          base([
+            ScriptedEngine.reply('{"sentiment":"positive"}'),
+            ScriptedEngine.reply('{"sentiment":"negative"}'),
+            ScriptedEngine.reply('{ "sentiment" : "positive" }')
+          ])
+        )
+      )
+    )
+
+    it.effect("unanimity voting without consensus is ORCHESTRATION_NO_CONSENSUS", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "redundant",
+            messages: [{ role: "user", content: "meh" }],
+            output: { schema: sentiment },
+            redundancy: { n: 2, voting: "unanimity" }
+          })
+        )
+        expect(response.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+      }).pipe(
+        Effect.provide(
+          base([ScriptedEngine.reply('{"sentiment":"positive"}'), ScriptedEngine.reply('{"sentiment":"neutral"}')])
+        )
+      )
+    )
+  })
+
+  describe("plan", () => {
+    it.effect("runs a provided plan through PLAN, chaining step outputs", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const execution = yield* system.execute(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "plan",
+            messages: [],
+            plan: {
+              steps: [
+                { name: "sum", type: "tool", input: { name: "add", arguments: { a: 2, b: 3 } } },
+                { name: "explain", type: "infer", input: "Explain 5" }
+              ]
+            }
+          })
+        )
+        const { response } = execution
+        expect(response.error).toBeUndefined()
+        expect(response.content).toBe("Five is 2 + 3.")
+        expect(response.toolCallsMade.map((t) => [t.name, t.result])).toEqual([["add", "5"]])
+        expect(Object.keys(response.structuredOutput as object)).toEqual(["sum", "explain"])
+        expect(execution.transitions.map((t) => t.to)).toEqual(["PLAN", "PREPARE", "EXECUTE", "VALIDATE", "COMPLETE"])
+        expect(execution.state.totalSteps).toBe(2)
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("Five is 2 + 3.")], add)))
+    )
+
+    it.effect("a failing step answers its typed error with the completed steps as partial content", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "plan",
+            messages: [],
+            plan: {
+              steps: [
+                { name: "sum", type: "tool", input: { name: "add", arguments: { a: 1, b: 1 } } },
+                { name: "boom", type: "tool", input: { name: "missing", arguments: {} } }
+              ]
+            }
+          })
+        )
+        expect(response.error?.code).toBe("TOOL_NOT_FOUND")
+        expect(JSON.parse(response.content)).toHaveProperty("sum")
+      }).pipe(Effect.provide(base([], add)))
+    )
+
+    it.effect("without a plan or a Planner the request is invalid; an unknown step type is a step mismatch", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const noPlan = yield* system.runUnknown({ mode: "plan", messages: [{ role: "user", content: "do it" }] })
+        expect(noPlan.error?.code).toBe("CONFIG_INVALID_REQUEST")
+        const unknownType = yield* system.runUnknown({
+          mode: "plan",
+          messages: [],
+          plan: { steps: [{ name: "x", type: "teleport", input: "now" }] }
+        })
+        expect(unknownType.error?.category).toBe("OrchestrationFailure")
+      }).pipe(Effect.provide(base([])))
+    )
+  })
+
   describe("configuration and envelopes", () => {
     it.effect("CONFIG_NO_ENGINE when no engine is provided", () =>
       Effect.gen(function* () {

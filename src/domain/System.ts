@@ -38,6 +38,13 @@ export class OutputContract extends Schema.Class<OutputContract>("OutputContract
   strictValidation: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
+/** Beyond seed 03: how a redundant request votes (defaults: 3 replicas, a majority quorum, majority voting). */
+export class Redundancy extends Schema.Class<Redundancy>("Redundancy")({
+  n: Schema.optional(Schema.Int.pipe(Schema.between(1, 32))),
+  quorum: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  voting: Schema.optional(Schema.Literal("majority", "unanimity"))
+}) {}
+
 /** Input from adapters into the system. */
 export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")({
   requestId: Schema.optional(Schema.String),
@@ -50,7 +57,9 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   /** Allowed tool names; empty means every registered tool. */
   tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /** A manually authored plan (mode plan); when present the Planner is skipped. */
-  plan: Schema.optional(ExecutionPlan)
+  plan: Schema.optional(ExecutionPlan),
+  /** Voting settings for mode redundant. */
+  redundancy: Schema.optional(Redundancy)
 }) {}
 
 /** The canonical error at the boundary: a category, a stable code and retry guidance. */

@@ -30,17 +30,32 @@ import type { Failure } from "../domain/Failure.js"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
 import type { ExecutionState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
+import type * as Plan from "../domain/Plan.js"
 import type { ConfidenceSource, ToolCallRecord, ValidationResult } from "../domain/System.js"
-import { SystemError, SystemRequest, SystemResponse, toSystemError } from "../domain/System.js"
+import {
+  SystemError,
+  SystemRequest,
+  SystemResponse,
+  ToolCallRecord as ToolCallRecordClass,
+  toSystemError
+} from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
-import { Engine } from "../services/Engine.js"
+import { Retriever } from "../services/Context.js"
+import { Engine, InferenceResult } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
 import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
 import { withCorrelation } from "../services/Observe.js"
+import { Planner } from "../services/Planner.js"
+import { Reranker } from "../services/Reranker.js"
+import { ToolRegistry } from "../services/ToolRegistry.js"
+import { Validator } from "../services/Validator.js"
 import * as AgentLoop from "./AgentLoop.js"
 import * as Lifecycle from "./Lifecycle.js"
+import * as PlanExecutor from "./PlanExecutor.js"
+import * as RedundantLoop from "./RedundantLoop.js"
 import * as SpecializedLoop from "./SpecializedLoop.js"
+import * as Voting from "./Voting.js"
 
 // ---------------------------------------------------------------------------
 // Types
@@ -53,6 +68,16 @@ export interface Options {
   readonly maxToolIterations?: number
   /** Tool calls of one round at once. Default 4. */
   readonly toolConcurrency?: number
+  /**
+   * Step handlers for mode plan. Default: the built-in handlers whose services
+   * are present (infer always; tool, retrieve, rerank and validate when the
+   * ToolRegistry, Retriever, Reranker and Validator are provided).
+   */
+  readonly planHandlers?: ReadonlyArray<PlanExecutor.StepHandler>
+  /** Checked before any step runs. Default: permissive. */
+  readonly planPolicy?: Plan.PlanPolicy
+  /** Independent plan steps at once. Default 4. */
+  readonly planConcurrency?: number
 }
 
 /** What a request produced, before it is shaped into a response. */
@@ -119,6 +144,20 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const sharedStore = yield* Effect.serviceOption(ConversationStore)
     const store = Option.isSome(sharedStore) ? sharedStore.value : yield* makeInMemoryConversationStore
     const loopContext = Context.add(context, ConversationStore, store)
+    const planner = yield* Effect.serviceOption(Planner)
+    const present = {
+      tool: Option.isSome(yield* Effect.serviceOption(ToolRegistry)),
+      retrieve: Option.isSome(yield* Effect.serviceOption(Retriever)),
+      rerank: Option.isSome(yield* Effect.serviceOption(Reranker)),
+      validate: Option.isSome(yield* Effect.serviceOption(Validator))
+    }
+    const planHandlers: ReadonlyArray<PlanExecutor.StepHandler> = options.planHandlers ?? [
+      PlanExecutor.infer(),
+      ...(present.tool ? [PlanExecutor.tool()] : []),
+      ...(present.retrieve ? [PlanExecutor.retrieve()] : []),
+      ...(present.rerank ? [PlanExecutor.rerank()] : []),
+      ...(present.validate ? [PlanExecutor.validate()] : [])
+    ]
     const signals = yield* Ref.make<ReadonlyMap<string, Deferred.Deferred<void>>>(new Map())
 
     // -- INIT checks ------------------------------------------------------------
@@ -223,6 +262,92 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         } satisfies Outcome
       })
 
+    const runRedundant = (request: SystemRequest, tracker: Lifecycle.Tracker) =>
+      Effect.gen(function* () {
+        const user = Option.getOrThrow(lastUser(request.messages))
+        const systemPrompt = systemPromptOf(request)
+        const redundancy = request.redundancy
+        yield* tracker.transition("EXECUTE", "redundant replicas")
+        const result = yield* RedundantLoop.run(user.content, {
+          schema: request.output.schema!,
+          repairAllowed: request.output.repairAllowed,
+          voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
+          ...(redundancy?.n === undefined ? {} : { n: redundancy.n }),
+          ...(redundancy?.quorum === undefined ? {} : { quorum: redundancy.quorum }),
+          ...(request.output.grammar === undefined ? {} : { grammar: request.output.grammar }),
+          ...(systemPrompt === undefined ? {} : { systemPrompt }),
+          ...(request.hints.maxTokens === undefined ? {} : { maxTokens: request.hints.maxTokens }),
+          ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature }),
+          ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP })
+        })
+        yield* tracker.transition("VALIDATE", "replicas voted")
+        return {
+          content: result.content,
+          structuredOutput: result.value,
+          confidence: result.confidence,
+          confidenceSource: "voting",
+          validationResult: result.validation,
+          usage: result.usage,
+          stopReason: "finish"
+        } satisfies Outcome
+      })
+
+    const textOf = (output: unknown): string =>
+      typeof output === "string"
+        ? output
+        : output instanceof InferenceResult
+          ? output.content
+          : typeof output === "object" && output !== null && "content" in output && typeof output.content === "string"
+            ? output.content
+            : (JSON.stringify(output) ?? "")
+
+    const runPlan = (request: SystemRequest, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
+      Effect.gen(function* () {
+        yield* tracker.transition("PLAN", request.plan === undefined ? "planner" : "plan provided")
+        const plan =
+          request.plan ??
+          (Option.isSome(planner)
+            ? yield* planner.value.createPlan(request)
+            : yield* invalid("Mode plan needs a plan in the request or a Planner service"))
+        yield* tracker.transition("PREPARE", `${plan.steps.length} steps`)
+        const executor = yield* PlanExecutor.make({
+          handlers: planHandlers,
+          ...(options.planPolicy === undefined ? {} : { policy: options.planPolicy }),
+          ...(options.planConcurrency === undefined ? {} : { concurrency: options.planConcurrency })
+        })
+        yield* tracker.transition("EXECUTE", "running steps")
+        const outcome = yield* executor.execute(plan)
+        const steps = PlanExecutor.completedSteps(outcome)
+        const outputs = PlanExecutor.encodedOutputs(steps)
+        if (outcome._tag === "Failed") {
+          yield* Ref.set(partial, JSON.stringify(outputs))
+          return yield* outcome.error
+        }
+        yield* tracker.transition("VALIDATE", "every step completed")
+        const toolCallsMade = steps.flatMap((s) => {
+          const out = s.output as { id?: unknown; name?: unknown; content?: unknown; arguments?: unknown }
+          return s.type === "tool" && typeof out.name === "string"
+            ? [
+                new ToolCallRecordClass({
+                  id: String(out.id ?? s.name),
+                  name: out.name,
+                  arguments: ((s.input as { arguments?: Record<string, unknown> }).arguments ?? {}),
+                  result: String(out.content ?? ""),
+                  isError: false,
+                  durationMs: s.finishedAt - s.startedAt
+                })
+              ]
+            : []
+        })
+        return {
+          content: textOf(outcome.output),
+          structuredOutput: outputs,
+          toolCallsMade,
+          usage: PlanExecutor.usageOf(steps),
+          stopReason: "finish"
+        } satisfies Outcome
+      })
+
     const route = (
       request: SystemRequest,
       sessionId: string | undefined,
@@ -231,6 +356,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     ): Effect.Effect<Outcome, Failure, Engine | Constraint> =>
       Effect.gen(function* () {
         yield* checkEnvelope(request)
+        if (request.mode === "plan") return yield* runPlan(request, partial, tracker)
         yield* tracker.transition("PREPARE", `mode ${request.mode}`)
         switch (request.mode) {
           case "chat":
@@ -238,8 +364,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           case "structured":
             return yield* runStructured(request, tracker)
           case "redundant":
-          case "plan":
-            return yield* invalid(`Mode "${request.mode}" is not wired into the facade yet`)
+            return yield* runRedundant(request, tracker)
         }
       })
 
