@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as fc from "fast-check"
+import * as Example from "../examples/similarity-voting.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { canonical, MajorityVoting, UnanimityVoting } from "../src/programs/Voting.js"
 
 const vote = (candidates: ReadonlyArray<string>) => Effect.runSync(MajorityVoting.vote(candidates))
@@ -107,4 +109,43 @@ describe("UnanimityVoting", () => {
       expect(failure.details).toMatchObject({ candidate: 2 })
       expect((yield* Effect.flip(UnanimityVoting.vote([]))).code).toBe("ORCHESTRATION_NO_CONSENSUS")
     }))
+})
+
+describe("examples/similarity-voting.ts", () => {
+  it.effect("SimilarityVoting picks the most central candidate; confidence is its mean similarity", () =>
+    Effect.gen(function* () {
+      const result = yield* Example.SimilarityVoting.vote([
+        '{"tags":["a","b","c"],"x":1}',
+        '{"tags":["a","b"],"x":1}',
+        '{"tags":["z"],"x":2}'
+      ])
+      // sim(0,1) = 3/4, sim(0,2) = 0, sim(1,2) = 0: a tie at 3/8 goes to the first
+      expect(result).toMatchObject({ winner: 0, confidence: 3 / 8 })
+      expect((yield* Example.SimilarityVoting.vote(["only"])).confidence).toBe(1)
+      expect((yield* Effect.flip(Example.SimilarityVoting.vote([]))).code).toBe("ORCHESTRATION_NO_CONSENSUS")
+      expect(Example.jaccard(new Set(["a", "b"]), new Set(["b", "c"]))).toBe(1 / 3)
+    }))
+
+  it.effect("the example program runs a RedundantLoop with SimilarityVoting", () =>
+    Effect.gen(function* () {
+      const result = yield* Example.program
+      // no two replicas agree exactly; majority would give 1/3 to the first
+      expect(result.winner).toBe(1)
+      expect(result.value).toEqual({ topic: "rust", sentiment: "positive", tags: ["fast", "safe"] })
+      // leaves: 3, 4 and 5; sim(0,1) = 3/4, sim(0,2) = 3/5, sim(1,2) = 4/5
+      expect(result.confidence).toBeCloseTo((3 / 4 + 4 / 5) / 2)
+      const requests = yield* ScriptedEngine.requests
+      expect(requests).toHaveLength(3)
+      expect(requests[0]!.temperature).toBe(0.7)
+    }).pipe(
+      Effect.provide(
+        Example.MainLive(
+          ScriptedEngine.layer([
+            ScriptedEngine.reply('{"topic":"rust","sentiment":"positive","tags":["fast"]}'),
+            ScriptedEngine.reply('{"topic":"rust","sentiment":"positive","tags":["fast","safe"]}'),
+            ScriptedEngine.reply('{"topic":"rust","sentiment":"positive","tags":["fast","safe","reliable"]}')
+          ])
+        )
+      )
+    ))
 })
