@@ -25,6 +25,7 @@ import * as ConstraintLayer from "../src/layers/Constraint.js"
 import * as ValidatorLayer from "../src/layers/Validator.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Lifecycle from "../src/programs/Lifecycle.js"
+import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
 import * as PlanExecutor from "../src/programs/PlanExecutor.js"
 import type { InferenceResult } from "../src/services/Engine.js"
@@ -741,6 +742,73 @@ describe("PlanExecutor", () => {
           Layer.mergeAll(
             ConstraintLayer.layer,
             ScriptedEngine.layer([ScriptedEngine.reply("It grew."), ScriptedEngine.reply("{\"trend\": \"sideways\"}")])
+          )
+        )
+      ))
+  })
+
+  describe("composition with RedundantLoop (seed 01's reliableClassifier)", () => {
+    const Sentiment = Schema.Struct({ sentiment: Schema.Literal("positive", "negative", "neutral") })
+    const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
+      Effect.flatMap(
+        AgentLoop.make({ systemPrompt: "You are a research assistant." }),
+        (agent) => Effect.map(agent.chat(prompt), (r) => r.content)
+      ))
+    const ClassifyOutput = Schema.Struct({ value: Sentiment, confidence: Schema.Number })
+    const classify = PlanExecutor.fromProgram("classify", Schema.String, ClassifyOutput, (text) =>
+      Effect.map(
+        RedundantLoop.run(text, { schema: Sentiment, n: 3, systemPrompt: "Classify sentiment." }),
+        (r) => ({ value: r.value, confidence: r.confidence })
+      ))
+
+    it.effect("research with an AgentLoop, then classify by 3-replica majority vote", () =>
+      Effect.gen(function*() {
+        const executor = yield* PlanExecutor.make({ handlers: [research, classify] })
+        const outcome = completed(
+          yield* executor.execute(
+            plan(step("research", "research", { input: "How do users feel about the product?" }), step("classify", "classify"))
+          )
+        )
+        expect(outcome.steps[0]!.output).toBe("Users love it.")
+        expect(outcome.output).toEqual({ value: { sentiment: "positive" }, confidence: 2 / 3 })
+        const requests = yield* ScriptedEngine.requests
+        expect(requests).toHaveLength(4)
+        // Every replica was asked about the research output.
+        for (const r of requests.slice(1)) {
+          expect(r.messages.some((m) => m.content === "Users love it.")).toBe(true)
+        }
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ConstraintLayer.layer,
+            ScriptedEngine.layer([
+              ScriptedEngine.reply("Users love it."),
+              ScriptedEngine.reply("{\"sentiment\": \"positive\"}"),
+              ScriptedEngine.reply("{\"sentiment\": \"neutral\"}"),
+              ScriptedEngine.reply("{\"sentiment\": \"positive\"}")
+            ])
+          )
+        )
+      ))
+
+    it.effect("every replica failing (below quorum) is the classify step's typed failure", () =>
+      Effect.gen(function*() {
+        const executor = yield* PlanExecutor.make({ handlers: [research, classify] })
+        const fiber = yield* Effect.fork(
+          executor.execute(plan(step("research", "research", { input: "How?" }), step("classify", "classify")))
+        )
+        yield* TestClock.adjust("1 minute")
+        const outcome = failed(yield* Fiber.join(fiber))
+        expect(outcome.completed.map((s) => s.name)).toEqual(["research"])
+        expect(outcome.failedStep).toBe("classify")
+        expect([outcome.error._tag, outcome.error.code]).toEqual(["ConstraintFailure", "CONSTRAINT_JSON_INVALID"])
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            ConstraintLayer.layer,
+            ScriptedEngine.layer([ScriptedEngine.reply("Mixed."), ScriptedEngine.reply("not json at all {")], {
+              whenExhausted: "repeat-last"
+            })
           )
         )
       ))
