@@ -1,0 +1,46 @@
+/**
+ * Wiring for the adapters: one place that composes the facade with the layers it
+ * runs on. An adapter (CLI, HTTP) chooses an engine, tools and observability and
+ * gets a `PaganticSystem` to call; it never reaches the loops directly.
+ */
+import type * as ConfigError from "effect/ConfigError"
+import * as Layer from "effect/Layer"
+import type { InferenceFailure } from "../domain/Failure.js"
+import * as Constraint from "../layers/Constraint.js"
+import * as LlamaEngine from "../layers/LlamaEngine.js"
+import * as Memory from "../layers/Memory.js"
+import * as Observe from "../layers/Observe.js"
+import * as ToolRegistry from "../layers/ToolRegistry.js"
+import * as Calculator from "../layers/tools/Calculator.js"
+import * as Facade from "../programs/Facade.js"
+import type { Engine } from "../services/Engine.js"
+import type { EventLog, Metrics } from "../services/Observe.js"
+import type * as Tool from "../services/ToolRegistry.js"
+
+export interface Options<E> {
+  /** The engine; default: the llama.cpp engine configured from the environment. */
+  readonly engine?: Layer.Layer<Engine, E>
+  /** Tools every request may use (narrowed per request by `SystemRequest.tools`). Default: the calculator. */
+  readonly tools?: ReadonlyArray<Tool.Tool<any, any>>
+  readonly facade?: Facade.Options
+  /** Observability; default: events and metrics in memory. */
+  readonly observe?: Layer.Layer<EventLog | Metrics>
+}
+
+/** The facade with its services: engine, tools, constraint, memory, observability. */
+export const layer = <E = never>(
+  options: Options<E> = {}
+): Layer.Layer<Facade.PaganticSystem | Engine | EventLog | Metrics, E | InferenceFailure | ConfigError.ConfigError> => {
+  // Each layer is one value, so the facade and the caller share one engine and one log.
+  const engine: Layer.Layer<Engine, E | InferenceFailure | ConfigError.ConfigError> =
+    options.engine ?? LlamaEngine.layerConfig()
+  const observe = options.observe ?? Layer.merge(Observe.eventLogMemory, Observe.metricsMemory)
+  const services = Layer.mergeAll(
+    Constraint.layer,
+    Memory.layerMemory,
+    ToolRegistry.layer(options.tools ?? [Calculator.calculator]),
+    observe,
+    engine
+  )
+  return Facade.layer(options.facade ?? {}).pipe(Layer.provideMerge(services))
+}
