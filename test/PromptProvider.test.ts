@@ -38,6 +38,11 @@ describe("PromptProvider", () => {
       const template = yield* Effect.flip(prompts.render("question", {}))
       expect(template.missing).toEqual(["question", "words"])
       expect(template.message).toBe("template \"question\" needs {{question}}, {{words}}, which were not given")
+      expect(template.toFailure()).toMatchObject({
+        _tag: "ConfigurationFailure",
+        code: "CONFIG_INVALID_REQUEST",
+        details: { promptCode: "PROMPT_VARIABLE_MISSING", template: "question", missing: ["question", "words"] }
+      })
     }).pipe(Effect.provide(PromptLayer.layer(options))))
 
   it.effect("renders named templates; numbers and booleans are written as text; unknown names fail", () =>

@@ -17,7 +17,8 @@
  * rule). Once steps run, `execute` always succeeds with a PlanOutcome: `Completed`
  * with every step's result, or `Failed` with the completed steps and the typed
  * failure of the step that failed (the first one, when steps run concurrently;
- * its running siblings are interrupted).
+ * its running siblings are interrupted). A defect in a handler (a bug) is not
+ * turned into a value here: it propagates, for the facade to label.
  *
  * Per step: a retryable ConstraintFailure or ValidationFailure (VALIDATE rejected
  * the output) re-runs the step on a Schedule (EXECUTE -> VALIDATE -> EXECUTE);

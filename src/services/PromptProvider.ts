@@ -5,7 +5,8 @@
  * named instruction sets appended to it, named templates with `{{variables}}`,
  * and a policy for where retrieved context goes. Rendering is strict: a variable
  * the template names but the caller did not give is a PromptFailure listing every
- * missing name, never the text "undefined" in front of a model.
+ * missing name, never the text "undefined" in front of a model. At the system
+ * boundary a PromptFailure becomes CONFIG_INVALID_REQUEST (`toFailure`).
  *
  * The context placement policy decides where ephemeral context messages go:
  * `beforeLastUser` (the RAG default of the documents: just before the user's
@@ -15,6 +16,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { ConfigurationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 
 /** A template or instruction set is unknown, or a variable is missing. */
@@ -25,7 +27,17 @@ export class PromptFailure extends Schema.TaggedError<PromptFailure>()("PromptFa
   template: Schema.String,
   /** Every variable the template needs but was not given. */
   missing: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] })
-}) {}
+}) {
+  /** The taxonomy's view at the system boundary: a configuration the request cannot be served with. */
+  toFailure(): ConfigurationFailure {
+    return new ConfigurationFailure({
+      code: "CONFIG_INVALID_REQUEST",
+      retryable: false,
+      message: this.message,
+      details: { promptCode: this.code, template: this.template, missing: this.missing }
+    })
+  }
+}
 
 /** Values for `{{variables}}`. */
 export type Variables = Readonly<Record<string, string | number | boolean>>
