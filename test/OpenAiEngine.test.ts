@@ -12,13 +12,16 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type { InferenceFailure } from "../src/domain/Failure.js"
+import * as TestClock from "effect/TestClock"
+import { InferenceFailure } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import * as OpenAiEngine from "../src/layers/OpenAiEngine.js"
@@ -530,6 +533,83 @@ describe("OpenAiEngine", () => {
       expect(result.content).toBe("configured")
       expect(server.requests[0].headers.authorization).toBe(`Bearer ${KEY}`)
       expect(server.requests[0].json).toMatchObject({ model: "env-model" })
+    }))
+
+  it.effect("retryPolicy on the TestClock: jittered exponential backoff, Retry-After replaces it, non-transient stops", () =>
+    Effect.gen(function*() {
+      let attempts = 0
+      const failing = (failure: InferenceFailure) =>
+        Effect.suspend(() => {
+          attempts++
+          return Effect.fail(failure)
+        })
+      const step = (duration: Duration.DurationInput) => Effect.zipRight(TestClock.adjust(duration), Effect.yieldNow())
+
+      // 1 s, 2 s, 4 s, each jittered by at most 20 %
+      const backoff = yield* Effect.fork(
+        Effect.retry(failing(InferenceFailure.engineError("HTTP 503", { status: 503, transient: true })), OpenAiEngine.retryPolicy({ times: 3, base: "1 second" }))
+      )
+      yield* Effect.yieldNow()
+      expect(attempts).toBe(1)
+      yield* step("790 millis")
+      expect(attempts).toBe(1)
+      yield* step("420 millis")
+      expect(attempts).toBe(2)
+      yield* step("2400 millis")
+      expect(attempts).toBe(3)
+      yield* step("4800 millis")
+      expect(attempts).toBe(4)
+      const exhausted = yield* Effect.flip(Fiber.join(backoff))
+      expect(exhausted.details.status).toBe(503)
+
+      attempts = 0
+      const throttled = yield* Effect.fork(
+        Effect.retry(
+          failing(InferenceFailure.engineError("HTTP 429", { status: 429, transient: true, retryAfterMillis: 5000 })),
+          OpenAiEngine.retryPolicy({ times: 1, base: "10 millis" })
+        )
+      )
+      yield* step("4990 millis")
+      expect(attempts).toBe(1)
+      yield* step("10 millis")
+      expect(attempts).toBe(2)
+      yield* Effect.flip(Fiber.join(throttled))
+
+      attempts = 0
+      const rejected = new InferenceFailure({ code: "INFERENCE_ENGINE_ERROR", retryable: false, message: "HTTP 400", details: { status: 400 } })
+      yield* Effect.flip(Effect.retry(failing(rejected), OpenAiEngine.retryPolicy({ times: 3 })))
+      expect(attempts).toBe(1)
+    }))
+
+  it.scopedLive("interrupting a call or leaving a stream early closes the connection", () =>
+    Effect.gen(function*() {
+      const closed: Array<number> = []
+      const server = yield* Loopback.make((_, res, n) => {
+        res.on("close", () => closed.push(n))
+        // request 1 never answers; request 2 streams forever
+        if (n === 2) {
+          Loopback.sse(res, [chunk({ content: "tick" })], { done: false, end: false })
+          const timer = setInterval(() => res.write(`data: ${JSON.stringify(chunk({ content: "tick" }))}\n\n`), 20)
+          res.on("close", () => clearInterval(timer))
+        }
+      })
+      const until = (condition: () => boolean) =>
+        Effect.repeat(Effect.sleep("10 millis"), { until: condition }).pipe(Effect.timeout("2 seconds"), Effect.orDie)
+      const engine = yield* engineAt(server.url)
+
+      const call = yield* Effect.fork(engine.infer(ask("x")))
+      yield* until(() => server.requests.length === 1)
+      yield* Fiber.interrupt(call)
+      yield* until(() => closed.includes(1))
+
+      const parts = yield* collect(Stream.take(engine.stream(ask("y")), 3))
+      expect(parts).toEqual([
+        { _tag: "TextDelta", text: "tick" },
+        { _tag: "TextDelta", text: "tick" },
+        { _tag: "TextDelta", text: "tick" }
+      ])
+      yield* until(() => closed.includes(2))
+      expect(closed).toEqual([1, 2])
     }))
 
   it("Retry-After as seconds, as an HTTP date, and retry-after-ms", () => {
