@@ -85,6 +85,29 @@ describe("Facade", () => {
       )
     )
 
+    it.effect("reports progress (text deltas, tool calls, tool results) while a chat runs", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const seen = yield* Ref.make<ReadonlyArray<string>>([])
+        const response = yield* system.run(chat("2+3?"), {
+          onProgress: (p) =>
+            Ref.update(seen, (s) => [
+              ...s,
+              p._tag === "TextDelta" ? `text:${p.text}` : p._tag === "ToolCallRequested" ? `call:${p.call.name}` : `result:${p.record.result}`
+            ])
+        })
+        expect(response.content).toBe("It is 5.")
+        expect(yield* Ref.get(seen)).toEqual(["call:add", "result:5", "text:It ", "text:is ", "text:5."])
+      }).pipe(
+        Effect.provide(
+          base(
+            [ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("It is 5.")],
+            add
+          )
+        )
+      )
+    )
+
     it.effect("continues a chat session by its id, and generates ids when absent", () =>
       Effect.gen(function* () {
         const system = yield* facade

@@ -99,13 +99,24 @@ export interface Execution {
   readonly transitions: ReadonlyArray<{ readonly from: string; readonly to: string }>
 }
 
+/** What a running chat request reports as it goes (for streaming adapters). */
+export type Progress =
+  | { readonly _tag: "TextDelta"; readonly text: string }
+  | { readonly _tag: "ToolCallRequested"; readonly call: Message.ToolCall }
+  | { readonly _tag: "ToolResultReady"; readonly record: ToolCallRecord }
+
+export interface RunOptions {
+  /** Called with text deltas, tool calls and tool results while a chat request runs. */
+  readonly onProgress?: (progress: Progress) => Effect.Effect<void>
+}
+
 export interface Facade {
   /** Runs a request to its response. Never fails: errors are in `response.error`. */
-  readonly run: (request: SystemRequest) => Effect.Effect<SystemResponse>
+  readonly run: (request: SystemRequest, options?: RunOptions) => Effect.Effect<SystemResponse>
   /** Decodes an untrusted envelope (JSON), then runs it; a bad envelope is CONFIG_INVALID_REQUEST. */
-  readonly runUnknown: (input: unknown) => Effect.Effect<SystemResponse>
+  readonly runUnknown: (input: unknown, options?: RunOptions) => Effect.Effect<SystemResponse>
   /** `run`, also returning the ExecutionState and the lifecycle moves. */
-  readonly execute: (request: SystemRequest) => Effect.Effect<Execution>
+  readonly execute: (request: SystemRequest, options?: RunOptions) => Effect.Effect<Execution>
   /** Cancels a running request; it answers CANCELLED_SIGNAL. False when no such request runs. */
   readonly cancel: (requestId: string) => Effect.Effect<boolean>
 }
@@ -191,7 +202,13 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const systemPromptOf = (request: SystemRequest) =>
       request.messages.find(Message.isSystem)?.content ?? options.defaultSystemPrompt
 
-    const runChat = (request: SystemRequest, sessionId: string, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
+    const runChat = (
+      request: SystemRequest,
+      sessionId: string,
+      partial: Ref.Ref<string>,
+      tracker: Lifecycle.Tracker,
+      run: RunOptions
+    ) =>
       Effect.gen(function* () {
         const user = Option.getOrThrow(lastUser(request.messages))
         const prior = request.messages.slice(0, -1)
@@ -213,9 +230,14 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         yield* Stream.runForEach(
           agent.chatStream(user.content, request.hints.options === undefined ? {} : { request: { options: request.hints.options } }),
           (event) => {
+            const report = run.onProgress ?? (() => Effect.void)
             switch (event._tag) {
               case "TextDelta":
-                return Ref.update(partial, (p) => p + event.text)
+                return Effect.zipRight(Ref.update(partial, (p) => p + event.text), report({ _tag: "TextDelta", text: event.text }))
+              case "ToolCallRequested":
+                return report({ _tag: "ToolCallRequested", call: event.call })
+              case "ToolResultReady":
+                return report({ _tag: "ToolResultReady", record: event.record })
               case "InferenceFinished":
                 // a new inference starts from scratch: partial output is the latest reply
                 return event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
@@ -352,7 +374,8 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       request: SystemRequest,
       sessionId: string | undefined,
       partial: Ref.Ref<string>,
-      tracker: Lifecycle.Tracker
+      tracker: Lifecycle.Tracker,
+      run: RunOptions
     ): Effect.Effect<Outcome, Failure, Engine | Constraint> =>
       Effect.gen(function* () {
         yield* checkEnvelope(request)
@@ -360,7 +383,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         yield* tracker.transition("PREPARE", `mode ${request.mode}`)
         switch (request.mode) {
           case "chat":
-            return yield* runChat(request, sessionId!, partial, tracker)
+            return yield* runChat(request, sessionId!, partial, tracker, run)
           case "structured":
             return yield* runStructured(request, tracker)
           case "redundant":
@@ -369,12 +392,12 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       })
 
     // -- run ----------------------------------------------------------------------
-    const execute = (request: SystemRequest): Effect.Effect<Execution> =>
+    const execute = (request: SystemRequest, run: RunOptions = {}): Effect.Effect<Execution> =>
       Effect.gen(function* () {
         const requestId = request.requestId ?? (yield* nextId("req"))
         const traceId = request.traceId ?? (yield* nextId("trace"))
         const sessionId = request.sessionId ?? (request.mode === "chat" ? yield* nextId("session") : undefined)
-        return yield* executeWith(request, requestId, sessionId).pipe(
+        return yield* executeWith(request, requestId, sessionId, run).pipe(
           withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
           Effect.withSpan("Facade.run", {
             attributes: { mode: request.mode, requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }
@@ -385,7 +408,8 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const executeWith = (
       request: SystemRequest,
       requestId: string,
-      sessionId: string | undefined
+      sessionId: string | undefined,
+      run: RunOptions
     ): Effect.Effect<Execution> =>
       Effect.gen(function* () {
         const tracker = yield* Lifecycle.makeTracker
@@ -394,7 +418,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         yield* Ref.update(signals, (m) => new Map(m).set(requestId, signal))
 
         const timeout = request.hints.timeout
-        const body = route(request, sessionId, partial, tracker)
+        const body = route(request, sessionId, partial, tracker, run)
         const timed =
           timeout === undefined || Duration.toMillis(timeout) === 0
             ? body
@@ -473,9 +497,9 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         } satisfies Execution
       })
 
-    const runUnknown = (input: unknown): Effect.Effect<SystemResponse> =>
+    const runUnknown = (input: unknown, run: RunOptions = {}): Effect.Effect<SystemResponse> =>
       Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest)(input)), (decoded) => {
-        if (decoded._tag === "Right") return Effect.map(execute(decoded.right), (e) => e.response)
+        if (decoded._tag === "Right") return Effect.map(execute(decoded.right, run), (e) => e.response)
         const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
         return Effect.map(nextId("req"), (generated) => {
           const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
@@ -491,7 +515,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       })
 
     return {
-      run: (request) => Effect.map(execute(request), (e) => e.response),
+      run: (request, run) => Effect.map(execute(request, run), (e) => e.response),
       runUnknown,
       execute,
       cancel: (requestId) =>
