@@ -99,7 +99,7 @@ const rejection = <A>(either: Either.Either<A, OrchestrationFailure>) => {
 describe("PlanExecutor", () => {
   describe("typed steps", () => {
     it.effect("chains step N's output into step N+1 when its input is absent", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length, double] })
         const outcome = completed(
           yield* executor.execute(plan(step("up", "upper", { input: "abc" }), step("len", "length"), step("x2", "double")))
@@ -114,7 +114,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("an explicit input overrides the chained output", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length] })
         const outcome = completed(
           yield* executor.execute(plan(step("up", "upper", { input: "abc" }), step("len", "length", { input: "override" })))
@@ -124,7 +124,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a wrong chained input is ORCHESTRATION_STEP_MISMATCH at that step, with the earlier steps kept", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, double] })
         const outcome = failed(yield* executor.execute(plan(step("up", "upper", { input: "abc" }), step("x2", "double"))))
         expect(outcome.failedStep).toBe("x2")
@@ -135,7 +135,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("the mismatch names the path of the bad field", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const search = PlanExecutor.handler("search", {
           input: Schema.Struct({ query: Schema.String, options: Schema.Struct({ limit: Schema.Number }) }),
           output: Schema.String,
@@ -153,7 +153,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("an output that breaks the handler's own output schema is a mismatch on the output side", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const liar = PlanExecutor.handler("liar", {
           input: Schema.String,
           output: Schema.Number,
@@ -166,14 +166,14 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a first step with no input gets `undefined`, which its schema rejects", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper] })
         const outcome = failed(yield* executor.execute(plan(step("up", "upper"))))
         expect(outcome.error.code).toBe("ORCHESTRATION_STEP_MISMATCH")
       }))
 
     it.effect("a plan decoded from JSON runs (class inputs are decoded, not trusted)", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const json = {
           steps: [
             { name: "up", type: "upper", input: "json" },
@@ -188,7 +188,7 @@ describe("PlanExecutor", () => {
 
   describe("checks before anything runs", () => {
     it.effect("an unknown step type is rejected and no step runs", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 0)] })
         const error = rejection(
@@ -200,7 +200,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("policy: max steps (ITERATION_LIMIT), allowed types, linear only", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 0), upper] })
         const three = plan(step("a", "sleep", { input: 1 }), step("b", "sleep"), step("c", "sleep"))
@@ -235,7 +235,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("the executor's own policy applies when execute gives none", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({
           handlers: [upper],
           policy: new Plan.PlanPolicy({ allowedStepTypes: ["infer"] })
@@ -245,7 +245,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a dependency cycle is rejected, naming the cycle", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 0)] })
         const cyclic = plan(
@@ -266,7 +266,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("unknown dependencies and duplicate names are rejected", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 0)] })
         const unknown = rejection(
@@ -282,7 +282,7 @@ describe("PlanExecutor", () => {
 
   describe("dependencies and concurrency", () => {
     it.effect("two independent 1s steps both finish at t=1s; the join gets both outputs", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 1)] })
         const fiber = yield* Effect.fork(
@@ -304,7 +304,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("the concurrency cap serialises independent steps", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 1)], concurrency: 1 })
         const fiber = yield* Effect.fork(
@@ -320,7 +320,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a step may depend on a non-adjacent step; absent dependsOn still means the previous step", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length, double] })
         const outcome = completed(
           yield* executor.execute(
@@ -343,7 +343,7 @@ describe("PlanExecutor", () => {
 
   describe("failure, interruption, retries, timeouts", () => {
     it.effect("returns the completed steps and the typed error of the failing one", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const broken = PlanExecutor.handler("broken", {
           input: Schema.Unknown,
@@ -365,7 +365,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("`stop` ends the run between steps: the running step finishes, the next never starts", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const signal = yield* Deferred.make<void>()
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 1)] })
@@ -385,7 +385,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("interrupting the run interrupts the running step; later steps never start", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 1)] })
         const fiber = yield* Effect.fork(
@@ -398,7 +398,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a step rejected by validation is re-run on the Schedule until it passes", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const calls = yield* Ref.make(0)
         const draft = PlanExecutor.handler("draft", {
           input: Schema.String,
@@ -415,7 +415,7 @@ describe("PlanExecutor", () => {
       }).pipe(Effect.provide(ValidatorLayer.layer())))
 
     it.effect("retries are bounded: after the schedule the ValidationFailure is the step's error", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const calls = yield* Ref.make(0)
         const draft = PlanExecutor.withValidation(
           PlanExecutor.handler("draft", {
@@ -437,7 +437,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("inside a tracked request: retries move EXECUTE -> VALIDATE -> EXECUTE, steps are counted", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const tracker = yield* Lifecycle.makeTracker
         yield* tracker.transition("PLAN", "planned")
         yield* tracker.transition("PREPARE", "prepared")
@@ -465,7 +465,7 @@ describe("PlanExecutor", () => {
       }).pipe(Effect.provide(ValidatorLayer.layer())))
 
     it.effect("failures outside Constraint/Validation, and non-retryable ones, are not retried", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const calls = yield* Ref.make(0)
         const flaky = (failure: Failure) =>
           PlanExecutor.handler("flaky", {
@@ -485,7 +485,7 @@ describe("PlanExecutor", () => {
       }))
 
     it.effect("a step past timeoutPerStep fails with CANCELLED_TIMEOUT", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const ran = yield* Ref.make<ReadonlyArray<string>>([])
         const executor = yield* PlanExecutor.make({ handlers: [sleeper(ran, 5)] })
         const fiber = yield* Effect.fork(
@@ -509,7 +509,7 @@ describe("PlanExecutor", () => {
     ]
 
     it.effect("retrieve -> rerank -> infer: BM25 candidates, reranked, formatted with sources into the prompt", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({
           handlers: [PlanExecutor.retrieve({ limit: 3 }), PlanExecutor.rerank({ topK: 2 }), PlanExecutor.infer()]
         })
@@ -548,7 +548,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("retrieve over a ContextProvider -> infer puts the context before the question", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({
           handlers: [PlanExecutor.retrieveContext(), PlanExecutor.infer({ systemPrompt: "Be brief." })]
         })
@@ -571,7 +571,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("infer -> validate passes the content through with its report; a failing rule stops the plan", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer(), PlanExecutor.validate()] })
         const ok = completed(
           yield* executor.execute(plan(step("infer", "infer", { input: "Say hi" }), step("validate", "validate")))
@@ -600,7 +600,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("tool runs a registered tool; an unknown tool is TOOL_NOT_FOUND", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.tool()] })
         const ok = completed(
           yield* executor.execute(plan(step("sum", "tool", { input: { name: "add", arguments: { a: 2, b: 3 } } })))
@@ -611,7 +611,7 @@ describe("PlanExecutor", () => {
       }).pipe(Effect.provide(Registry.layer([add]))))
 
     it.effect("steps carry step_name in their events; the plan trace is recorded", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length] })
         const outcome = completed(
           yield* executor.execute(plan(step("up", "upper", { input: "abc" }), step("len", "length")))
@@ -630,7 +630,7 @@ describe("PlanExecutor", () => {
 
   describe("composition (seed 01)", () => {
     it.effect("research with an AgentLoop (tools), then classify with another loop, auto-chained", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
           Effect.flatMap(
             AgentLoop.make({ systemPrompt: "You are a research assistant." }),
@@ -681,7 +681,7 @@ describe("PlanExecutor", () => {
 
   describe("composition with SpecializedLoop", () => {
     it.effect("research (AgentLoop with a tool) -> classify (SpecializedLoop with a schema), typed end to end", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const Trend = Schema.Struct({ trend: Schema.Literal("up", "down", "flat") })
         const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
           Effect.flatMap(
@@ -724,7 +724,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("the classifier's typed failure is the failed step's error, with the research kept", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const Trend = Schema.Struct({ trend: Schema.Literal("up", "down", "flat") })
         const research = PlanExecutor.fromProgram("research", Schema.String, Schema.String, (prompt) =>
           Effect.flatMap(AgentLoop.make(), (agent) => Effect.map(agent.chat(prompt), (r) => r.content)))
@@ -762,7 +762,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("research with an AgentLoop, then classify by 3-replica majority vote", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [research, classify] })
         const outcome = completed(
           yield* executor.execute(
@@ -792,7 +792,7 @@ describe("PlanExecutor", () => {
       ))
 
     it.effect("every replica failing (below quorum) is the classify step's typed failure", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [research, classify] })
         const fiber = yield* Effect.fork(
           executor.execute(plan(step("research", "research", { input: "How?" }), step("classify", "classify")))
@@ -815,7 +815,7 @@ describe("PlanExecutor", () => {
   })
 
   it.effect("usageOf and encodedOutputs summarise the steps for a response", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer(), upper] })
       const outcome = completed(
         yield* executor.execute(
@@ -838,7 +838,7 @@ describe("PlanExecutor", () => {
     ))
 
   it.effect("check() rejects without running and accepts a good plan", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const executor = yield* PlanExecutor.make({ handlers: [upper] })
       expect(executor.stepTypes).toEqual(["upper"])
       yield* executor.check(plan(step("u", "upper", { input: "x" })))

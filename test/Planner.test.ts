@@ -32,7 +32,7 @@ const planJson = (draft: unknown) => ScriptedEngine.reply(JSON.stringify(draft))
 describe("Planner", () => {
   describe("static", () => {
     it.effect("looks the request up in its table and traces the plan", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         yield* TestClock.setTime(Date.UTC(2026, 0, 2))
         const planner = yield* Planner
         const plan = yield* planner.createPlan(request("How do interfaces work?"))
@@ -49,7 +49,7 @@ describe("Planner", () => {
       }).pipe(Effect.provide(PlannerLayer.layerStatic({ id: "docs", routes: [ragRoute] }))))
 
     it.effect("no matching route is an OrchestrationFailure (rule noPlan)", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const error = yield* Effect.flip(planner.createPlan(request("Do something.")))
         expect(error._tag).toBe("OrchestrationFailure")
@@ -57,7 +57,7 @@ describe("Planner", () => {
       }).pipe(Effect.provide(PlannerLayer.layerStatic({ id: "docs", routes: [ragRoute] }))))
 
     it.effect("a route's plan is checked against the policy", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const error = yield* Effect.flip(planner.createPlan(request("Why?")))
         expect(error.details).toMatchObject({ rule: "allowedStepTypes", step: "answer" })
@@ -73,7 +73,7 @@ describe("Planner", () => {
 
   describe("model-based", () => {
     it.effect("asks the engine for a plan constrained to the plan schema and traces its rationale", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const plan = yield* planner.createPlan(request("Summarize the Q4 report"))
         expect(plan.steps.map((s) => [s.name, s.type, s.input, s.dependsOn])).toEqual([
@@ -104,7 +104,7 @@ describe("Planner", () => {
       ))
 
     it.effect("a reply that is not a plan is retried on the Schedule; then a good plan is accepted", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const fiber = yield* Effect.fork(planner.createPlan(request("plan it")))
         yield* TestClock.adjust("10 seconds")
@@ -123,7 +123,7 @@ describe("Planner", () => {
       ))
 
     it.effect("after the retries the ConstraintFailure names the violations", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const fiber = yield* Effect.fork(planner.createPlan(request("plan it")))
         yield* TestClock.adjust("10 seconds")
@@ -139,7 +139,7 @@ describe("Planner", () => {
       ))
 
     it.effect("the model's plan is validated against the policy and the dependency rules", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const planner = yield* Planner
         const tooLong = yield* Effect.flip(planner.createPlan(request("a")))
         expect(tooLong.code).toBe("ORCHESTRATION_ITERATION_LIMIT")
@@ -165,7 +165,7 @@ describe("Planner", () => {
   })
 
   it.effect("a planned plan runs on the PlanExecutor (plan -> execute)", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const planner = yield* Planner
       const plan = yield* planner.createPlan(request("Which language has implicit interfaces?"))
       const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.retrieve(), PlanExecutor.infer()] })
@@ -190,7 +190,7 @@ describe("Planner", () => {
 
 describe("Plan domain", () => {
   it.effect("plans, policies and traces decode from JSON (durations in ms, dates in ISO)", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const policy = yield* Schema.decodeUnknown(Plan.PlanPolicy)({ maxSteps: 4, timeoutPerStep: 1500 })
       expect(policy.requireLinear).toBe(false)
       const plan = yield* Schema.decodeUnknown(Plan.ExecutionPlan)({

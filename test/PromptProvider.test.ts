@@ -17,7 +17,7 @@ const options: PromptLayer.Options = {
 
 describe("PromptProvider", () => {
   it.effect("builds the system prompt from its template, defaults and the active instruction sets", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const prompts = yield* Prompt.PromptProvider
       const message = yield* prompts.buildSystemPrompt({ user: "Ada" })
       expect(Message.isSystem(message)).toBe(true)
@@ -31,7 +31,7 @@ describe("PromptProvider", () => {
     }).pipe(Effect.provide(PromptLayer.layer(options))))
 
   it.effect("a missing variable is a PromptFailure listing every missing name, never \"undefined\"", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const prompts = yield* Prompt.PromptProvider
       const system = yield* Effect.flip(prompts.buildSystemPrompt())
       expect(system).toMatchObject({ code: "PROMPT_VARIABLE_MISSING", template: "systemPrompt", missing: ["user"] })
@@ -46,7 +46,7 @@ describe("PromptProvider", () => {
     }).pipe(Effect.provide(PromptLayer.layer(options))))
 
   it.effect("renders named templates; numbers and booleans are written as text; unknown names fail", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const prompts = yield* Prompt.PromptProvider
       expect(yield* prompts.render("question", { question: "why", words: 12 })).toBe("Answer why in 12 words.")
       expect((yield* Effect.flip(prompts.render("nope"))).code).toBe("PROMPT_TEMPLATE_NOT_FOUND")
@@ -97,7 +97,7 @@ describe("PromptProvider", () => {
     })
 
     it.effect("the provider applies its configured policy", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const prompts = yield* Prompt.PromptProvider
         expect(prompts.contextPlacement).toBe("afterSystem")
         expect(shape(prompts.placeContext(conversation, context))[1]).toBe("system:Relevant context:\n\n[1] (doc): fact")

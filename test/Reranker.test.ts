@@ -18,7 +18,7 @@ const input = new RerankInput({
 describe("Reranker", () => {
   describe("lexical (default)", () => {
     it.effect("orders by BM25 overlap with the query and replaces the scores", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const reranker = yield* RerankerTag
         const ranked = yield* reranker.rerank(input)
         expect(ranked.map((c) => c.source)).toEqual(["guide", "docs", "cookbook"])
@@ -27,7 +27,7 @@ describe("Reranker", () => {
       }).pipe(Effect.provide(Reranker.layer())))
 
     it.effect("keeps topK, and ties keep the original order", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const reranker = yield* RerankerTag
         const top = yield* reranker.rerank(new RerankInput({ ...input, topK: 1 }))
         expect(top.map((c) => c.source)).toEqual(["guide"])
@@ -47,7 +47,7 @@ describe("Reranker", () => {
 
   describe("model-based", () => {
     it.effect("asks the engine to score each candidate with a {score} schema and orders by the answers", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const reranker = yield* Effect.flatMap(Reranker.makeModel(), (r) => Effect.succeed(r))
         const ranked = yield* reranker.rerank(input)
         expect(ranked.map((c) => [c.source, c.score])).toEqual([["docs", 0.8], ["guide", 0.7], ["cookbook", 0]])
@@ -68,7 +68,7 @@ describe("Reranker", () => {
       ))
 
     it.effect("clamps scores to [0, 1]", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const reranker = yield* RerankerTag
         const ranked = yield* reranker.rerank(new RerankInput({ query: "q", candidates: [candidate("a", "a"), candidate("b", "b")] }))
         expect(ranked.map((c) => [c.source, c.score])).toEqual([["b", 1], ["a", 0]])
@@ -78,7 +78,7 @@ describe("Reranker", () => {
       ))
 
     it.effect("a reply that is not JSON, or not {score: number}, is a ConstraintFailure keeping the raw text", () =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const reranker = yield* RerankerTag
         const one = new RerankInput({ query: "q", candidates: [candidate("a", "a")] })
         const notJson = yield* Effect.flip(reranker.rerank(one))

@@ -15,7 +15,7 @@ const documents = [
 
 describe("Retriever (BM25)", () => {
   it.effect("ranks by BM25: more occurrences of rarer terms rank higher; unrelated documents are absent", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const retriever = yield* RetrieverTag
       const chunks = yield* retriever.retrieve("go interfaces", 10)
       expect(chunks.map((c) => c.source)).toEqual(["effective-go", "go-spec"])
@@ -24,7 +24,7 @@ describe("Retriever (BM25)", () => {
     }).pipe(Effect.provide(Retriever.layer(documents))))
 
   it.effect("respects the limit, and an empty query or a zero limit retrieves nothing", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const retriever = yield* RetrieverTag
       expect(yield* retriever.retrieve("go interfaces", 1)).toHaveLength(1)
       expect(yield* retriever.retrieve("   ", 5)).toEqual([])
@@ -33,7 +33,7 @@ describe("Retriever (BM25)", () => {
     }).pipe(Effect.provide(Retriever.layer(documents))))
 
   it.effect("prefix matching is opt-in", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const exact = yield* Effect.flatMap(Retriever.make(documents), (r) => r.retrieve("trai", 5))
       const prefixed = yield* Effect.flatMap(Retriever.make(documents, { prefix: true }), (r) => r.retrieve("trai", 5))
       expect(exact).toEqual([])
@@ -41,7 +41,7 @@ describe("Retriever (BM25)", () => {
     }))
 
   it.effect("equal scores keep the collection's order (deterministic)", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const twins = [
         { id: "b", source: "second", content: "alpha beta" },
         { id: "a", source: "first", content: "alpha beta" }
@@ -55,7 +55,7 @@ describe("ContextBuilder", () => {
   const layer = ContextBuilder.layer({ maxChunks: 2 }).pipe(Layer.provide(Retriever.layer(documents)))
 
   it.effect("formats at most maxChunks chunks with their sources into one system message", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const provider = yield* ContextProvider
       const messages = yield* provider.build("go interfaces explicitly")
       expect(messages).toHaveLength(1)
@@ -68,7 +68,7 @@ describe("ContextBuilder", () => {
     }).pipe(Effect.provide(layer)))
 
   it.effect("no chunks means no context message", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const provider = yield* ContextProvider
       expect(yield* provider.build("quantum chromodynamics")).toEqual([])
     }).pipe(Effect.provide(layer)))

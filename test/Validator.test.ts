@@ -12,7 +12,7 @@ const personSchema = JsonSchema.object({ name: JsonSchema.string(), age: JsonSch
 
 describe("Validator", () => {
   it.effect("length: min and max in characters, with a reason when failing", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const rule = Validator.length({ min: 3, max: 5 })
       expect((yield* v.check("abcd", [rule])).ok).toBe(true)
@@ -22,7 +22,7 @@ describe("Validator", () => {
     }).pipe(Effect.provide(ValidatorLayer.layer())))
 
   it.effect("pattern: must match, or must not match; a global regex gives the same answer twice", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const citation = Validator.pattern(/\[\d+\]/g, { name: "cites a source" })
       expect((yield* v.check("see [1]", [citation])).ok).toBe(true)
@@ -33,7 +33,7 @@ describe("Validator", () => {
     }).pipe(Effect.provide(ValidatorLayer.layer())))
 
   it.effect("schema: parses JSON and checks the subset, naming paths; non-JSON fails", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const rule = Validator.schema(personSchema)
       expect((yield* v.check("{\"name\":\"Ada\",\"age\":36,\"role\":\"admin\"}", [rule])).ok).toBe(true)
@@ -48,7 +48,7 @@ describe("Validator", () => {
     }).pipe(Effect.provide(ValidatorLayer.layer())))
 
   it.effect("custom: any Effect predicate, with or without a reason", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const seen = yield* Ref.make<ReadonlyArray<string>>([])
       const noBannedWords = Validator.custom("no banned words", (out) =>
@@ -59,7 +59,7 @@ describe("Validator", () => {
     }).pipe(Effect.provide(ValidatorLayer.layer())))
 
   it.effect("the pass rate over all rules becomes confidence with source \"validation\"", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const report = yield* v.check("hello")
       expect(report.results.map((r) => r.passed)).toEqual([true, true, false, true])
@@ -80,7 +80,7 @@ describe("Validator", () => {
     ))
 
   it.effect("validate: a failing report is VALIDATION_RULE_FAILED naming the failed rules; it is retryable", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const error = yield* Effect.flip(v.validate("hi"))
       expect(error._tag).toBe("ValidationFailure")
@@ -97,7 +97,7 @@ describe("Validator", () => {
     ))
 
   it.effect("retryPolicy re-runs a failing validation at most twice, on the Clock", () =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const v = yield* Validator.Validator
       const attempts = yield* Ref.make(0)
       const produce = Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) => v.validate(n < 3 ? "no" : "yes!"))

@@ -19,10 +19,10 @@ export interface Options {
 }
 
 export const make = (options: Options = {}): Effect.Effect<ContextProviderService, never, Retriever> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const retriever = yield* Retriever
     const maxChunks = options.maxChunks ?? 5
-    const build = Effect.fn("ContextBuilder.build")(function*(query: string) {
+    const build = Effect.fn("ContextBuilder.build")(function* (query: string) {
       const chunks = yield* retriever.retrieve(query, maxChunks)
       if (chunks.length === 0) return []
       return [Message.system(renderContext(chunks))]

@@ -69,7 +69,7 @@ export const makeStatic = (options: StaticOptions): Service => {
   const policy = options.policy ?? Plan.permissive
   return {
     id,
-    createPlan: Effect.fn("Planner.static")(function*(request: SystemRequest) {
+    createPlan: Effect.fn("Planner.static")(function* (request: SystemRequest) {
       const route = options.routes.find((r) => r.when(request))
       if (route === undefined) {
         return yield* new OrchestrationFailure({
@@ -132,7 +132,7 @@ const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailu
 }
 
 export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, never, Engine> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const engine = yield* Engine
     const id = options.id ?? "model"
     const policy = options.policy ?? Plan.permissive
@@ -162,7 +162,7 @@ export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, ne
 
     return {
       id,
-      createPlan: Effect.fn("Planner.model")(function*(request: SystemRequest) {
+      createPlan: Effect.fn("Planner.model")(function* (request: SystemRequest) {
         const d = yield* draft(request)
         const plan = new Plan.ExecutionPlan({
           steps: d.steps.map((s) =>

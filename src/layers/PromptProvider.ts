@@ -72,14 +72,14 @@ export const make = (options: Options): Service => {
         })
       )
 
-  const buildSystemPrompt = Effect.fn("PromptProvider.buildSystemPrompt")(function*(variables?: Variables) {
+  const buildSystemPrompt = Effect.fn("PromptProvider.buildSystemPrompt")(function* (variables?: Variables) {
     const base = yield* renderTemplate(options.systemPrompt, { ...options.variables, ...variables }, "systemPrompt")
     const blocks = yield* Effect.forEach(options.activeInstructionSets ?? [], (set) =>
       Effect.map(instructions(set), (lines) => `${set}:\n${lines.map((l) => `- ${l}`).join("\n")}`))
     return Message.system([base, ...blocks].join("\n\n"))
   })
 
-  const render = Effect.fn("PromptProvider.render")(function*(template: string, variables?: Variables) {
+  const render = Effect.fn("PromptProvider.render")(function* (template: string, variables?: Variables) {
     if (!Object.hasOwn(templates, template)) {
       return yield* new PromptFailure({
         code: "PROMPT_TEMPLATE_NOT_FOUND",

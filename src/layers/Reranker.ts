@@ -80,7 +80,7 @@ export const bm25 = (
 
 /** A lexical reranker: BM25 of each candidate against the query, across the candidate set. */
 export const makeLexical = (options: LexicalOptions = {}): Service => ({
-  rerank: Effect.fn("Reranker.lexical")(function*(input: RerankInput) {
+  rerank: Effect.fn("Reranker.lexical")(function* (input: RerankInput) {
     return ordered(input, bm25(input.query, input.candidates.map((c) => c.content), options))
   })
 })
@@ -143,7 +143,7 @@ const parseScore = (raw: string): Either.Either<number, ConstraintFailure> => {
 
 /** A reranker that asks the Engine to score each candidate. */
 export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, never, Engine> =>
-  Effect.gen(function*() {
+  Effect.gen(function* () {
     const engine = yield* Engine
     const instructions = options.instructions ?? defaultInstructions
     const score = (query: string, candidate: Candidate) =>
@@ -159,7 +159,7 @@ export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, ne
         })
       ).pipe(Effect.flatMap((result) => parseScore(result.content)))
     return {
-      rerank: Effect.fn("Reranker.model")(function*(input: RerankInput) {
+      rerank: Effect.fn("Reranker.model")(function* (input: RerankInput) {
         const scores = yield* Effect.forEach(input.candidates, (c) => score(input.query, c), {
           concurrency: options.concurrency ?? 1
         })

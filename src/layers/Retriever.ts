@@ -43,7 +43,7 @@ export const make = (
     const position = new Map(docs.map((d, i) => [d.id, i] as const))
     const index = new MiniSearch<Indexed>({ fields: ["content"], idField: "id" })
     index.addAll(docs.map((d) => ({ id: d.id, content: d.content })))
-    const retrieve = Effect.fn("Retriever.retrieve")(function*(query: string, limit: number) {
+    const retrieve = Effect.fn("Retriever.retrieve")(function* (query: string, limit: number) {
       if (limit <= 0 || query.trim() === "") return []
       const hits = index
         .search(query, { prefix: options.prefix ?? false, fuzzy: options.fuzzy ?? 0, combineWith: "OR" })

@@ -76,13 +76,13 @@ export const runRule = (output: string, rule: Rule): Effect.Effect<RuleResult> =
 
 /** A validator with default rules. */
 export const make = (rules: ReadonlyArray<Rule> = []): Service => {
-  const check = Effect.fn("Validator.check")(function*(output: string, given?: ReadonlyArray<Rule>) {
+  const check = Effect.fn("Validator.check")(function* (output: string, given?: ReadonlyArray<Rule>) {
     const results = yield* Effect.forEach(given ?? rules, (rule) => runRule(output, rule))
     const r = report(results)
     yield* Effect.annotateCurrentSpan({ passed: r.passed, failed: r.failed })
     return r
   })
-  const validate = Effect.fn("Validator.validate")(function*(output: string, given?: ReadonlyArray<Rule>) {
+  const validate = Effect.fn("Validator.validate")(function* (output: string, given?: ReadonlyArray<Rule>) {
     const r = yield* check(output, given)
     if (r.ok) return r
     const failed = r.results.filter((x) => !x.passed)

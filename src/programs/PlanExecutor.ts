@@ -483,7 +483,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
   const schedule = options.retry ?? retryPolicy
 
   const check = (plan: Plan.ExecutionPlan, policy: Plan.PlanPolicy = options.policy ?? Plan.permissive) =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       const unknown = plan.steps.find((s) => !handlers.has(s.type))
       if (unknown !== undefined) {
         return yield* new OrchestrationFailure({
@@ -501,7 +501,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
     raw: unknown,
     policy: Plan.PlanPolicy
   ): Effect.Effect<StepResult, Failure> =>
-    Effect.gen(function*() {
+    Effect.gen(function* () {
       yield* recordEvent((base) =>
         new Event.Custom({
           ...base,
@@ -577,7 +577,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
       Effect.withSpan("PlanExecutor.step", { attributes: { step: step.name, type: step.type } })
     )
 
-  const executePlan = Effect.fn("PlanExecutor.execute")(function*(
+  const executePlan = Effect.fn("PlanExecutor.execute")(function* (
     plan: Plan.ExecutionPlan,
     executeOptions?: ExecuteOptions
   ) {
@@ -610,7 +610,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
     const stopped = yield* Deferred.make<void>()
 
     const task = (step: Plan.Step, index: number) =>
-      Effect.gen(function*() {
+      Effect.gen(function* () {
         const deps = Plan.dependenciesOf(plan, index)
         const upstream = yield* Effect.forEach(deps, (d) => Deferred.await(outputs.get(d)!))
         const raw = step.input !== undefined
@@ -620,7 +620,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
           : deps.length === 1
           ? upstream[0]
           : Object.fromEntries(deps.map((d, k) => [d, upstream[k]]))
-        yield* semaphore.withPermits(1)(Effect.gen(function*() {
+        yield* semaphore.withPermits(1)(Effect.gen(function* () {
           if (yield* Deferred.isDone(stopped)) {
             return yield* new StepFailed({
               step: step.name,
