@@ -319,6 +319,23 @@ describe("OpenAiEngine", () => {
       expect(second.failure.details.body).toContain("<html>")
     }))
 
+  it.scopedLive("a server that ignores stream: true (a JSON completion) still streams; an HTML page is malformed", () =>
+    Effect.gen(function*() {
+      const server = yield* Loopback.make((_, res, n) =>
+        n === 1
+          ? Loopback.json(res, 200, completion({ content: "whole" }))
+          : Loopback.text(res, 200, "<html><body>502 Bad Gateway</body></html>", { "content-type": "text/html" })
+      )
+      const engine = yield* engineAt(server.url)
+      const parts = yield* collect(engine.stream(ask("x")))
+      expect(parts.map((p) => p._tag)).toEqual(["TextDelta", "Finish"])
+      expect(parts[0]).toEqual({ _tag: "TextDelta", text: "whole" })
+      const { failure } = yield* collectUntilFailure(engine.stream(ask("x")))
+      expect(failure.code).toBe("INFERENCE_MALFORMED_RESPONSE")
+      expect(failure.details.status).toBe(200)
+      expect(failure.details.body).toContain("502 Bad Gateway")
+    }))
+
   it.scopedLive("a stream is retried before it starts: 503 then a stream", () =>
     Effect.gen(function*() {
       const server = yield* Loopback.make((_, res, n) =>

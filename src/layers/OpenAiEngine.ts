@@ -385,6 +385,15 @@ export const make = Effect.fn("OpenAiEngine.make")(function*(options: Options) {
       const start = yield* Clock.currentTimeMillis
       const response = yield* send(httpRequest, Effect.succeed, "the engine did not start answering")
       const status = response.status
+      if ((response.headers["content-type"] ?? "").includes("application/json")) {
+        // the server ignored `stream: true` and sent the whole completion
+        const text = yield* Effect.mapError(response.text, failures.fromHttpError)
+        const elapsedMillis = (yield* Clock.currentTimeMillis) - start
+        const result = yield* Wire.parseCompletion(text, { elapsedMillis, contextWindow: yield* contextWindow }).pipe(
+          Effect.mapError((failure) => withDetails(failure, { status, body: failures.excerpt(text) }))
+        )
+        return Stream.fromIterable(Wire.partsOf(result))
+      }
       const state = new Wire.StreamAccumulator(errorPayload(status))
       const cut = (error: unknown): InferenceFailure =>
         InferenceFailure.engineError("the connection dropped in the middle of the stream", {

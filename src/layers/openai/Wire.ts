@@ -294,6 +294,7 @@ export class StreamAccumulator {
   private usage: WireUsage | undefined = undefined
   private data: Array<string> = []
   private received = 0
+  private foreign: string | undefined = undefined
   /** Whether `data: [DONE]` arrived. */
   done = false
 
@@ -312,6 +313,7 @@ export class StreamAccumulator {
       const value = line.slice(5)
       this.data.push(value.startsWith(" ") ? value.slice(1) : value)
     }
+    if (this.foreign === undefined && !/^(event|id|retry):/.test(line)) this.foreign = line
     // `event:`, `id:`, `retry:` lines carry nothing an OpenAI stream needs
     return Either.right([])
   }
@@ -360,13 +362,17 @@ export class StreamAccumulator {
 
   /**
    * Closes the stream: the tool calls, then `Finish`. A stream that stopped
-   * before `[DONE]` and before any finish reason was cut off, and fails.
+   * before `[DONE]` and before any finish reason was cut off, and fails; one that
+   * never held an SSE event (an HTML page, say) is malformed.
    */
   end(measured: Measured): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
     const self = this
     return Either.gen(function*() {
       yield* self.dispatch()
       if (!self.done && (self.reason === undefined || self.reason === null)) {
+        if (self.received === 0 && self.foreign !== undefined) {
+          return yield* Either.left(malformed("the engine's reply is not a server-sent event stream", self.foreign))
+        }
         return yield* Either.left(
           InferenceFailure.engineError("the engine's stream ended before it finished (no [DONE], no finish_reason)", {
             reason: "stream_cut",
@@ -410,3 +416,10 @@ export const contextWindowFromModels = (text: string, model: string): number | u
   }
   return undefined
 }
+
+/** The parts of a whole (non-streamed) result, for a server that ignored `stream: true`. */
+export const partsOf = (result: InferenceResult): ReadonlyArray<StreamPart> => [
+  ...(result.content === "" ? [] : [StreamPart.textDelta(result.content)]),
+  ...result.toolCalls.map(StreamPart.toolCall),
+  StreamPart.finish(result)
+]
