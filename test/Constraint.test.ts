@@ -53,12 +53,15 @@ describe("Constraint.repair", () => {
       Effect.gen(function* () {
         const c = yield* Constraint
         fc.assert(
-          fc.property(fc.string(), (text) => {
+          fc.property(
+            fc.oneof(fc.string(), fc.stringOf(fc.constantFrom("{", "}", "[", "]", '"', ":", ",", "a", "1", " ", "t", "\\", "`"))),
+            (text) => {
             // runSync would throw on a defect; a typed failure is fine.
             const result = Effect.runSync(Effect.either(c.repair(text)))
             if (Either.isRight(result)) expect(() => JSON.parse(result.right.text)).not.toThrow()
-          }),
-          { numRuns: 500 }
+            }
+          ),
+          { numRuns: 1000 }
         )
         fc.assert(
           fc.property(fc.json(), (text) => {
@@ -179,9 +182,26 @@ describe("Constraint.enforce with a raw JSON Schema", () => {
       expect(failure.details).toMatchObject({ repairAttempted: false })
     }))
 
+  it.effect("JSON wrapped in prose is extracted: leading prose, trailing prose, truncated", () =>
+    run(
+      Effect.gen(function* () {
+        const c = yield* Constraint
+        const t = c.target(sentiment)
+        const lead = yield* c.enforce('Sure! Here it is:\n{"sentiment": "positive", "confidence": 1}', t)
+        expect(lead).toMatchObject({ value: { sentiment: "positive", confidence: 1 }, repaired: true })
+        const trail = yield* c.enforce('Result: {"sentiment": "negative", "confidence": 0} Hope this helps!', t)
+        expect(trail.value).toEqual({ sentiment: "negative", confidence: 0 })
+        const cut = yield* c.enforce('Answer: {"confidence": 0.5, "sentiment": "neutral"', t)
+        expect(cut.value).toEqual({ sentiment: "neutral", confidence: 0.5 })
+        // a truncated block keeps everything after its last closing bracket
+        const nested = yield* c.repair('x {"a": [1], "b": [2')
+        expect(JSON.parse(nested.text)).toEqual({ a: [1], b: [2] })
+      })
+    ))
+
   it.effect("unrepairable text: CONSTRAINT_JSON_INVALID after a repair attempt", () =>
     Effect.gen(function* () {
-      const raw = "Sure! Here it is: {\"sentiment\": \"positive\"}"
+      const raw = "{{"
       const failure = yield* failureOf(Effect.flatMap(Constraint, (c) => c.enforce(raw, c.target(sentiment))))
       expect(failure.code).toBe("CONSTRAINT_JSON_INVALID")
       expect(failure.raw).toBe(raw)

@@ -85,6 +85,34 @@ const jsonInvalid = (raw: string, violations: ReadonlyArray<string>, repairAttem
     details: { repairAttempted }
   })
 
+/**
+ * What repair tries, in order. Models often wrap JSON in prose ("Sure! {...} Hope
+ * this helps."), which jsonrepair rejects or turns into an array of strings; when
+ * the text does not start with JSON (or a code fence, which jsonrepair strips), the
+ * embedded block is tried first: from the first bracket to the end (a truncated
+ * block), then up to the last closing bracket (trailing prose).
+ */
+const repairCandidates = (text: string): ReadonlyArray<string> => {
+  const trimmed = text.trim()
+  const start = trimmed.search(/[[{]/)
+  if (start <= 0 || trimmed.startsWith("```")) return [text]
+  const block = trimmed.slice(start)
+  const close = Math.max(block.lastIndexOf("}"), block.lastIndexOf("]"))
+  return close > 0 && close < block.length - 1 ? [block, block.slice(0, close + 1), text] : [block, text]
+}
+
+const repairOne = (candidate: string): Either.Either<{ readonly json: unknown; readonly text: string }, string> =>
+  Either.orElse(
+    Either.map(parseJson(candidate), (json) => ({ json, text: candidate })),
+    () =>
+      Either.flatMap(repairJson(candidate), (repaired) =>
+        Either.map(
+          Either.mapLeft(parseJson(repaired), (e) => `repair produced invalid JSON (${e})`),
+          (json) => ({ json, text: repaired })
+        )
+      )
+  )
+
 /** Parses model text, repairing it first when it is not JSON and repair is allowed. */
 const parseOrRepair = (
   text: string,
@@ -93,15 +121,15 @@ const parseOrRepair = (
   const direct = parseJson(text)
   if (Either.isRight(direct)) return Either.right({ json: direct.right, text, repaired: false })
   if (!repairAllowed) return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`], false))
-  const repaired = repairJson(text)
-  if (Either.isLeft(repaired)) {
-    return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`, `$: repair failed (${repaired.left})`], true))
+  const errors: Array<string> = []
+  for (const candidate of repairCandidates(text)) {
+    const outcome = repairOne(candidate)
+    if (Either.isRight(outcome)) return Either.right({ ...outcome.right, repaired: true })
+    errors.push(outcome.left)
   }
-  const reparsed = parseJson(repaired.right)
-  if (Either.isLeft(reparsed)) {
-    return Either.left(jsonInvalid(text, [`$: not valid JSON (${direct.left})`, `$: repair produced invalid JSON (${reparsed.left})`], true))
-  }
-  return Either.right({ json: reparsed.right, text: repaired.right, repaired: true })
+  return Either.left(
+    jsonInvalid(text, [`$: not valid JSON (${direct.left})`, `$: repair failed (${errors.at(-1) ?? "no candidate"})`], true)
+  )
 }
 
 // ---------------------------------------------------------------------------
