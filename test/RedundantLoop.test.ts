@@ -145,11 +145,27 @@ describe("RedundantLoop", () => {
       )
     ))
 
+  it.effect("usage counts every reply, also those of replicas whose output was rejected", () =>
+    Effect.gen(function* () {
+      const result = yield* RedundantLoop.run("x", { schema: Sentiment })
+      expect(result.replicas.map((r) => r._tag)).toEqual(["Valid", "Failed", "Valid"])
+      expect(result.usage.calls).toBe(3)
+      expect(result.usage.outputTokens).toBe(1 + 50 + 1)
+    }).pipe(
+      Effect.provide(
+        env([
+          reply("neutral", { usage: { outputTokens: 1 } }),
+          reply("furious", { usage: { outputTokens: 50 } }),
+          reply("neutral", { usage: { outputTokens: 1 } })
+        ])
+      )
+    ))
+
   it.effect("below the quorum: ORCHESTRATION_NO_CONSENSUS naming each failure; a lower quorum accepts", () =>
     Effect.gen(function* () {
       const script = [
         ScriptedEngine.fail(InferenceFailure.modelUnavailable("gone")),
-        ScriptedEngine.reply("not json at all {"),
+        ScriptedEngine.reply("{{"),
         reply("neutral")
       ]
       const failure = yield* Effect.flip(RedundantLoop.run("x", { schema: Sentiment })).pipe(Effect.provide(env(script)))

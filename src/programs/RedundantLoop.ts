@@ -24,6 +24,7 @@ import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import type { Cancellation, ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { ValidationResult } from "../domain/System.js"
@@ -71,7 +72,7 @@ export interface Result<A> {
   readonly candidates: ReadonlyArray<string>
   /** Every replica's outcome, in replica order. */
   readonly replicas: ReadonlyArray<Replica<A>>
-  /** Usage of the valid replicas combined: tokens summed, tokens/s averaged, the largest context window. */
+  /** Usage of every reply of every replica (rejected ones too): tokens summed, tokens/s averaged, the largest context window. */
   readonly usage: TokenUsage.TokenUsage
   /** Valid and failed replicas, repair attempts, and the failed replicas' violations. */
   readonly validation: ValidationResult
@@ -109,7 +110,13 @@ export const run: <A>(
   const body = Effect.gen(function* () {
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
     yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
-    const replicaOptions: Structured.Options<A> = { ...options, retry: options.retry ?? RetryPolicy.none }
+    const spent = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
+    const replicaOptions: Structured.Options<A> = {
+      ...options,
+      retry: options.retry ?? RetryPolicy.none,
+      onUsage: (usage) =>
+        Effect.zipRight(Ref.update(spent, (us) => [...us, usage]), options.onUsage?.(usage) ?? Effect.void)
+    }
     const replicas = yield* Effect.forEach(
       Array.from({ length: n }, (_, i) => i),
       (replica) =>
@@ -149,7 +156,7 @@ export const run: <A>(
       winner: winner.replica,
       candidates,
       replicas,
-      usage: TokenUsage.combineAll(valid.map((r) => r.result.usage)),
+      usage: TokenUsage.combineAll(yield* Ref.get(spent)),
       validation: new ValidationResult({
         passed: valid.length,
         failed: failed.length,

@@ -58,6 +58,8 @@ export interface Options<A, EV extends ValidationFailure = never> {
   readonly retry?: Schedule.Schedule<unknown, ConstraintFailure | EV> | undefined
   /** When retryable inference failures are retried. Default `RetryPolicy.inference`. */
   readonly inferenceRetry?: Schedule.Schedule<unknown, InferenceFailure> | undefined
+  /** Told the usage of every reply, including replies that are then rejected. */
+  readonly onUsage?: ((usage: TokenUsage.TokenUsage) => Effect.Effect<void>) | undefined
 }
 
 /** A structured answer. */
@@ -143,6 +145,7 @@ export const run: <A, EV extends ValidationFailure = never>(
       if (Either.isLeft(inferred)) return Either.left(inferred.left)
       const result = inferred.right
       yield* Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
+      if (options.onUsage !== undefined) yield* options.onUsage(result.usage)
       yield* Ref.set(lastRaw, result.content)
       yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
       const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
