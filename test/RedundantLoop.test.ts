@@ -1,5 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -16,6 +18,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as Lifecycle from "../src/programs/Lifecycle.js"
 import * as RetryPolicy from "../src/programs/RetryPolicy.js"
+import type { VotingStrategy } from "../src/programs/Voting.js"
 import { UnanimityVoting } from "../src/programs/Voting.js"
 import { ContextProvider } from "../src/services/Context.js"
 import { EventLog } from "../src/services/Observe.js"
@@ -202,16 +205,31 @@ describe("RedundantLoop", () => {
       })
     }).pipe(Effect.provide(env([reply("happy"), reply("glad"), reply("meh")]))))
 
-  it.effect("repair happens per replica and is counted", () =>
+  it.effect("repair happens per replica and is counted, for rejected replicas too", () =>
     Effect.gen(function* () {
-      const result = yield* RedundantLoop.run("x", { schema: Sentiment })
+      const result = yield* RedundantLoop.run("x", { schema: Sentiment, n: 4 })
       expect(result.confidence).toBe(1)
-      expect(result.validation.repairAttempts).toBe(2)
+      expect(result.validation.repairAttempts).toBe(3)
+      expect(result.validation.violations).toEqual([
+        'replica 3: $.sentiment: Expected "positive" | "negative" | "neutral", actual "ecstatic"'
+      ])
     }).pipe(
       Effect.provide(
-        env([ScriptedEngine.reply("{'sentiment': 'positive'"), reply("positive"), ScriptedEngine.reply("{sentiment: positive}")])
+        env([
+          ScriptedEngine.reply("{'sentiment': 'positive'"),
+          reply("positive"),
+          ScriptedEngine.reply("{sentiment: positive}"),
+          ScriptedEngine.reply("{'sentiment': 'ecstatic'")
+        ])
       )
     ))
+
+  it.effect("a strategy that names a candidate that does not exist is a defect, not a wrong answer", () =>
+    Effect.gen(function* () {
+      const broken: VotingStrategy = { name: "broken", vote: () => Effect.succeed({ winner: 7, content: "", confidence: 1 }) }
+      const exit = yield* Effect.exit(RedundantLoop.run("x", { schema: Sentiment, n: 1, voting: broken }))
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+    }).pipe(Effect.provide(env([reply("positive")]))))
 
   it.effect("UnanimityVoting refuses a split vote: ORCHESTRATION_NO_CONSENSUS naming the candidate", () =>
     Effect.gen(function* () {

@@ -147,8 +147,15 @@ export const run: <A>(
 
     const candidates = valid.map((r) => r.result.content)
     const vote = yield* voting.vote(candidates)
-    const winner = valid[vote.winner]!
-    const repairAttempts = valid.reduce((k, r) => k + r.result.repairAttempts, 0)
+    const winner = valid[vote.winner]
+    if (winner === undefined) {
+      return yield* Effect.dieMessage(
+        `${voting.name} voting returned candidate ${vote.winner} of ${candidates.length}: a bug in the strategy`
+      )
+    }
+    const repairAttempts =
+      valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
+      failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
     const result: Result<A> = {
       content: winner.result.content,
       value: winner.result.value,
