@@ -107,7 +107,7 @@ describe("LlamaEngine chat history", () => {
 
 describe("LlamaEngine sequence pool", () => {
   const take = (pool: SequencePool.SequencePool<string>, session?: string, affinity?: (value: string) => number) =>
-    Effect.scoped(Effect.map(pool.acquire(session, affinity), (slot) => slot.value))
+    pool.withSlot(session, affinity, (slot) => Effect.succeed(slot.value))
 
   it.effect("a session returns to its sequence although others used the pool in between", () =>
     Effect.gen(function*() {
@@ -140,7 +140,7 @@ describe("LlamaEngine sequence pool", () => {
     Effect.gen(function*() {
       const pool = yield* SequencePool.make(["only"], { maxPinnedSessions: 0 })
       const release = yield* Deferred.make<void>()
-      const holder = yield* Effect.fork(Effect.scoped(Effect.zipRight(pool.acquire(undefined), Deferred.await(release))))
+      const holder = yield* Effect.fork(pool.withSlot(undefined, undefined, () => Deferred.await(release)))
       yield* Effect.yieldNow()
       const waiter = yield* Effect.fork(take(pool))
       const interrupted = yield* Effect.fork(take(pool))

@@ -348,8 +348,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         ...(functions !== undefined ? { functions } : grammar !== undefined ? { grammar } : {})
       }
 
-      return yield* Effect.scoped(Effect.gen(function*() {
-        const slot = yield* pool.acquire(request.sessionKey, (worker) => commonPrefixLength(worker.sequence.contextTokens, prompt))
+      const affinity = (worker: Worker) => commonPrefixLength(worker.sequence.contextTokens, prompt)
+      return yield* pool.withSlot(request.sessionKey, affinity, (slot) => Effect.gen(function*() {
         const { chat, sequence } = slot.value
         const before = sequence.tokenMeter.getState()
         const start = yield* Clock.currentTimeNanos
@@ -380,21 +380,24 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
               { functionName: call.functionName, params }
             )
           }
-          toolCalls.push(new ToolCall({ id: yield* nextCallId, name: call.functionName, arguments: params }))
+          toolCalls.push(new ToolCall({ id: yield* nextCallId, name: call.functionName, arguments: params }, true))
         }
         const seconds = Number(elapsedNanos) / 1e9
+        // Built from values llama.cpp just gave us: skip re-validating them on the hot path.
         return new InferenceResult({
           content: response.response,
           toolCalls,
           finishReason: finishReasonOf(response),
-          usage: TokenUsage.make({
+          usage: new TokenUsage.TokenUsage({
             promptTokens: used.usedInputTokens,
+            reasoningTokens: 0,
             outputTokens: used.usedOutputTokens,
-            contextTokens: sequence.contextTokens.length,
+            contextTokens: sequence.nextTokenIndex,
             contextWindow,
-            tokensPerSecond: seconds > 0 ? used.usedOutputTokens / seconds : 0
-          })
-        })
+            tokensPerSecond: seconds > 0 ? used.usedOutputTokens / seconds : 0,
+            calls: 1
+          }, true)
+        }, true)
       }))
     })
 

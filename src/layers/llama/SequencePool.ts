@@ -12,7 +12,6 @@
  * starve other callers; the evicted session merely re-evaluates its history.
  */
 import * as Effect from "effect/Effect"
-import type * as Scope from "effect/Scope"
 
 /** One sequence of the pool, with its bookkeeping. */
 export interface Slot<A> {
@@ -28,14 +27,16 @@ interface SlotState<A> extends Slot<A> {
 
 export interface SequencePool<A> {
   /**
-   * Takes a sequence for the current scope (waiting while all are busy); the
-   * scope's end returns it. Without a pinned sequence, the free unpinned sequence
-   * with the highest `affinity` (e.g. the longest prefix already evaluated) wins.
+   * Runs `use` with a sequence, waiting while all are busy, and returns the
+   * sequence when `use` ends however it ends. Without a pinned sequence, the free
+   * unpinned sequence with the highest `affinity` (e.g. the longest prefix
+   * already evaluated) wins.
    */
-  readonly acquire: (
+  readonly withSlot: <B, E, R>(
     sessionKey: string | undefined,
-    affinity?: (value: A) => number
-  ) => Effect.Effect<Slot<A>, never, Scope.Scope>
+    affinity: ((value: A) => number) | undefined,
+    use: (slot: Slot<A>) => Effect.Effect<B, E, R>
+  ) => Effect.Effect<B, E, R>
   /** How many sequences are busy, and which session each one is pinned to. */
   readonly snapshot: Effect.Effect<{
     readonly busy: number
@@ -109,14 +110,16 @@ export const make = <A>(
         slot.lastUsed = ++clock
       }).pipe(Effect.zipRight(semaphore.release(1)))
 
-    const acquire = (
+    // Not Effect.scoped: a scope per call costs more than the bookkeeping itself.
+    const withSlot = <B, E, R>(
       sessionKey: string | undefined,
-      affinity?: (value: A) => number
-    ): Effect.Effect<Slot<A>, never, Scope.Scope> =>
+      affinity: ((value: A) => number) | undefined,
+      use: (slot: Slot<A>) => Effect.Effect<B, E, R>
+    ): Effect.Effect<B, E, R> =>
       Effect.uninterruptibleMask((restore) =>
         restore(semaphore.take(1)).pipe(
           Effect.zipRight(Effect.sync(() => pick(sessionKey, affinity))),
-          Effect.tap((slot) => Effect.addFinalizer(() => release(slot)))
+          Effect.flatMap((slot) => Effect.ensuring(restore(use(slot)), release(slot)))
         )
       )
 
@@ -125,5 +128,5 @@ export const make = <A>(
       sessions: slots.map((s) => s.session)
     }))
 
-    return { acquire, snapshot }
+    return { withSlot, snapshot }
   })
