@@ -1,0 +1,629 @@
+/**
+ * The command-line adapter: `pagantic chat | extract | vote | plan | demo`.
+ *
+ * A thin shell (seed 02): each command decodes its flags and arguments into a
+ * SystemRequest, runs it through the facade (`PaganticSystem`) and prints the
+ * SystemResponse. Prompt building, tool execution, validation and voting happen
+ * behind the facade, never here. What the commands need from outside is injected:
+ * `CliIo` (stdout, stderr, stdin lines) and `CliSystem` (the facade with its engine
+ * for a `--model` / `--threads` choice), so tests run the handlers in-process on a
+ * ScriptedEngine and capture what they print.
+ *
+ * Bad input is a `CliFailure` with a readable message (printed on stderr by `run`,
+ * exit code 1 at the edge): a schema or plan file that is not JSON or not a
+ * schema/plan, a model that cannot load (INFERENCE_MODEL_UNAVAILABLE), a response
+ * that carries a SystemError. Unknown flags are @effect/cli's ValidationError.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import type * as ValidationError from "@effect/cli/ValidationError"
+import * as FileSystem from "@effect/platform/FileSystem"
+import * as Clock from "effect/Clock"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as readline from "node:readline"
+import type { InferenceFailure } from "../domain/Failure.js"
+import { JsonSchema } from "../domain/JsonSchema.js"
+import { ExecutionPlan } from "../domain/Plan.js"
+import type { SystemResponse } from "../domain/System.js"
+import { SystemRequest } from "../domain/System.js"
+import type * as TokenUsage from "../domain/TokenUsage.js"
+import * as LlamaEngine from "../layers/LlamaEngine.js"
+import { BUNDLED_SENTIMENT_SCHEMA } from "../layers/llama/PaganticChatWrapper.js"
+import type * as Facade from "../programs/Facade.js"
+import { PaganticSystem } from "../programs/Facade.js"
+import { Engine } from "../services/Engine.js"
+import type { InferenceResult } from "../services/Engine.js"
+import * as Live from "./Live.js"
+
+// ---------------------------------------------------------------------------
+// What the commands need from outside
+// ---------------------------------------------------------------------------
+
+/** Where the commands write and read. */
+export interface Io {
+  /** Writes to standard output as is (no newline added): streamed text goes through here. */
+  readonly write: (text: string) => Effect.Effect<void>
+  /** Writes a line to standard error. */
+  readonly error: (line: string) => Effect.Effect<void>
+  /** Shows `prompt` and reads one line of input; None at end of input. */
+  readonly readLine: (prompt: string) => Effect.Effect<Option.Option<string>>
+}
+
+export class CliIo extends Context.Tag("pagantic/CliIo")<CliIo, Io>() {}
+
+/** The engine choice made on the command line. */
+export interface EngineSettings {
+  readonly model?: string
+  readonly threads?: number
+}
+
+/** The engine for an `--model` / `--threads` choice. */
+export interface Engines {
+  readonly make: (settings: EngineSettings) => Layer.Layer<Engine, InferenceFailure | ConfigError.ConfigError>
+}
+
+/** Builds the engine a command runs on (llama.cpp at the edge, a scripted one in tests). */
+export class CliEngine extends Context.Tag("pagantic/CliEngine")<CliEngine, Engines>() {}
+
+/** The llama.cpp engine: `--model` / `--threads` override the environment's configuration. */
+export const llamaEngine: Layer.Layer<CliEngine> = Layer.succeed(CliEngine, {
+  make: (settings) =>
+    LlamaEngine.layerConfig({
+      ...(settings.model === undefined ? {} : { modelPath: settings.model }),
+      ...(settings.threads === undefined ? {} : { threads: settings.threads })
+    })
+})
+
+/** Standard output, standard error, and lines of standard input (read lazily, so commands that never read do not hold stdin open). */
+export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
+  CliIo,
+  Effect.gen(function* () {
+    const lines = yield* Ref.make<Option.Option<AsyncIterator<string>>>(Option.none())
+    const rl = yield* Ref.make<Option.Option<readline.Interface>>(Option.none())
+    yield* Effect.addFinalizer(() => Effect.flatMap(Ref.get(rl), Option.match({ onNone: () => Effect.void, onSome: (i) => Effect.sync(() => i.close()) })))
+    const iterator = Effect.gen(function* () {
+      const existing = yield* Ref.get(lines)
+      if (Option.isSome(existing)) return existing.value
+      const created = readline.createInterface({ input: process.stdin, terminal: false })
+      const it = created[Symbol.asyncIterator]()
+      yield* Ref.set(rl, Option.some(created))
+      yield* Ref.set(lines, Option.some(it))
+      return it
+    })
+    const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
+    return CliIo.of({
+      write,
+      error: (line) => Effect.sync(() => void process.stderr.write(`${line}\n`)),
+      readLine: (prompt) =>
+        Effect.gen(function* () {
+          yield* write(prompt)
+          const it = yield* iterator
+          const next = yield* Effect.promise(() => it.next())
+          return next.done === true ? Option.none() : Option.some(next.value)
+        })
+    })
+  })
+)
+
+// ---------------------------------------------------------------------------
+// Failures
+// ---------------------------------------------------------------------------
+
+/** Bad input, a model that does not load, or a response that carries an error. */
+export class CliFailure extends Data.TaggedError("CliFailure")<{ readonly message: string }> {}
+
+const fail = (message: string) => Effect.fail(new CliFailure({ message }))
+
+const fromLayerFailure = (error: InferenceFailure | ConfigError.ConfigError): CliFailure =>
+  new CliFailure({
+    message: error._tag === "InferenceFailure" ? `${error.code}: ${error.message}` : `invalid configuration: ${String(error)}`
+  })
+
+// ---------------------------------------------------------------------------
+// Decoding input
+// ---------------------------------------------------------------------------
+
+const parseJson = (text: string, what: string) =>
+  Effect.try({
+    try: () => JSON.parse(text) as unknown,
+    catch: (e) => new CliFailure({ message: `${what} is not JSON: ${e instanceof Error ? e.message : String(e)}` })
+  })
+
+const readText = (file: string, what: string) =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) =>
+    fs.readFileString(file).pipe(
+      Effect.mapError((e) => new CliFailure({ message: `cannot read ${what} ${file}: ${e.message}` }))
+    ))
+
+/** `--schema`: inline JSON (starting with `{`) or the path of a JSON file. */
+const loadSchema = (value: string) =>
+  Effect.gen(function* () {
+    const inline = value.trimStart().startsWith("{")
+    const what = inline ? "the inline schema" : `the schema file ${value}`
+    const json = yield* parseJson(inline ? value : yield* readText(value, "the schema file"), what)
+    const decoded = yield* Schema.decodeUnknown(JsonSchema)(json).pipe(
+      Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${ParseResult.TreeFormatter.formatErrorSync(e)}` }))
+    )
+    if (decoded.type === undefined && decoded.properties === undefined && decoded.enum === undefined) {
+      return yield* fail(`${what} is not a schema: it needs a "type", "properties" or "enum"`)
+    }
+    return json
+  })
+
+/** Decodes a wire-form request, so that bad input fails before a model is loaded. */
+const decodeRequest = (wire: unknown) =>
+  Schema.decodeUnknown(SystemRequest)(wire).pipe(
+    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${ParseResult.TreeFormatter.formatErrorSync(e)}` }))
+  )
+
+/** @effect/cli takes an unknown `--flag` before a free-text argument as that text; refuse it instead. */
+const textArgument = (words: ReadonlyArray<string>) => {
+  const flag = words.find((w) => /^--?[A-Za-z]/.test(w))
+  return flag === undefined
+    ? Effect.succeed(words.join(" "))
+    : fail(`unknown option ${flag} (to send text that starts with "-", quote it after the other arguments)`)
+}
+
+const messages = (text: string, system: Option.Option<string>) => [
+  ...Option.match(system, { onNone: () => [], onSome: (content) => [{ role: "system", content }] }),
+  { role: "user", content: text }
+]
+
+const hints = (fields: { readonly temperature?: Option.Option<number>; readonly maxTokens?: Option.Option<number> }) => ({
+  ...(fields.temperature !== undefined && Option.isSome(fields.temperature) ? { temperature: fields.temperature.value } : {}),
+  ...(fields.maxTokens !== undefined && Option.isSome(fields.maxTokens) ? { maxTokens: fields.maxTokens.value } : {})
+})
+
+// ---------------------------------------------------------------------------
+// Printing
+// ---------------------------------------------------------------------------
+
+const print = (line = "") => Effect.flatMap(CliIo, (io) => io.write(`${line}\n`))
+
+const json = (value: unknown) => JSON.stringify(value)
+
+export const formatUsage = (usage: TokenUsage.TokenUsage): string =>
+  `${usage.calls} inference(s), ${usage.promptTokens} prompt + ${usage.outputTokens} output tokens` +
+  (usage.tokensPerSecond > 0 ? `, ${usage.tokensPerSecond.toFixed(0)} tokens/s` : "")
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(2)}s`
+
+/** A response's error as a failure of the command (after printing its partial output). */
+const failOnError = (response: SystemResponse) =>
+  response.error === undefined ? Effect.void : fail(`${response.error.code}: ${response.error.message}`)
+
+/** Streams a chat request's progress: text as it comes, tool calls and results on their own lines. */
+const streamProgress = (io: Io): Facade.RunOptions => {
+  let midLine = false
+  const line = (text: string) => io.write(`${midLine ? "\n" : ""}${text}\n`).pipe(Effect.tap(() => (midLine = false)))
+  return {
+    onProgress: (progress) => {
+      switch (progress._tag) {
+        case "TextDelta":
+          midLine = progress.text.length > 0 && !progress.text.endsWith("\n")
+          return io.write(progress.text)
+        case "ToolCallRequested":
+          return line(`[tool call] ${progress.call.name}(${json(progress.call.arguments)})`)
+        case "ToolResultReady":
+          return line(`[tool result] ${progress.record.result}${progress.record.isError ? " (error)" : ""}`)
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Running a request on the system chosen by the global options
+// ---------------------------------------------------------------------------
+
+const globalOptions = {
+  model: Options.text("model").pipe(
+    Options.withDescription("a GGUF model file (default: the bundled model, or PAGANTIC_MODEL_PATH)"),
+    Options.optional
+  ),
+  threads: Options.integer("threads").pipe(
+    Options.withDescription("CPU threads for llama.cpp (default 1, or PAGANTIC_THREADS)"),
+    Options.optional
+  )
+}
+
+type GlobalOptions = { readonly model: Option.Option<string>; readonly threads: Option.Option<number> }
+
+const root = Command.make("pagantic", globalOptions).pipe(
+  Command.withDescription("Deterministic control loops around LLM inference")
+)
+
+/** The engine settings: a subcommand's own `--model` / `--threads` win over the ones before it. */
+const settingsOf = (own: GlobalOptions) =>
+  Effect.map(root, (global): EngineSettings => {
+    const model = Option.orElse(own.model, () => global.model)
+    const threads = Option.orElse(own.threads, () => global.threads)
+    return {
+      ...(Option.isSome(model) ? { model: model.value } : {}),
+      ...(Option.isSome(threads) ? { threads: threads.value } : {})
+    }
+  })
+
+/**
+ * The raw output of every inference the engine finishes, in order. The response
+ * carries a vote's winner and confidence but not the replicas' answers, so the CLI
+ * watches the engine to show them (observation only: nothing is changed).
+ */
+const recordingEngine = (outputs: Ref.Ref<ReadonlyArray<string>>) =>
+  Layer.effect(
+    Engine,
+    Effect.map(Engine, (engine) => {
+      const record = (result: InferenceResult) => Ref.update(outputs, (all) => [...all, result.content])
+      return Engine.of({
+        ...engine,
+        infer: (request) => Effect.tap(engine.infer(request), record),
+        stream: (request) =>
+          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void))
+      })
+    })
+  )
+
+/**
+ * Runs `program` on the facade (`Live.layer`) over the engine built for these
+ * settings; the model is loaded first and disposed afterwards. `program` gets the
+ * engine's recorded outputs.
+ */
+const withSystem = <A, E, R>(
+  own: GlobalOptions,
+  program: (outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function* () {
+    const engines = yield* CliEngine
+    const settings = yield* settingsOf(own)
+    const outputs = yield* Ref.make<ReadonlyArray<string>>([])
+    const system = Live.layer({ engine: Layer.provide(recordingEngine(outputs), engines.make(settings)) })
+    return yield* Effect.provide(program(outputs), Layer.mapError(system, fromLayerFailure))
+  })
+
+const runRequest = (request: SystemRequest, options?: Facade.RunOptions) =>
+  Effect.flatMap(PaganticSystem, (system) => system.run(request, options))
+
+// ---------------------------------------------------------------------------
+// chat
+// ---------------------------------------------------------------------------
+
+const chatTurn = (request: SystemRequest) =>
+  Effect.gen(function* () {
+    const io = yield* CliIo
+    const response = yield* runRequest(request, streamProgress(io))
+    if (response.error === undefined) {
+      yield* print(`\n(${response.stopReason ?? "finish"}; ${formatUsage(response.tokenUsage)})`)
+    } else {
+      yield* print()
+    }
+    return response
+  })
+
+const repl = (base: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const io = yield* CliIo
+    yield* print("pagantic chat: one session across turns; /exit or end of input to leave")
+    let sessionId: string | undefined = undefined
+    for (;;) {
+      const line = yield* io.readLine("> ")
+      if (Option.isNone(line) || line.value.trim() === "/exit") return
+      const text = line.value.trim()
+      if (text.length === 0) continue
+      const request: SystemRequest = yield* decodeRequest({
+        ...base,
+        ...(sessionId === undefined ? {} : { sessionId }),
+        messages: [...(sessionId === undefined ? ((base["messages"] as Array<unknown>) ?? []) : []), { role: "user", content: text }]
+      })
+      const response: SystemResponse = yield* chatTurn(request)
+      if (response.error !== undefined) {
+        yield* io.error(`${response.error.code}: ${response.error.message}`)
+      }
+      sessionId = response.sessionId ?? sessionId
+    }
+  })
+
+const chat = Command.make(
+  "chat",
+  {
+    ...globalOptions,
+    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
+    temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature (0..2)"), Options.optional),
+    maxTokens: Options.integer("max-tokens").pipe(Options.withDescription("tokens per inference"), Options.optional),
+    prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("one message; without it, an interactive session"), Args.repeated)
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const text = yield* textArgument(args.prompt)
+      const base = { mode: "chat", hints: hints(args) }
+      if (text.length === 0) {
+        const system = Option.map(args.system, (content) => [{ role: "system", content }])
+        // check the flags before loading the model
+        yield* decodeRequest({ ...base, messages: [{ role: "user", content: "check" }] })
+        return yield* withSystem(args, () => repl({ ...base, messages: Option.getOrElse(system, () => []) }))
+      }
+      const request = yield* decodeRequest({ ...base, messages: messages(text, args.system) })
+      yield* withSystem(args, () => Effect.flatMap(chatTurn(request), failOnError))
+    })
+).pipe(Command.withDescription("chat with the model and its tools (one message, or interactive without one)"))
+
+// ---------------------------------------------------------------------------
+// extract
+// ---------------------------------------------------------------------------
+
+const schemaOption = Options.text("schema").pipe(
+  Options.withDescription("the output's JSON schema: a .json file or inline JSON")
+)
+
+const printStructured = (response: SystemResponse) =>
+  Effect.gen(function* () {
+    if (response.structuredOutput !== undefined) yield* print(JSON.stringify(response.structuredOutput, null, 2))
+    yield* print(`raw: ${response.content}`)
+    if (response.validationResult !== undefined && response.validationResult.repairAttempts > 0) {
+      yield* print(`repairs: ${response.validationResult.repairAttempts}`)
+    }
+    yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+  })
+
+const extract = Command.make(
+  "extract",
+  {
+    ...globalOptions,
+    schema: schemaOption,
+    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
+    temperature: Options.float("temperature").pipe(Options.optional),
+    maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    text: Args.text({ name: "text" }).pipe(Args.withDescription("the text to extract from"), Args.atLeast(1))
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const text = yield* textArgument(args.text)
+      const schema = yield* loadSchema(args.schema)
+      const request = yield* decodeRequest({
+        mode: "structured",
+        messages: messages(text, args.system),
+        output: { schema },
+        hints: hints(args)
+      })
+      yield* withSystem(args, () =>
+        Effect.gen(function* () {
+          const response = yield* runRequest(request)
+          if (response.error === undefined) yield* printStructured(response)
+          yield* failOnError(response)
+        })
+      )
+    })
+).pipe(Command.withDescription("structured extraction: the model's answer, constrained and validated by a JSON schema"))
+
+// ---------------------------------------------------------------------------
+// vote
+// ---------------------------------------------------------------------------
+
+const printVote = (response: SystemResponse, candidates: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* print(`winner: ${json(response.structuredOutput)}`)
+    yield* print(`confidence: ${response.confidence?.toFixed(2) ?? "n/a"} (${response.confidenceSource ?? "voting"})`)
+    yield* print(`candidates (${candidates.length}):`)
+    yield* Effect.forEach(candidates, (c, i) => print(`  ${i + 1}. ${c}`))
+    yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+  })
+
+const vote = Command.make(
+  "vote",
+  {
+    ...globalOptions,
+    schema: schemaOption,
+    n: Options.integer("n").pipe(Options.withDescription("replicas"), Options.withDefault(5)),
+    quorum: Options.integer("quorum").pipe(Options.withDescription("valid answers needed (default: a majority of n)"), Options.optional),
+    voting: Options.choice("voting", ["majority", "unanimity"]).pipe(Options.withDefault("majority" as const)),
+    temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature"), Options.withDefault(0.8)),
+    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
+    maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    text: Args.text({ name: "text" }).pipe(Args.atLeast(1))
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const text = yield* textArgument(args.text)
+      const schema = yield* loadSchema(args.schema)
+      const request = yield* decodeRequest({
+        mode: "redundant",
+        messages: messages(text, args.system),
+        output: { schema },
+        hints: hints({ temperature: Option.some(args.temperature), maxTokens: args.maxTokens }),
+        redundancy: {
+          n: args.n,
+          voting: args.voting,
+          ...(Option.isSome(args.quorum) ? { quorum: args.quorum.value } : {})
+        }
+      })
+      yield* withSystem(args, (outputs) =>
+        Effect.gen(function* () {
+          const response = yield* runRequest(request)
+          if (response.error === undefined) yield* printVote(response, yield* Ref.get(outputs))
+          yield* failOnError(response)
+        }))
+    })
+).pipe(Command.withDescription("redundant mode: N replicas at a temperature, a vote over their valid answers"))
+
+// ---------------------------------------------------------------------------
+// plan
+// ---------------------------------------------------------------------------
+
+const outputText = (output: unknown): string =>
+  typeof output === "object" && output !== null && "content" in output && typeof output.content === "string"
+    ? output.content
+    : json(output)
+
+const printPlan = (plan: ExecutionPlan, response: SystemResponse) =>
+  Effect.gen(function* () {
+    const outputs = (response.structuredOutput ?? {}) as Record<string, unknown>
+    for (const step of plan.steps) {
+      yield* print(
+        step.name in outputs
+          ? `  ${step.name} (${step.type}): ${outputText(outputs[step.name])}`
+          : `  ${step.name} (${step.type}): not run`
+      )
+    }
+  })
+
+const planCommand = Command.make(
+  "plan",
+  {
+    ...globalOptions,
+    file: Args.text({ name: "plan.json" }).pipe(Args.withDescription("a JSON file with { steps: [...] }"))
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const wire = yield* parseJson(yield* readText(args.file, "the plan file"), `the plan file ${args.file}`)
+      const plan = yield* Schema.decodeUnknown(ExecutionPlan)(wire).pipe(
+        Effect.mapError((e) =>
+          new CliFailure({ message: `the plan file ${args.file} is not a plan: ${ParseResult.TreeFormatter.formatErrorSync(e)}` })
+        )
+      )
+      const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })
+      yield* withSystem(args, () =>
+        Effect.gen(function* () {
+          const response = yield* runRequest(request)
+          yield* printPlan(plan, response)
+          yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+          yield* failOnError(response)
+        })
+      )
+    })
+).pipe(Command.withDescription("run a plan of typed steps (tool, infer, ...) from a JSON file"))
+
+// ---------------------------------------------------------------------------
+// demo
+// ---------------------------------------------------------------------------
+
+/** The demo's plan (also in examples/plan.json): a tool step, then an inference with a schema. */
+export const demoPlan = {
+  steps: [
+    { name: "sum", type: "tool", input: { name: "calculator", arguments: { expression: "12 + 7" } } },
+    {
+      name: "classify",
+      type: "infer",
+      input: {
+        messages: [
+          { _tag: "SystemMessage", role: "system", content: "Classify the sentiment of the review." },
+          { _tag: "UserMessage", role: "user", content: "The staff was friendly and the room was spotless. Five stars." }
+        ],
+        schema: BUNDLED_SENTIMENT_SCHEMA,
+        temperature: 0
+      }
+    }
+  ]
+}
+
+const SENTIMENT_SYSTEM = "Classify the sentiment of the review."
+
+const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const start = yield* Clock.currentTimeMillis
+    const a = yield* self
+    return [a, (yield* Clock.currentTimeMillis) - start] as const
+  })
+
+const heading = (title: string) => print(`\n== ${title}`)
+
+const demoReport = (response: SystemResponse, ms: number) =>
+  print(`  ${formatUsage(response.tokenUsage)}; ${seconds(ms)}${response.error === undefined ? "" : `; ${response.error.code}: ${response.error.message}`}`)
+
+const demo = Command.make("demo", globalOptions, (args) =>
+  Effect.gen(function* () {
+    const io = yield* CliIo
+    const settings = yield* settingsOf(args)
+    const [, total] = yield* timed(
+      withSystem(args, (outputs) => Effect.gen(function* () {
+        const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo)
+        yield* print(`model: ${info.name} (${settings.model ?? "bundled"}), context ${info.contextWindow} tokens`)
+        let failures = 0
+        const note = (response: SystemResponse) => Effect.sync(() => void (response.error === undefined ? 0 : failures++))
+
+        yield* heading("chat with the calculator tool (AgentLoop)")
+        yield* print("> What is 12 plus 7?")
+        const chatRequest = yield* decodeRequest({
+          mode: "chat",
+          messages: [{ role: "user", content: "What is 12 plus 7?" }],
+          hints: { temperature: 0 }
+        })
+        const [chatResponse, chatMs] = yield* timed(runRequest(chatRequest, streamProgress(io)))
+        yield* print()
+        yield* print(`  stop: ${chatResponse.stopReason ?? "-"}; tool calls: ${chatResponse.toolCallsMade.length}`)
+        yield* demoReport(chatResponse, chatMs)
+        yield* note(chatResponse)
+
+        yield* heading("structured extraction (SpecializedLoop, JSON schema grammar)")
+        const review = "The pasta was absolutely delicious and the waiter was lovely."
+        yield* print(`> ${review}`)
+        const structuredRequest = yield* decodeRequest({
+          mode: "structured",
+          messages: messages(review, Option.some(SENTIMENT_SYSTEM)),
+          output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+          hints: { temperature: 0 }
+        })
+        const [structured, structuredMs] = yield* timed(runRequest(structuredRequest))
+        if (structured.error === undefined) yield* print(`  output: ${json(structured.structuredOutput)}`)
+        yield* demoReport(structured, structuredMs)
+        yield* note(structured)
+
+        yield* heading("vote: 5 replicas at temperature 0.8, majority (RedundantLoop)")
+        const mixed = "The hotel was fine. Nothing special."
+        yield* print(`> ${mixed}`)
+        const voteRequest = yield* decodeRequest({
+          mode: "redundant",
+          messages: messages(mixed, Option.some(SENTIMENT_SYSTEM)),
+          output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+          hints: { temperature: 0.8 },
+          redundancy: { n: 5, voting: "majority" }
+        })
+        yield* Ref.set(outputs, [])
+        const [voted, voteMs] = yield* timed(runRequest(voteRequest))
+        const candidates = yield* Ref.get(outputs)
+        if (voted.error === undefined) {
+          yield* print(`  candidates: ${candidates.join("  ")}`)
+          yield* print(`  winner: ${json(voted.structuredOutput)}, confidence ${voted.confidence?.toFixed(2) ?? "n/a"}`)
+        }
+        yield* demoReport(voted, voteMs)
+        yield* note(voted)
+
+        yield* heading("plan: a tool step, then an inference step (PlanExecutor)")
+        const plan = Schema.decodeUnknownSync(ExecutionPlan)(demoPlan)
+        const planRequest = yield* decodeRequest({ mode: "plan", messages: [], plan: demoPlan })
+        const [planned, planMs] = yield* timed(runRequest(planRequest))
+        yield* printPlan(plan, planned)
+        yield* demoReport(planned, planMs)
+        yield* note(planned)
+
+        if (failures > 0) return yield* fail(`${failures} part(s) of the demo failed`)
+      }))
+    )
+    yield* print(`\ndone in ${seconds(total)} (model load included)`)
+  })
+).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan"))
+
+// ---------------------------------------------------------------------------
+// The application
+// ---------------------------------------------------------------------------
+
+export const command = root.pipe(Command.withSubcommands([chat, extract, vote, planCommand, demo]))
+
+const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
+
+/**
+ * Runs the CLI on `process.argv`-style arguments. A CliFailure is printed on
+ * stderr before the effect fails with it; @effect/cli prints its own ValidationErrors.
+ */
+export const run = (argv: ReadonlyArray<string>) =>
+  Effect.tapError(cli(argv), (error) =>
+    error._tag === "CliFailure" ? Effect.flatMap(CliIo, (io) => io.error(`error: ${error.message}`)) : Effect.void)
+
+export type RunError = CliFailure | ValidationError.ValidationError
