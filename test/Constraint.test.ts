@@ -262,6 +262,9 @@ describe("Constraint.enforce with a raw JSON Schema", () => {
         const out = yield* c.enforce('{"a":"x","extra":[1]}', c.target(schema))
         expect(out.value).toEqual({ a: "x", extra: [1] })
         expect(yield* c.enforce("null", c.target({}))).toMatchObject({ value: null })
+        // required names the properties do not describe must still be present
+        const failure = yield* Effect.flip(c.enforce('{"a":1}', c.target({ type: "object", required: ["a", "b"] })))
+        expect(failure.violations).toEqual(["$.b: is missing"])
       })
     ))
 })

@@ -213,6 +213,9 @@ const enumSchema = (members: ReadonlyArray<string>): Schema.Schema<string> => {
   )
 }
 
+/** Any JSON value; only absence (undefined, which JSON cannot hold) is rejected. */
+const present = Schema.Unknown.pipe(Schema.filter((u) => u !== undefined))
+
 const impliedType = (schema: JsonSchema): JsonSchemaType | undefined => {
   if (schema.type !== undefined) return schema.type
   if (schema.properties !== undefined) return "object"
@@ -232,7 +235,7 @@ export const fromJsonSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
           fields[key] = required.has(key) ? field : Schema.optional(field)
         }
         for (const key of required) {
-          if (!(key in fields)) fields[key] = Schema.Unknown
+          if (!(key in fields)) fields[key] = present
         }
         // JSON Schema allows properties it does not name; keep them.
         return Schema.Struct(fields as Record<string, typeof Schema.Unknown>, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
@@ -346,10 +349,18 @@ export const toJsonSchema = <A, I>(schema: Schema.Schema<A, I, never>): JsonSche
 // The service
 // ---------------------------------------------------------------------------
 
-const target = <A>(schema: OutputSchema<A>): Target<A> =>
-  isEffectSchema(schema)
+/** Targets are resolved once per schema object (N replicas share one conversion). */
+const targets = new WeakMap<object, Target<any>>()
+
+const target = <A>(schema: OutputSchema<A>): Target<A> => {
+  const cached = targets.get(schema)
+  if (cached !== undefined) return cached as Target<A>
+  const resolved: Target<A> = isEffectSchema(schema)
     ? { schema, jsonSchema: toJsonSchema(schema) }
     : { schema: fromJsonSchema(schema) as Schema.Schema<A>, jsonSchema: schema }
+  targets.set(schema, resolved)
+  return resolved
+}
 
 const repair = (text: string): Effect.Effect<Repaired, ConstraintFailure> =>
   Either.match(parseOrRepair(text, true), {
