@@ -30,6 +30,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
+import type * as Tracer from "effect/Tracer"
 import * as Event from "../domain/Event.js"
 import { Cancellation, InferenceFailure, ToolFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
@@ -40,8 +41,17 @@ import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
 import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
-import { currentCorrelation, EventLog, Metrics, recordEvent, withCorrelation, withMetrics } from "../services/Observe.js"
+import {
+  CostTracker,
+  currentCorrelation,
+  EventLog,
+  Metrics,
+  recordEvent,
+  withCorrelation,
+  withMetrics
+} from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
+import * as Spans from "./internal/Spans.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
 // ---------------------------------------------------------------------------
@@ -181,6 +191,9 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     if (Option.isSome(eventLog)) observe = Context.add(observe, EventLog, eventLog.value) as Context.Context<never>
     const metrics = yield* Effect.serviceOption(Metrics)
     if (Option.isSome(metrics)) observe = Context.add(observe, Metrics, metrics.value) as Context.Context<never>
+    const cost = yield* Effect.serviceOption(CostTracker)
+    if (Option.isSome(cost)) observe = Context.add(observe, CostTracker, cost.value) as Context.Context<never>
+    const model = yield* Spans.modelName(engine.modelInfo)
 
     const sessionId = options.sessionId ?? (yield* nextId("session"))
     const maxToolIterations = options.maxToolIterations ?? 20
@@ -222,6 +235,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     const inferOnce = (request: InferenceRequest, index: number, emit: Emit, streaming: boolean) =>
       Effect.gen(function* () {
         const inferenceId = yield* nextId("inf")
+        const span = yield* Ref.make<Option.Option<Tracer.AnySpan>>(Option.none())
         const attempt = Effect.gen(function* () {
           const started = yield* Clock.currentTimeMillis
           yield* recordEvent(
@@ -237,7 +251,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
                 ...(request.temperature === undefined ? {} : { temperature: request.temperature })
               })
           )
-          const call: Effect.Effect<InferenceResult, InferenceFailure> = streaming
+          const engineCall: Effect.Effect<InferenceResult, InferenceFailure> = streaming
             ? Effect.gen(function* () {
                 const last = yield* Ref.make<Option.Option<InferenceResult>>(Option.none())
                 yield* Stream.runForEach(engine.stream(request), (part) => {
@@ -257,6 +271,10 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
                 return result.value
               })
             : engine.infer(request)
+          const call = Effect.map(
+            Spans.inference(model, request, engineCall, { inferenceId }),
+            ([result, inferenceSpan]) => Effect.as(Ref.set(span, inferenceSpan), result)
+          ).pipe(Effect.flatten)
           const exit = yield* Effect.exit(call)
           const durationMs = (yield* Clock.currentTimeMillis) - started
           yield* recordEvent((base) =>
@@ -295,16 +313,17 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
           schedule: inferenceRetry,
           while: (f: InferenceFailure) => f.retryable
         })
-        return { result, inferenceId }
+        return { result, inferenceId, span: yield* Ref.get(span) }
       })
 
     // -- tools ----------------------------------------------------------------
-    const runTool = (call: Message.ToolCall, inferenceId: string, emit: Emit) =>
+    const runTool = (call: Message.ToolCall, inferenceId: string, requestedBy: Option.Option<Tracer.AnySpan>, emit: Emit) =>
       Effect.gen(function* () {
         const attempts = yield* Ref.make(0)
         const started = yield* Clock.currentTimeMillis
         const once = Effect.gen(function* () {
           const attempt = yield* Ref.updateAndGet(attempts, (n) => n + 1)
+          if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
           const t0 = yield* Clock.currentTimeMillis
           yield* recordEvent(
             (base) =>
@@ -319,7 +338,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
               })
           )
           const exit = yield* Effect.exit(
-            Option.isSome(registry)
+            (Option.isSome(registry)
               ? registry.value.execute(call, {
                   allow,
                   ...(options.toolTimeout === undefined ? {} : { timeout: options.toolTimeout })
@@ -332,7 +351,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
                     retryable: false,
                     message: `Tool "${call.name}" does not exist; no tools are registered`
                   })
-                )
+                )).pipe(Spans.tool(call, requestedBy, attempt, inferenceId))
           )
           const durationMs = (yield* Clock.currentTimeMillis) - t0
           const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
@@ -418,7 +437,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
             ...(options.topP === undefined ? {} : { topP: options.topP }),
             ...turn.request
           })
-          const { inferenceId, result } = yield* inferOnce(request, inferences, emit, streaming)
+          const { inferenceId, result, span } = yield* inferOnce(request, inferences, emit, streaming)
           inferences++
           usage = TokenUsage.combine(usage, result.usage)
           transcript.push(Message.assistant(result.content, result.toolCalls))
@@ -442,7 +461,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
             return finish(result.content, limit)
           }
           rounds++
-          const done = yield* Effect.forEach(result.toolCalls, (call) => runTool(call, inferenceId, emit), {
+          const done = yield* Effect.forEach(result.toolCalls, (call) => runTool(call, inferenceId, span, emit), {
             concurrency: toolConcurrency
           })
           records.push(...done)
@@ -478,13 +497,16 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
       )
 
     const chat = (message: string, turn: TurnOptions = {}) =>
-      turnEffect(message, turn, noEmit, false).pipe(Effect.withSpan("AgentLoop.chat", { attributes: { sessionId } }))
+      turnEffect(message, turn, noEmit, false).pipe(
+        Effect.withSpan("AgentLoop.chat", { attributes: { sessionId, [Spans.Pagantic.sessionId]: sessionId } })
+      )
 
     const chatStream = (message: string, turn: TurnOptions = {}): Stream.Stream<AgentEvent, AgentLoopError> =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const mailbox = yield* Mailbox.make<AgentEvent, AgentLoopError>()
           yield* turnEffect(message, turn, (e) => Effect.asVoid(mailbox.offer(e)), true).pipe(
+            Effect.withSpan("AgentLoop.chatStream", { attributes: { sessionId, [Spans.Pagantic.sessionId]: sessionId } }),
             Effect.tap((result) => mailbox.offer({ _tag: "TurnFinished", result })),
             Mailbox.into(mailbox),
             Effect.forkScoped

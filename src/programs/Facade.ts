@@ -45,12 +45,13 @@ import { Retriever } from "../services/Context.js"
 import { Engine, InferenceResult } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
 import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
-import { withCorrelation } from "../services/Observe.js"
+import { withCorrelation, withMetrics } from "../services/Observe.js"
 import { Planner } from "../services/Planner.js"
 import { Reranker } from "../services/Reranker.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import { Validator } from "../services/Validator.js"
 import * as AgentLoop from "./AgentLoop.js"
+import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as PlanExecutor from "./PlanExecutor.js"
 import * as RedundantLoop from "./RedundantLoop.js"
@@ -303,6 +304,15 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP })
         })
         yield* tracker.transition("VALIDATE", "replicas voted")
+        yield* Effect.annotateCurrentSpan({
+          "pagantic.vote.confidence": result.confidence,
+          "pagantic.vote.winner": result.winner,
+          "pagantic.vote.candidates": result.candidates.length,
+          "pagantic.vote.replicas": result.replicas.length
+        })
+        yield* withMetrics((m) =>
+          Effect.zipRight(m.increment("votes"), m.increment("vote_candidates", result.candidates.length))
+        )
         return {
           content: result.content,
           structuredOutput: result.value,
@@ -400,7 +410,17 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         return yield* executeWith(request, requestId, sessionId, run).pipe(
           withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
           Effect.withSpan("Facade.run", {
-            attributes: { mode: request.mode, requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }
+            kind: "server",
+            attributes: {
+              mode: request.mode,
+              requestId,
+              traceId,
+              ...(sessionId === undefined ? {} : { sessionId }),
+              [Spans.Pagantic.mode]: request.mode,
+              [Spans.Pagantic.requestId]: requestId,
+              [Spans.Pagantic.traceId]: traceId,
+              ...(sessionId === undefined ? {} : { [Spans.Pagantic.sessionId]: sessionId })
+            }
           })
         )
       })
@@ -490,6 +510,13 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
             error
           })
         }
+        yield* Effect.annotateCurrentSpan({
+          [Spans.GenAi.usageInputTokens]: response.tokenUsage.promptTokens,
+          [Spans.GenAi.usageOutputTokens]: response.tokenUsage.outputTokens,
+          "pagantic.tool_calls": response.toolCallsMade.length,
+          ...(response.stopReason === undefined ? {} : { "pagantic.stop_reason": response.stopReason }),
+          ...(response.error === undefined ? {} : { [Spans.Pagantic.errorCode]: response.error.code })
+        })
         return {
           response,
           state: yield* tracker.state,

@@ -8,18 +8,28 @@
  * re-prompting, a plan step) reports its retries with `transition` without knowing
  * who is listening. Outside a tracked request `transition` only records the event.
  * Terminal states are the facade's: a nested loop cannot complete the request.
+ *
+ * Tracing: every state entered is a span, `lifecycle {STATE}`, child of the span
+ * the tracker was made in (the facade's request span), open from the move into the
+ * state to the move out of it; terminal states are instants. Attributes carry the
+ * state, the state it came from, the attempt and the reason. Spans rather than
+ * events, so a trace view shows how long the request spent in each state and a
+ * tree rebuilt from parent ids lists the states in order under the request.
  */
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import type * as Tracer from "effect/Tracer"
 import * as Event from "../domain/Event.js"
 import type { LifecycleState } from "../domain/Lifecycle.js"
-import { canTransition, ExecutionState } from "../domain/Lifecycle.js"
+import { canTransition, ExecutionState, terminalStates } from "../domain/Lifecycle.js"
 import type { SystemError } from "../domain/System.js"
-import { recordEvent } from "../services/Observe.js"
+import { recordEvent, withMetrics } from "../services/Observe.js"
+import * as Spans from "./internal/Spans.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -42,9 +52,38 @@ export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRe
 )
 
 const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) =>
-  recordEvent(
-    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason })
+  Effect.zipRight(
+    recordEvent(
+      (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason })
+    ),
+    fromState === "VALIDATE" && toState === "EXECUTE" ? withMetrics((m) => m.increment("retries")) : Effect.void
   )
+
+/** Opens the span of a state entered, under the request span. */
+const stateSpan = (
+  parent: Tracer.AnySpan,
+  state: LifecycleState,
+  from: LifecycleState | undefined,
+  attempt: number,
+  reason: string,
+  error?: SystemError
+): Effect.Effect<Tracer.Span> =>
+  Effect.flatMap(Spans.correlationAttributes, (ids) =>
+    Effect.makeSpan(`lifecycle ${state}`, {
+      parent,
+      attributes: {
+        ...ids,
+        [Spans.Pagantic.lifecycleState]: state,
+        ...(from === undefined ? {} : { [Spans.Pagantic.lifecycleFrom]: from }),
+        [Spans.Pagantic.attempt]: attempt,
+        [Spans.Pagantic.lifecycleReason]: reason,
+        ...(error === undefined ? {} : { [Spans.Pagantic.errorCode]: error.code })
+      }
+    })
+  )
+
+const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
+  Effect.map(Clock.currentTimeNanos, (now) => span.end(now, Exit.void))
 
 /** A tracker starting in INIT. */
 export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
@@ -52,6 +91,10 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const state = yield* Ref.make(new ExecutionState({ current: "INIT", enteredAt: now, attempt: 1, totalSteps: 0 }))
   const history = yield* Ref.make<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>([])
   const lock = yield* Effect.makeSemaphore(1)
+  const parent = yield* Effect.option(Effect.currentParentSpan)
+  const open = yield* Ref.make<Option.Option<Tracer.Span>>(
+    Option.isSome(parent) ? Option.some(yield* stateSpan(parent.value, "INIT", undefined, 1, "request received")) : Option.none()
+  )
   return {
     state: Ref.get(state),
     history: Ref.get(history),
@@ -75,6 +118,17 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
           )
           yield* Ref.update(history, (h) => [...h, { from: current.current, to }])
           yield* record(current.current, to, attempt, reason)
+          if (Option.isSome(parent)) {
+            const previous = yield* Ref.get(open)
+            if (Option.isSome(previous)) yield* endSpan(previous.value)
+            const next = yield* stateSpan(parent.value, to, current.current, attempt, reason, fields.error)
+            if (terminalStates.has(to)) {
+              yield* endSpan(next)
+              yield* Ref.set(open, Option.none())
+            } else {
+              yield* Ref.set(open, Option.some(next))
+            }
+          }
           return true
         })
       )

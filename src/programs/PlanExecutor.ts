@@ -66,6 +66,7 @@ import { Candidate, Reranker, RerankInput } from "../services/Reranker.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import type { Rule } from "../services/Validator.js"
 import { retryPolicy, ValidationReport, Validator } from "../services/Validator.js"
+import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 
 // ---------------------------------------------------------------------------
@@ -210,7 +211,10 @@ export const infer = (options: InferOptions = {}): StepHandler<typeof InferInput
     output: InferenceResult,
     run: (input) =>
       Effect.flatMap(Engine, (engine) => {
-        if (input instanceof InferenceRequest) return engine.infer(input)
+        const model = Effect.map(engine.modelInfo, (info) => info.name)
+        const call = (request: InferenceRequest) =>
+          Effect.map(Spans.inference(model, request, engine.infer(request), { recordMetrics: true }), ([result]) => result)
+        if (input instanceof InferenceRequest) return call(input)
         const system = options.systemPrompt === undefined ? [] : [Message.system(options.systemPrompt)]
         const messages = typeof input === "string"
           ? [...system, Message.user(input)]
@@ -221,7 +225,7 @@ export const infer = (options: InferOptions = {}): StepHandler<typeof InferInput
             ...(input.candidates.length === 0 ? [] : [Message.system(renderContext(input.candidates))]),
             Message.user(input.query)
           ]
-        return engine.infer(
+        return call(
           new InferenceRequest({
             messages,
             ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
@@ -238,15 +242,16 @@ export const tool = (
   handler("tool", {
     input: ToolStepInput,
     output: ToolStepOutput,
-    run: (input, { step }) =>
-      Effect.flatMap(ToolRegistry, (registry) =>
-        Effect.map(
-          registry.execute(
-            new Message.ToolCall({ id: input.id ?? step.name, name: input.name, arguments: input.arguments }),
-            options.allow === undefined ? {} : { allow: options.allow }
+    run: (input, { attempt, step }) =>
+      Effect.flatMap(ToolRegistry, (registry) => {
+        const call = new Message.ToolCall({ id: input.id ?? step.name, name: input.name, arguments: input.arguments })
+        return Effect.map(
+          registry.execute(call, options.allow === undefined ? {} : { allow: options.allow }).pipe(
+            Spans.tool(call, Option.none(), attempt)
           ),
           (out) => ({ id: out.call.id, name: out.call.name, content: out.content, value: out.value })
-        ))
+        )
+      })
   })
 
 /** `retrieve` over the Retriever: a query (or `{query, limit}`) in, scored candidates out. */
@@ -502,6 +507,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
     policy: Plan.PlanPolicy
   ): Effect.Effect<StepResult, Failure> =>
     Effect.gen(function* () {
+      yield* Spans.annotate({ [Spans.Pagantic.stepType]: step.type })
       yield* recordEvent((base) =>
         new Event.Custom({
           ...base,
@@ -574,7 +580,9 @@ const build = <H extends ReadonlyArray<StepHandler>>(
           )
       }),
       withCorrelation({ stepName: step.name, causedBy: step.name }),
-      Effect.withSpan("PlanExecutor.step", { attributes: { step: step.name, type: step.type } })
+      Effect.withSpan("PlanExecutor.step", {
+        attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name }
+      })
     )
 
   const executePlan = Effect.fn("PlanExecutor.execute")(function* (

@@ -26,7 +26,9 @@ import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
 import { Constraint } from "../services/Constraint.js"
+import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
+import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
@@ -121,6 +123,9 @@ export const run: <A, EV extends ValidationFailure = never>(
   const usage = yield* Ref.make(TokenUsage.empty)
   const correction = yield* Ref.make<ReadonlyArray<Message.Message>>([])
   const lastRaw = yield* Ref.make("")
+  const model = yield* Spans.modelName(engine.modelInfo)
+  const inferOnce = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
+    Effect.map(Spans.inference(model, request, engine.infer(request), { recordMetrics: true }), ([result]) => result)
 
   // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
   // only rejected replies reach the VALIDATE -> EXECUTE schedule.
@@ -137,7 +142,7 @@ export const run: <A, EV extends ValidationFailure = never>(
         ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
       })
       const inferred = yield* Effect.either(
-        Effect.retry(engine.infer(request), {
+        Effect.retry(inferOnce(request), {
           schedule: options.inferenceRetry ?? RetryPolicy.inference,
           while: (f: InferenceFailure) => f.retryable
         })

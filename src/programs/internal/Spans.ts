@@ -1,0 +1,174 @@
+/**
+ * What the loops put on their spans, in one place.
+ *
+ * Every span carries the request's correlation ids (`pagantic.request_id`,
+ * `pagantic.session_id`, `pagantic.trace_id`, `pagantic.step_name`,
+ * `pagantic.tool_call_id`), read from the fiber's correlation context. Inference
+ * and tool spans follow OpenTelemetry's gen_ai semantic conventions: an inference
+ * is a `chat {model}` span (operation `chat`, request parameters, response model,
+ * usage, finish reasons) and a tool execution an `execute_tool {name}` span that
+ * links to the inference span whose reply asked for it. Lifecycle states are spans
+ * too (see Lifecycle.ts): `lifecycle {STATE}`, children of the request span.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import type * as Tracer from "effect/Tracer"
+import type { ToolCall } from "../../domain/Message.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
+import { CostTracker, currentCorrelation, withMetrics } from "../../services/Observe.js"
+
+// ---------------------------------------------------------------------------
+// Attribute names
+// ---------------------------------------------------------------------------
+
+/** OpenTelemetry gen_ai semantic-convention attribute names used by the loops. */
+export const GenAi = {
+  operationName: "gen_ai.operation.name",
+  requestModel: "gen_ai.request.model",
+  requestTemperature: "gen_ai.request.temperature",
+  requestMaxTokens: "gen_ai.request.max_tokens",
+  requestTopP: "gen_ai.request.top_p",
+  requestSeed: "gen_ai.request.seed",
+  responseModel: "gen_ai.response.model",
+  responseFinishReasons: "gen_ai.response.finish_reasons",
+  usageInputTokens: "gen_ai.usage.input_tokens",
+  usageOutputTokens: "gen_ai.usage.output_tokens",
+  toolName: "gen_ai.tool.name",
+  toolCallId: "gen_ai.tool.call.id",
+  toolType: "gen_ai.tool.type"
+} as const
+
+/** pagantic's own attribute names: the correlation ids of seed 03 and a few more. */
+export const Pagantic = {
+  requestId: "pagantic.request_id",
+  sessionId: "pagantic.session_id",
+  traceId: "pagantic.trace_id",
+  stepName: "pagantic.step_name",
+  stepType: "pagantic.step_type",
+  toolCallId: "pagantic.tool_call_id",
+  causedBy: "pagantic.caused_by",
+  inferenceId: "pagantic.inference_id",
+  toolCallIds: "pagantic.tool_call_ids",
+  attempt: "pagantic.attempt",
+  mode: "pagantic.mode",
+  lifecycleState: "pagantic.lifecycle.state",
+  lifecycleFrom: "pagantic.lifecycle.from",
+  lifecycleReason: "pagantic.lifecycle.reason",
+  errorCode: "pagantic.error.code"
+} as const
+
+// ---------------------------------------------------------------------------
+// Correlation
+// ---------------------------------------------------------------------------
+
+/** The correlation ids of the running fiber as span attributes. */
+export const correlationAttributes: Effect.Effect<Record<string, string>> = Effect.map(
+  FiberRef.get(currentCorrelation),
+  (c) => {
+    const out: Record<string, string> = { [Pagantic.requestId]: c.requestId }
+    if (c.sessionId !== undefined) out[Pagantic.sessionId] = c.sessionId
+    if (c.traceId !== undefined) out[Pagantic.traceId] = c.traceId
+    if (c.stepName !== undefined) out[Pagantic.stepName] = c.stepName
+    if (c.toolCallId !== undefined) out[Pagantic.toolCallId] = c.toolCallId
+    if (c.causedBy !== undefined) out[Pagantic.causedBy] = c.causedBy
+    return out
+  }
+)
+
+/** Puts the correlation ids (and `extra`) on the current span. */
+export const annotate = (extra: Record<string, unknown> = {}): Effect.Effect<void> =>
+  Effect.flatMap(correlationAttributes, (ids) => Effect.annotateCurrentSpan({ ...ids, ...extra }))
+
+const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.option(Effect.currentSpan)
+
+// ---------------------------------------------------------------------------
+// Inference
+// ---------------------------------------------------------------------------
+
+/** The model name once per `make`, asked of the engine on first use. */
+export const modelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<Effect.Effect<string>> =>
+  Effect.cached(Effect.map(modelInfo, (info) => info.name))
+
+export interface InferenceSpanOptions {
+  readonly inferenceId?: string
+  /** Also record the inference's latency and tokens in the Metrics service (for loops that do not). */
+  readonly recordMetrics?: boolean
+}
+
+/**
+ * Runs one engine call in a `chat {model}` span with the gen_ai attributes, records
+ * its usage with the CostTracker when one is present, and returns the result with
+ * the span, so tool spans can link to it.
+ */
+export const inference = <E, R>(
+  model: Effect.Effect<string>,
+  request: InferenceRequest,
+  call: Effect.Effect<InferenceResult, E, R>,
+  options: InferenceSpanOptions = {}
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
+  Effect.flatMap(model, (name) =>
+    Effect.gen(function* () {
+      const span = yield* currentSpan
+      yield* annotate({
+        [GenAi.operationName]: "chat",
+        [GenAi.requestModel]: name,
+        ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
+        ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
+        ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
+        ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
+        ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
+        "pagantic.request.message_count": request.messages.length,
+        "pagantic.request.tool_count": request.tools.length,
+        "pagantic.request.schema": request.schema !== undefined,
+        "pagantic.request.grammar": request.grammar !== undefined
+      })
+      const started = yield* Clock.currentTimeMillis
+      const result = yield* call
+      yield* Effect.annotateCurrentSpan({
+        [GenAi.responseModel]: name,
+        [GenAi.responseFinishReasons]: [result.finishReason],
+        [GenAi.usageInputTokens]: result.usage.promptTokens,
+        [GenAi.usageOutputTokens]: result.usage.outputTokens,
+        ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
+      })
+      const cost = yield* Effect.serviceOption(CostTracker)
+      if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
+      if (options.recordMetrics === true) {
+        const durationMs = (yield* Clock.currentTimeMillis) - started
+        yield* withMetrics((m) => Effect.zipRight(m.recordLatency("inference", durationMs), m.recordTokens(result.usage)))
+      }
+      return [result, span] as const
+    }).pipe(Effect.withSpan(`chat ${name}`, { kind: "client" }))
+  )
+
+// ---------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------
+
+/**
+ * Runs one tool execution in an `execute_tool {name}` span, linked to the
+ * inference span that asked for the call.
+ */
+export const tool =
+  (call: ToolCall, requestedBy: Option.Option<Tracer.AnySpan>, attempt: number, inferenceId?: string) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.zipRight(
+      annotate({
+        [GenAi.operationName]: "execute_tool",
+        [GenAi.toolName]: call.name,
+        [GenAi.toolCallId]: call.id,
+        [GenAi.toolType]: "function",
+        [Pagantic.toolCallId]: call.id,
+        [Pagantic.attempt]: attempt,
+        ...(inferenceId === undefined ? {} : { [Pagantic.inferenceId]: inferenceId })
+      }),
+      self
+    ).pipe(
+      Effect.withSpan(`execute_tool ${call.name}`, {
+        links: Option.isSome(requestedBy)
+          ? [{ _tag: "SpanLink", span: requestedBy.value, attributes: { [GenAi.toolCallId]: call.id } }]
+          : []
+      })
+    )
