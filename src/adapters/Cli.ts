@@ -43,6 +43,8 @@ import type * as Facade from "../programs/Facade.js"
 import { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import type { InferenceResult } from "../services/Engine.js"
+import * as Calculator from "../layers/tools/Calculator.js"
+import type * as Tool from "../services/ToolRegistry.js"
 import * as Live from "./Live.js"
 
 // ---------------------------------------------------------------------------
@@ -273,21 +275,48 @@ const recordingEngine = (outputs: Ref.Ref<ReadonlyArray<string>>) =>
   )
 
 /**
- * Runs `program` on the facade (`Live.layer`) over the engine built for these
- * settings; the model is loaded first and disposed afterwards. `program` gets the
- * engine's recorded outputs.
+ * Loads the engine for these settings (with its outputs recorded), runs `program`
+ * with it, and disposes it. A model that does not load is a CliFailure.
  */
+const withEngine = <A, E, R>(
+  own: GlobalOptions,
+  program: (engine: Layer.Layer<Engine>, outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const engines = yield* CliEngine
+      const settings = yield* settingsOf(own)
+      const outputs = yield* Ref.make<ReadonlyArray<string>>([])
+      const engine = yield* Layer.build(Layer.provide(recordingEngine(outputs), engines.make(settings))).pipe(
+        Effect.mapError(fromLayerFailure)
+      )
+      return yield* program(Layer.succeedContext(engine), outputs)
+    })
+  )
+
+/**
+ * Provides the facade (`Live.layer`) over a loaded engine, with the tools this
+ * command offers: chat and plans get the calculator; extraction and votes get
+ * none, since a structured request with tools first runs a tool phase.
+ */
+const onSystem =
+  (engine: Layer.Layer<Engine>, tools: ReadonlyArray<Tool.Tool<any, any>>) =>
+  <A, E, R>(program: Effect.Effect<A, E, R>) =>
+    // the engine is already built: composing the facade around it cannot fail
+    Effect.provide(program, Layer.orDie(Live.layer({ engine, tools })))
+
+const toolsFor = {
+  chat: [Calculator.calculator],
+  plan: [Calculator.calculator],
+  structured: []
+} as const
+
+/** Runs `program` on the facade with `tools`, over the engine chosen by the options. */
 const withSystem = <A, E, R>(
   own: GlobalOptions,
+  tools: ReadonlyArray<Tool.Tool<any, any>>,
   program: (outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
-) =>
-  Effect.gen(function* () {
-    const engines = yield* CliEngine
-    const settings = yield* settingsOf(own)
-    const outputs = yield* Ref.make<ReadonlyArray<string>>([])
-    const system = Live.layer({ engine: Layer.provide(recordingEngine(outputs), engines.make(settings)) })
-    return yield* Effect.provide(program(outputs), Layer.mapError(system, fromLayerFailure))
-  })
+) => withEngine(own, (engine, outputs) => onSystem(engine, tools)(program(outputs)))
 
 const runRequest = (request: SystemRequest, options?: Facade.RunOptions) =>
   Effect.flatMap(PaganticSystem, (system) => system.run(request, options))
@@ -348,10 +377,10 @@ const chat = Command.make(
         const system = Option.map(args.system, (content) => [{ role: "system", content }])
         // check the flags before loading the model
         yield* decodeRequest({ ...base, messages: [{ role: "user", content: "check" }] })
-        return yield* withSystem(args, () => repl({ ...base, messages: Option.getOrElse(system, () => []) }))
+        return yield* withSystem(args, toolsFor.chat, () => repl({ ...base, messages: Option.getOrElse(system, () => []) }))
       }
       const request = yield* decodeRequest({ ...base, messages: messages(text, args.system) })
-      yield* withSystem(args, () => Effect.flatMap(chatTurn(request), failOnError))
+      yield* withSystem(args, toolsFor.chat, () => Effect.flatMap(chatTurn(request), failOnError))
     })
 ).pipe(Command.withDescription("chat with the model and its tools (one message, or interactive without one)"))
 
@@ -393,7 +422,7 @@ const extract = Command.make(
         output: { schema },
         hints: hints(args)
       })
-      yield* withSystem(args, () =>
+      yield* withSystem(args, toolsFor.structured, () =>
         Effect.gen(function* () {
           const response = yield* runRequest(request)
           if (response.error === undefined) yield* printStructured(response)
@@ -444,7 +473,7 @@ const vote = Command.make(
           ...(Option.isSome(args.quorum) ? { quorum: args.quorum.value } : {})
         }
       })
-      yield* withSystem(args, (outputs) =>
+      yield* withSystem(args, toolsFor.structured, (outputs) =>
         Effect.gen(function* () {
           const response = yield* runRequest(request)
           if (response.error === undefined) yield* printVote(response, yield* Ref.get(outputs))
@@ -489,7 +518,7 @@ const planCommand = Command.make(
         )
       )
       const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })
-      yield* withSystem(args, () =>
+      yield* withSystem(args, toolsFor.plan, () =>
         Effect.gen(function* () {
           const response = yield* runRequest(request)
           yield* printPlan(plan, response)
@@ -523,7 +552,12 @@ export const demoPlan = {
   ]
 }
 
+/** The system prompt the bundled model was trained with for sentiment (training/tasks.ts). */
 const SENTIMENT_SYSTEM = "Classify the sentiment of the review."
+const DEMO_QUESTION = "What is 12 plus 7?"
+const DEMO_REVIEW = "The pasta was absolutely delicious and the waiter was lovely."
+const DEMO_VOTE_REVIEW = "The hotel was fine. Nothing special."
+const DEMO_TEMPERATURE = 0.8
 
 const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
@@ -534,79 +568,93 @@ const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
 
 const heading = (title: string) => print(`\n== ${title}`)
 
-const demoReport = (response: SystemResponse, ms: number) =>
-  print(`  ${formatUsage(response.tokenUsage)}; ${seconds(ms)}${response.error === undefined ? "" : `; ${response.error.code}: ${response.error.message}`}`)
+/** Runs one part of the demo: its request on the facade, timed; prints what happened. */
+const demoPart = (
+  title: string,
+  intro: string,
+  request: unknown,
+  show: (response: SystemResponse) => Effect.Effect<void, never, CliIo>,
+  options?: Facade.RunOptions
+) =>
+  Effect.gen(function* () {
+    yield* heading(title)
+    yield* print(intro)
+    const decoded = yield* decodeRequest(request)
+    const [response, ms] = yield* timed(runRequest(decoded, options))
+    if (response.error === undefined) yield* show(response)
+    yield* print(
+      `  ${formatUsage(response.tokenUsage)}; ${seconds(ms)}` +
+        (response.error === undefined ? "" : `\n  failed: ${response.error.code}: ${response.error.message}`)
+    )
+    return response.error === undefined
+  })
 
 const demo = Command.make("demo", globalOptions, (args) =>
   Effect.gen(function* () {
     const io = yield* CliIo
     const settings = yield* settingsOf(args)
-    const [, total] = yield* timed(
-      withSystem(args, (outputs) => Effect.gen(function* () {
-        const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo)
-        yield* print(`model: ${info.name} (${settings.model ?? "bundled"}), context ${info.contextWindow} tokens`)
-        let failures = 0
-        const note = (response: SystemResponse) => Effect.sync(() => void (response.error === undefined ? 0 : failures++))
+    const started = yield* Clock.currentTimeMillis
+    const ok = yield* withEngine(args, (engine, outputs) =>
+      Effect.gen(function* () {
+        const loaded = yield* Clock.currentTimeMillis
+        const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
+        yield* print(
+          `model: ${info.name} (${settings.model ?? "the bundled model"}), context ${info.contextWindow} tokens, ` +
+            `${settings.threads ?? "default"} thread(s); loaded in ${seconds(loaded - started)}`
+        )
 
-        yield* heading("chat with the calculator tool (AgentLoop)")
-        yield* print("> What is 12 plus 7?")
-        const chatRequest = yield* decodeRequest({
-          mode: "chat",
-          messages: [{ role: "user", content: "What is 12 plus 7?" }],
-          hints: { temperature: 0 }
-        })
-        const [chatResponse, chatMs] = yield* timed(runRequest(chatRequest, streamProgress(io)))
-        yield* print()
-        yield* print(`  stop: ${chatResponse.stopReason ?? "-"}; tool calls: ${chatResponse.toolCallsMade.length}`)
-        yield* demoReport(chatResponse, chatMs)
-        yield* note(chatResponse)
+        const chatOk = yield* demoPart(
+          "chat with the calculator tool (AgentLoop)",
+          `> ${DEMO_QUESTION}`,
+          { mode: "chat", messages: [{ role: "user", content: DEMO_QUESTION }], hints: { temperature: 0 } },
+          (response) =>
+            print(`\n  stop: ${response.stopReason ?? "-"}; tool calls: ${response.toolCallsMade.map((c) => `${c.name}(${json(c.arguments)}) -> ${c.result}`).join(", ") || "none"}`),
+          streamProgress(io)
+        ).pipe(onSystem(engine, toolsFor.chat))
 
-        yield* heading("structured extraction (SpecializedLoop, JSON schema grammar)")
-        const review = "The pasta was absolutely delicious and the waiter was lovely."
-        yield* print(`> ${review}`)
-        const structuredRequest = yield* decodeRequest({
-          mode: "structured",
-          messages: messages(review, Option.some(SENTIMENT_SYSTEM)),
-          output: { schema: BUNDLED_SENTIMENT_SCHEMA },
-          hints: { temperature: 0 }
-        })
-        const [structured, structuredMs] = yield* timed(runRequest(structuredRequest))
-        if (structured.error === undefined) yield* print(`  output: ${json(structured.structuredOutput)}`)
-        yield* demoReport(structured, structuredMs)
-        yield* note(structured)
+        const structuredOk = yield* demoPart(
+          "structured extraction (SpecializedLoop: JSON-schema grammar, then validation)",
+          `  review: ${DEMO_REVIEW}`,
+          {
+            mode: "structured",
+            messages: messages(DEMO_REVIEW, Option.some(SENTIMENT_SYSTEM)),
+            output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+            hints: { temperature: 0 }
+          },
+          (response) => print(`  output: ${json(response.structuredOutput)}`)
+        ).pipe(onSystem(engine, toolsFor.structured))
 
-        yield* heading("vote: 5 replicas at temperature 0.8, majority (RedundantLoop)")
-        const mixed = "The hotel was fine. Nothing special."
-        yield* print(`> ${mixed}`)
-        const voteRequest = yield* decodeRequest({
-          mode: "redundant",
-          messages: messages(mixed, Option.some(SENTIMENT_SYSTEM)),
-          output: { schema: BUNDLED_SENTIMENT_SCHEMA },
-          hints: { temperature: 0.8 },
-          redundancy: { n: 5, voting: "majority" }
-        })
         yield* Ref.set(outputs, [])
-        const [voted, voteMs] = yield* timed(runRequest(voteRequest))
-        const candidates = yield* Ref.get(outputs)
-        if (voted.error === undefined) {
-          yield* print(`  candidates: ${candidates.join("  ")}`)
-          yield* print(`  winner: ${json(voted.structuredOutput)}, confidence ${voted.confidence?.toFixed(2) ?? "n/a"}`)
-        }
-        yield* demoReport(voted, voteMs)
-        yield* note(voted)
+        const voteOk = yield* demoPart(
+          `vote: 5 replicas at temperature ${DEMO_TEMPERATURE}, majority (RedundantLoop)`,
+          `  review: ${DEMO_VOTE_REVIEW}`,
+          {
+            mode: "redundant",
+            messages: messages(DEMO_VOTE_REVIEW, Option.some(SENTIMENT_SYSTEM)),
+            output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+            hints: { temperature: DEMO_TEMPERATURE },
+            redundancy: { n: 5, voting: "majority" }
+          },
+          (response) =>
+            Effect.gen(function* () {
+              const candidates = yield* Ref.get(outputs)
+              yield* Effect.forEach(candidates, (c, i) => print(`  replica ${i + 1}: ${c}`))
+              yield* print(`  winner: ${json(response.structuredOutput)}, confidence ${response.confidence?.toFixed(2) ?? "n/a"}`)
+            })
+        ).pipe(onSystem(engine, toolsFor.structured))
 
-        yield* heading("plan: a tool step, then an inference step (PlanExecutor)")
         const plan = Schema.decodeUnknownSync(ExecutionPlan)(demoPlan)
-        const planRequest = yield* decodeRequest({ mode: "plan", messages: [], plan: demoPlan })
-        const [planned, planMs] = yield* timed(runRequest(planRequest))
-        yield* printPlan(plan, planned)
-        yield* demoReport(planned, planMs)
-        yield* note(planned)
+        const planOk = yield* demoPart(
+          "plan: a tool step, then an inference step (PlanExecutor)",
+          `  steps: ${demoPlan.steps.map((s) => `${s.name} (${s.type})`).join(" -> ")}`,
+          { mode: "plan", messages: [], plan: demoPlan },
+          (response) => printPlan(plan, response)
+        ).pipe(onSystem(engine, toolsFor.plan))
 
-        if (failures > 0) return yield* fail(`${failures} part(s) of the demo failed`)
+        return chatOk && structuredOk && voteOk && planOk
       }))
-    )
-    yield* print(`\ndone in ${seconds(total)} (model load included)`)
+    yield* print(`\ndone in ${seconds((yield* Clock.currentTimeMillis) - started)}, model load included`)
+    if (!ok) return yield* fail("a part of the demo failed (see above)")
   })
 ).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan"))
 
