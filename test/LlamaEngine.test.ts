@@ -259,6 +259,33 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       expect(typeof call.arguments["expression"]).toBe("string")
     }))
 
+  it.effect("a tool call cut off by maxTokens is INFERENCE_MALFORMED_RESPONSE, not an empty answer", () =>
+    Effect.gen(function*() {
+      const failure = yield* Effect.flip((yield* Engine).infer(request({
+        prompt: "What is 12 plus 7?",
+        tools: [calculator],
+        maxTokens: 4
+      })))
+      expect(failure.code).toBe("INFERENCE_MALFORMED_RESPONSE")
+      expect(failure.details["kind"]).toBe("truncated_tool_call")
+    }))
+
+  it.effect("a streamed tool call arrives as a ToolCallPart before Finish", () =>
+    Effect.gen(function*() {
+      const parts = Chunk.toReadonlyArray(yield* Stream.runCollect((yield* Engine).stream(request({
+        prompt: "What is 12 plus 7?",
+        tools: [calculator],
+        maxTokens: 40
+      }))))
+      const tags = parts.map((p) => p._tag)
+      expect(tags.slice(-2)).toEqual(["ToolCallPart", "Finish"])
+      const last = parts.at(-1)
+      if (last?._tag !== "Finish") return
+      expect(last.result.finishReason).toBe("tool_calls")
+      const deltas = parts.flatMap((p) => (p._tag === "TextDelta" ? [p.text] : []))
+      expect(deltas.join("")).toBe(last.result.content)
+    }))
+
   it.effect("a session reuses its evaluated prefix: a turn costs its new tokens", () =>
     Effect.gen(function*() {
       const engine = yield* Engine

@@ -25,7 +25,14 @@ import * as Take from "effect/Take"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { getLlama, LlamaChat, LlamaGrammar, LlamaLogLevel, resolveChatWrapper } from "node-llama-cpp"
+import {
+  getLlama,
+  LlamaChat,
+  LlamaGrammar,
+  LlamaJsonSchemaValidationError,
+  LlamaLogLevel,
+  resolveChatWrapper
+} from "node-llama-cpp"
 import type {
   ChatHistoryItem,
   ChatModelFunctions,
@@ -33,6 +40,7 @@ import type {
   GbnfJsonSchema,
   Llama,
   LlamaChatResponse,
+  LlamaChatResponseFunctionCallParamsChunk,
   LlamaContext,
   LlamaContextSequence,
   LlamaModel,
@@ -106,10 +114,7 @@ const fromGenerationError = (error: unknown, details: Record<string, unknown>): 
   if (error instanceof ContextOverflow || /context size is too small|not enough tokens/i.test(errorMessage(error))) {
     return InferenceFailure.contextExceeded("the conversation does not fit the context window", details, error)
   }
-  if (
-    error instanceof SyntaxError ||
-    (error instanceof Error && error.name === "LlamaJsonSchemaValidationError")
-  ) {
+  if (error instanceof SyntaxError || error instanceof LlamaJsonSchemaValidationError) {
     return InferenceFailure.malformed(`the model produced a malformed function call: ${errorMessage(error)}`, details, error)
   }
   return InferenceFailure.engineError(`llama.cpp generation failed: ${errorMessage(error)}`, details, error)
@@ -336,6 +341,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
 
       const topK = request.options?.["topK"]
       const minP = request.options?.["minP"]
+      // The last parameters chunk of each function call, to tell a call cut off by maxTokens.
+      const partialCalls = new Map<number, LlamaChatResponseFunctionCallParamsChunk>()
       const generateOptions: LLamaChatGenerateResponseOptions<ChatModelFunctions> = {
         maxTokens,
         contextShift,
@@ -345,7 +352,11 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         ...(typeof topK === "number" ? { topK } : {}),
         ...(typeof minP === "number" ? { minP } : {}),
         ...(onText === undefined ? {} : { onTextChunk: onText }),
-        ...(functions !== undefined ? { functions } : grammar !== undefined ? { grammar } : {})
+        ...(functions !== undefined
+          ? { functions, onFunctionCallParamsChunk: (chunk) => partialCalls.set(chunk.callIndex, chunk) }
+          : grammar !== undefined
+          ? { grammar }
+          : {})
       }
 
       const affinity = (worker: Worker) => commonPrefixLength(worker.sequence.contextTokens, prompt)
@@ -371,8 +382,25 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
 
         const elapsedNanos = (yield* Clock.currentTimeNanos) - start
         const used = sequence.tokenMeter.diff(before)
+        const calls = response.functionCalls ?? []
+        if (functions !== undefined && calls.length === 0 && response.metadata.stopReason === "maxTokens") {
+          const cut = [...partialCalls.values()].find((chunk) => !chunk.done)
+          const explained = response.response !== "" ||
+            response.fullResponse.some((part) => typeof part !== "string")
+          if (cut !== undefined || (!explained && used.usedOutputTokens > 0)) {
+            return yield* InferenceFailure.malformed(
+              `the model's tool call was cut off after ${used.usedOutputTokens} tokens (maxTokens ${maxTokens})`,
+              {
+                kind: "truncated_tool_call",
+                maxTokens,
+                outputTokens: used.usedOutputTokens,
+                ...(cut === undefined ? {} : { functionName: cut.functionName })
+              }
+            )
+          }
+        }
         const toolCalls: Array<ToolCall> = []
-        for (const call of response.functionCalls ?? []) {
+        for (const call of calls) {
           const params: unknown = call.params ?? {}
           if (!isRecord(params) || !request.tools.some((tool) => tool.name === call.functionName)) {
             return yield* InferenceFailure.malformed(
