@@ -402,10 +402,16 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         const toolCalls: Array<ToolCall> = []
         for (const call of calls) {
           const params: unknown = call.params ?? {}
-          if (!isRecord(params) || !request.tools.some((tool) => tool.name === call.functionName)) {
+          if (!request.tools.some((tool) => tool.name === call.functionName)) {
+            return yield* InferenceFailure.malformed(`the model called an unknown tool: ${call.functionName}`, {
+              kind: "unknown_tool",
+              functionName: call.functionName
+            })
+          }
+          if (!isRecord(params)) {
             return yield* InferenceFailure.malformed(
               `the model called ${call.functionName} with arguments that are not an object`,
-              { functionName: call.functionName, params }
+              { kind: "arguments_not_object", functionName: call.functionName, params }
             )
           }
           toolCalls.push(new ToolCall({ id: yield* nextCallId, name: call.functionName, arguments: params }, true))
