@@ -25,7 +25,7 @@ const arg = (name: string, fallback: number): number => {
   return i >= 0 ? Number(process.argv[i + 1]) : fallback
 }
 
-const nTrain = arg("train", 60000)
+const nTrain = arg("train", 150000)
 const seed = arg("seed", 1)
 const wrapper = new PaganticChatWrapper()
 
@@ -46,7 +46,7 @@ const rng = new Rng(seed)
 const train = fs.createWriteStream(path.join(outDir, "train.jsonl"))
 const corpus = fs.createWriteStream(path.join(outDir, "corpus.jsonl"))
 for (let i = 0; i < nTrain; i++) {
-  const ex = rng.chance(0.45) ? makeSentimentExample(rng, "train") : makeAgentExample(rng, "train")
+  const ex = rng.chance(0.5) ? makeSentimentExample(rng, "train") : makeAgentExample(rng, "train")
   const text = renderExample(ex)
   train.write(JSON.stringify({ kind: ex.kind, text: text.toJSON() }) + "\n")
   for (const v of text.values) if (typeof v === "string") corpus.write(JSON.stringify(v) + "\n")

@@ -44,6 +44,15 @@ const promptTokens = (history: ReadonlyArray<ChatHistoryItem>, withTools: boolea
     .contextText.tokenize(model.tokenizer).length
 
 // --- sentiment ---------------------------------------------------------------
+const classify = async (review: string, system: string): Promise<string> => {
+  const history: Array<ChatHistoryItem> = [sys(system), { type: "user", text: review }, { type: "model", response: [] }]
+  const res = await chat.generateResponse(history, { grammar, maxTokens: 24, temperature: 0 })
+  try {
+    return grammar.parse(res.response).sentiment
+  } catch {
+    return `invalid: ${res.response}`
+  }
+}
 const reviews = readJsonl<{ review: string; label: string }>("sentiment.jsonl")
 let sentimentOk = 0
 let sentimentTokens = 0
@@ -51,19 +60,20 @@ const t0 = performance.now()
 for (const [i, r] of reviews.entries()) {
   // the canonical prompt, plus a few of the other trained phrasings
   const system = i % 5 === 4 ? SENTIMENT_SYSTEM_PROMPTS[i % SENTIMENT_SYSTEM_PROMPTS.length]! : SENTIMENT_SYSTEM_PROMPTS[0]!
-  const history: Array<ChatHistoryItem> = [sys(system), { type: "user", text: r.review }, { type: "model", response: [] }]
-  sentimentTokens += promptTokens(history, false)
-  const res = await chat.generateResponse(history, { grammar, maxTokens: 24, temperature: 0 })
-  let label = "?"
-  try {
-    label = grammar.parse(res.response).sentiment
-  } catch {
-    label = `invalid: ${res.response}`
-  }
+  sentimentTokens += promptTokens([sys(system), { type: "user", text: r.review }], false)
+  const label = await classify(r.review, system)
   if (label === r.label) sentimentOk++
   else if (verbose) console.log(`  sentiment miss: ${r.review} -> ${label} (want ${r.label})`)
 }
 const sentimentMs = performance.now() - t0
+// hand-written reviews, outside the generator's templates (reported, not a target)
+const handwritten = readJsonl<{ review: string; label: string }>("sentiment-handwritten.jsonl")
+let handwrittenOk = 0
+for (const r of handwritten) {
+  const label = await classify(r.review, SENTIMENT_SYSTEM_PROMPTS[0]!)
+  if (label === r.label) handwrittenOk++
+  else if (verbose) console.log(`  handwritten miss: ${r.review} -> ${label} (want ${r.label})`)
+}
 
 // --- calculator ----------------------------------------------------------------
 const questions = readJsonl<{ question: string; expression: string; result: string; answer: string }>("calculator.jsonl")
@@ -130,6 +140,7 @@ const pct = (a: number, b: number) => `${a}/${b} (${((100 * a) / Math.max(1, b))
 console.log(`model: ${modelPath} (${fs.statSync(modelPath).size} bytes)`)
 console.log(`sentiment accuracy (JSON-schema grammar, greedy): ${pct(sentimentOk, reviews.length)}, ` +
   `${(sentimentMs / reviews.length).toFixed(1)} ms/prompt, ${(sentimentTokens / reviews.length).toFixed(1)} prompt tokens`)
+console.log(`sentiment on hand-written reviews (out of distribution): ${pct(handwrittenOk, handwritten.length)}`)
 console.log(`calculator right call: ${pct(callOk, questions.length)}; right final answer after the tool result: ${pct(finalOk, questions.length)}; ` +
   `both right: ${pct(bothOk, questions.length)}; ${(calcMs / questions.length).toFixed(1)} ms/question, ${(calcTokens / questions.length).toFixed(1)} prompt tokens`)
 console.log(`chat turns without a tool call: ${pct(chatOk, greetings.length)}`)

@@ -29,7 +29,8 @@ CHAT_TEMPLATE = (
 
 
 class Config:
-    def __init__(self, vocab_size, dim=128, n_layers=4, n_heads=4, ffn=384, ctx=2048, rope_base=10000.0, eps=1e-5):
+    def __init__(self, vocab_size, dim=128, n_layers=4, n_heads=4, ffn=384, ctx=2048, rope_base=10000.0, eps=1e-5, dropout=0.0):
+        self.dropout = dropout
         self.vocab_size = vocab_size
         self.dim = dim
         self.n_layers = n_layers
@@ -81,6 +82,7 @@ class Block(nn.Module):
         self.w_gate = nn.Linear(c.dim, c.ffn, bias=False)
         self.w_up = nn.Linear(c.dim, c.ffn, bias=False)
         self.w_down = nn.Linear(c.ffn, c.dim, bias=False)
+        self.drop = nn.Dropout(c.dropout)
 
     def forward(self, x, cos, sin, mask):
         B, T, D = x.shape
@@ -96,9 +98,9 @@ class Block(nn.Module):
         att = att.masked_fill(mask, float("-inf"))
         att = F.softmax(att, dim=-1)
         o = (att @ v).transpose(1, 2).reshape(B, T, D)
-        x = x + self.wo(o)
+        x = x + self.drop(self.wo(o))
         h = self.ffn_norm(x)
-        return x + self.w_down(F.silu(self.w_gate(h)) * self.w_up(h))
+        return x + self.drop(self.w_down(F.silu(self.w_gate(h)) * self.w_up(h)))
 
 
 class TinyLlama(nn.Module):

@@ -79,29 +79,84 @@ const NEU = ["okay", "fine", "average", "ordinary", "acceptable", "so-so", "unre
 
 const INTENS = ["", "", "", "really ", "very ", "absolutely ", "quite ", "pretty ", "so ", "truly ", "extremely "]
 
-const SUBJECTS_TRAIN = [
-  "the movie", "this phone", "the pizza", "the hotel", "the service", "the book", "this laptop",
-  "the concert", "the food", "the staff", "the app", "the game", "the headphones", "the restaurant",
-  "the show", "the course", "the car", "the coffee", "the room", "the battery", "the camera",
-  "the delivery", "the soup", "the album", "the ending", "the plot", "the keyboard", "the museum",
-  "the beach", "the flight", "the seller", "the tour", "the sequel", "the burger", "the shoes",
-  "this printer", "the update", "the gym", "the salad", "the teacher"
-]
 const SUBJECTS_EVAL = [
   "the film", "this tablet", "the pasta", "the resort", "the support team", "the novel", "the monitor",
   "the festival", "the meal", "the waiter", "the website", "the puzzle", "the speakers", "the cafe",
   "the series", "the workshop", "the bike", "the tea", "the apartment", "the charger", "the lens",
   "the shipping", "the noodles", "the podcast", "the finale", "the story", "the mouse", "the gallery"
 ]
-const FILLERS_TRAIN = [
-  "We went there last week.", "I bought it in March.", "My sister recommended it.",
-  "I used it for a month.", "We visited on a Sunday.", "It arrived on Monday.", "I tried it yesterday.",
-  "We ordered it for dinner.", "I watched it with friends.", "This was my second time."
-]
 const FILLERS_EVAL = [
   "I got it as a gift.", "We were there in July.", "A friend told me about it.",
   "I have had it for two weeks.", "We stopped by after work."
 ]
+
+// Training subjects: many nouns (none of the eval ones) and made-up words, so that
+// the model learns that the subject carries no sentiment.
+const NOUNS_TRAIN = [
+  "movie", "phone", "pizza", "hotel", "service", "book", "laptop", "concert", "food", "staff", "app",
+  "game", "headphones", "restaurant", "show", "course", "car", "coffee", "room", "battery", "camera",
+  "delivery", "soup", "album", "ending", "plot", "keyboard", "museum", "beach", "flight", "seller",
+  "tour", "sequel", "burger", "shoes", "printer", "update", "gym", "salad", "teacher", "jacket",
+  "dress", "sofa", "mattress", "vacuum", "blender", "kettle", "watch", "backpack", "tent", "guitar",
+  "piano", "lesson", "class", "doctor", "dentist", "barber", "bakery", "bread", "cake", "sandwich",
+  "steak", "sushi", "curry", "wine", "beer", "juice", "dessert", "breakfast", "lunch", "dinner",
+  "buffet", "menu", "price", "parking", "train", "bus", "taxi", "driver", "airline", "airport",
+  "lobby", "pool", "spa", "view", "garden", "park", "zoo", "theater", "play", "musical", "band",
+  "singer", "actor", "director", "script", "soundtrack", "trailer", "episode", "season", "documentary",
+  "cartoon", "comic", "magazine", "newspaper", "article", "blog", "video", "stream", "software",
+  "browser", "router", "television", "screen", "tablet case", "smartwatch", "drone", "console",
+  "controller", "toy", "puzzle box", "board game", "recipe", "cookbook", "perfume", "shampoo", "soap",
+  "cream", "lamp", "chair", "desk", "table", "fridge", "oven", "microwave", "heater", "fan", "umbrella",
+  "store", "shop", "market", "mall", "bank", "library", "school", "university", "hospital", "clinic",
+  "landlord", "neighbor", "plumber", "mechanic", "guide", "host", "chef", "manager", "team", "crew",
+  "product", "purchase", "order", "package", "experience", "trip", "holiday", "visit", "stay", "event"
+]
+const DETS = ["the", "the", "the", "this", "my", "our", "that", "their"]
+const SYLLABLES = ["ba", "ko", "zu", "mi", "ra", "to", "ne", "fli", "gor", "ste", "pa", "lu", "ven", "dri", "sa", "qui", "mo", "tex", "bel", "orn"]
+
+type Subject = { readonly det: string; readonly noun: string }
+const subjectText = (s: Subject): string => `${s.det} ${s.noun}`
+
+const pseudoWord = (rng: Rng): string => {
+  let w = ""
+  const n = rng.int(2, 3)
+  for (let i = 0; i < n; i++) w += rng.pick(SYLLABLES)
+  return w
+}
+
+const pickSubject = (rng: Rng, split: Split): Subject => {
+  if (split === "eval") {
+    const [det, ...rest] = rng.pick(SUBJECTS_EVAL).split(" ")
+    return { det: det!, noun: rest.join(" ") }
+  }
+  const noun = rng.chance(0.25) ? pseudoWord(rng) : rng.pick(NOUNS_TRAIN)
+  return { det: rng.pick(DETS), noun }
+}
+
+const TIMES = ["last week", "yesterday", "in March", "on Sunday", "last summer", "in the morning", "two days ago", "last night", "on my birthday", "in December"]
+const PEOPLE = ["My sister", "My brother", "A coworker", "My neighbor", "My mom", "My friend", "Someone online", "My partner"]
+const pickFiller = (rng: Rng, split: Split): string => {
+  if (split === "eval") return rng.pick(FILLERS_EVAL)
+  for (;;) {
+    const f = rng.pick<() => string>([
+      () => `We went there ${rng.pick(TIMES)}.`,
+      () => `I bought it ${rng.pick(TIMES)}.`,
+      () => `I tried it ${rng.pick(TIMES)}.`,
+      () => `${rng.pick(PEOPLE)} recommended it.`,
+      () => `${rng.pick(PEOPLE)} told me about it.`,
+      () => `I used it for ${rng.pick(["a month", "a week", "three days", "a year", "two months"])}.`,
+      () => `We ordered it ${rng.pick(["for dinner", "for lunch", "online", "by phone", "for a party"])}.`,
+      () => `I watched it with ${rng.pick(["friends", "my family", "my kids", "a friend"])}.`,
+      () => `This was my ${rng.pick(["first", "second", "third"])} time.`,
+      () => `It was a ${rng.pick(["gift", "present", "surprise"])} from ${rng.pick(["my aunt", "a friend", "my boss"])}.`,
+      () => `We were there ${rng.pick(TIMES)}.`,
+      () => `I have had it for ${rng.pick(["two weeks", "a month", "ten days", "a while"])}.`,
+      () => `The ${pseudoWord(rng)} was ${rng.pick(["red", "small", "new", "open", "here"])}.`,
+      () => `We stopped by ${rng.pick(["after school", "before work", "on the way home", "after the game"])}.`
+    ])()
+    if (!FILLERS_EVAL.includes(f)) return f
+  }
+}
 
 const cap = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)
 
@@ -111,11 +166,12 @@ const flip = (p: "positive" | "negative"): "positive" | "negative" => (p === "po
 export type Review = { readonly review: string; readonly label: Sentiment }
 
 export const makeReview = (rng: Rng, split: Split): Review => {
-  const subjects = split === "train" ? SUBJECTS_TRAIN : SUBJECTS_EVAL
-  const fillers = split === "train" ? FILLERS_TRAIN : FILLERS_EVAL
-  const subj = rng.pick(subjects)
-  let subj2 = rng.pick(subjects)
-  while (subj2 === subj) subj2 = rng.pick(subjects)
+  const s1 = pickSubject(rng, split)
+  let s2 = pickSubject(rng, split)
+  while (subjectText(s2) === subjectText(s1)) s2 = pickSubject(rng, split)
+  const subj = subjectText(s1)
+  const subj2 = subjectText(s2)
+  const filler = () => pickFiller(rng, split)
   const be = rng.chance(0.7) ? "was" : "is"
   const pol: "positive" | "negative" = rng.chance(0.5) ? "positive" : "negative"
   const adj = (p: "positive" | "negative") => rng.pick(polarityWords(p))
@@ -191,8 +247,8 @@ export const makeReview = (rng: Rng, split: Split): Review => {
     case 8: {
       const a = adj(pol)
       text = rng.pick([
-        `What ${a} ${subj.replace(/^(the|this) /, "")}${rng.pick(["!", "."])}`,
-        `Such ${a} ${subj.replace(/^(the|this) /, "")}${rng.pick(["!", "."])}`,
+        `What ${a} ${s1.noun}${rng.pick(["!", "."])}`,
+        `Such ${a} ${s1.noun}${rng.pick(["!", "."])}`,
         `${cap(a)}!`,
         `${cap(intens())}${a}.`
       ])
@@ -217,19 +273,19 @@ export const makeReview = (rng: Rng, split: Split): Review => {
       const core = neutralOrPolar
         ? `${cap(subj)} ${be} ${intens()}${adj(pol)}.`
         : `${cap(subj)} ${be} not ${adj(pol)}.`
-      text = `${rng.pick(fillers)} ${core}`
+      text = `${filler()} ${core}`
       label = neutralOrPolar ? pol : flip(pol)
       break
     }
     case 11: {
       const core = `${cap(subj)} ${be} ${intens()}${adj(pol)}.`
-      text = `${core} ${rng.pick(fillers)}`
+      text = `${core} ${filler()}`
       label = pol
       break
     }
     case 12: {
       const n = rng.pick(NEU)
-      text = `${rng.pick(fillers)} ${cap(subj)} ${be} ${n}.`
+      text = `${filler()} ${cap(subj)} ${be} ${n}.`
       label = "neutral"
       break
     }

@@ -75,6 +75,7 @@ def main():
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--ffn", type=int, default=384)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dropout", type=float, default=0.1)
     ap.add_argument("--out", default=os.path.join(OUT, "model.gguf"))
     ap.add_argument("--export-every", type=float, default=10.0, help="minutes")
     ap.add_argument("--resume", action="store_true")
@@ -85,7 +86,7 @@ def main():
     rng = random.Random(args.seed)
     vocab = load_vocab()
     tokens, mask, lengths, offsets = load_data()
-    cfg = Config(len(vocab["tokens"]), args.dim, args.layers, args.heads, args.ffn)
+    cfg = Config(len(vocab["tokens"]), args.dim, args.layers, args.heads, args.ffn, dropout=args.dropout)
     model = TinyLlama(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params:,}  examples {len(lengths):,}  tokens {len(tokens):,}", flush=True)
@@ -119,6 +120,7 @@ def main():
         lr = args.lr * min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
+        model.train()
         logits = model(x)
         loss_all = F.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="none")
         loss = (loss_all * m.reshape(-1)).sum() / m.sum().clamp(min=1)
@@ -137,6 +139,7 @@ def main():
         done = elapsed >= total or step >= args.max_steps
         if done or time.time() - last_export > args.export_every * 60:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": cfg.to_dict()}, ckpt)
+            model.eval()
             size = export_gguf(model, vocab, args.out)
             print(f"exported {args.out} ({size} bytes) at step {step}", flush=True)
             last_export = time.time()
