@@ -26,6 +26,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Tracer from "effect/Tracer"
 import type { Failure } from "../domain/Failure.js"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
 import type { ExecutionState } from "../domain/Lifecycle.js"
@@ -146,7 +147,8 @@ const lastUser = (messages: ReadonlyArray<Message.Message>) => {
 
 export const make = (options: Options = {}): Effect.Effect<Facade, never, Constraint> =>
   Effect.gen(function* () {
-    const context = (yield* Effect.context<Constraint>()) as Context.Context<Constraint>
+    // the span the facade is made in (if any) is not the parent of its requests' spans
+    const context = Context.omit(Tracer.ParentSpan)(yield* Effect.context<Constraint>()) as Context.Context<Constraint>
     const engine = yield* Effect.serviceOption(Engine)
     const ids = yield* Effect.serviceOption(IdGenerator)
     const nextId = (prefix: string) =>

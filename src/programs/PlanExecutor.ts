@@ -52,6 +52,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import * as Event from "../domain/Event.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { ConstraintFailure, Failure, ValidationFailure } from "../domain/Failure.js"
@@ -470,7 +471,9 @@ class StepFailed extends Data.TaggedError("StepFailed")<{ readonly step: string;
 export const make = <const H extends ReadonlyArray<StepHandler>>(
   options: Options<H>
 ): Effect.Effect<PlanExecutor, never, HandlersContext<H>> =>
-  Effect.map(Effect.context<HandlersContext<H>>(), (context) => build(options, context))
+  Effect.map(Effect.context<HandlersContext<H>>(), (context) =>
+    // the span the executor is made in is not the parent of its steps' spans
+    build(options, Context.omit(Tracer.ParentSpan)(context) as Context.Context<HandlersContext<H>>))
 
 /** Builds an executor and runs one plan. */
 export const execute = <const H extends ReadonlyArray<StepHandler>>(

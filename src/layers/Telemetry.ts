@@ -1,0 +1,243 @@
+/**
+ * Telemetry: the observe layer seen from outside, through OpenTelemetry.
+ *
+ * The loops already make their spans with Effect's tracer (`Effect.fn`,
+ * `Effect.withSpan`): the request (`Facade.run`), one span per lifecycle state
+ * entered (`lifecycle {STATE}`), every inference (`chat {model}`, with
+ * OpenTelemetry's gen_ai attributes), every tool execution (`execute_tool {name}`,
+ * linked to the inference that asked for it) and every plan step
+ * (`PlanExecutor.step`), each carrying the request's correlation ids. Which tracer
+ * receives them is a layer choice, made here:
+ *
+ * - `layerInMemory`: the real OpenTelemetry SDK (a NodeTracerProvider with a
+ *   SimpleSpanProcessor) into its InMemorySpanExporter, for tests and tools that
+ *   want to read finished spans back (`InMemorySpans`).
+ * - `layerOtlp`: OTLP/HTTP (JSON) export of spans and of Effect's metrics, through
+ *   @effect/opentelemetry's exporter over an `HttpClient`.
+ * - `layerConfig`: `layerOtlp` when `PAGANTIC_OTLP_ENDPOINT` is set, nothing otherwise.
+ *
+ * Metrics go to the `Metrics` service, and `metrics` is a Metrics layer that also
+ * feeds Effect's `Metric` registry (which `layerOtlp` exports): latency per layer
+ * (`pagantic.latency_ms{layer}`), tokens (`gen_ai.client.token.usage{gen_ai.token.type}`)
+ * and a counter per name (`pagantic.tool_calls`, `pagantic.retries`, `pagantic.votes`...).
+ * `costTracker` prices usage per model and adds it to `pagantic.cost{gen_ai.request.model}`.
+ */
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
+import * as Otlp from "@effect/opentelemetry/Otlp"
+import type * as OtelApi from "@opentelemetry/api"
+import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
+import type { ReadableSpan, Span, SpanProcessor } from "@opentelemetry/sdk-trace-base"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import type { CostTrackerService, EventLog, MetricsService } from "../services/Observe.js"
+import { CostTracker, Metrics } from "../services/Observe.js"
+import type { Price } from "./Observe.js"
+import * as Observe from "./Observe.js"
+
+/** What the exported resource says about this process. */
+export interface ResourceOptions {
+  /** Default "pagantic". */
+  readonly serviceName?: string | undefined
+  readonly serviceVersion?: string | undefined
+  readonly attributes?: Record<string, string> | undefined
+}
+
+const resourceOf = (options: ResourceOptions) => ({
+  serviceName: options.serviceName ?? "pagantic",
+  ...(options.serviceVersion === undefined ? {} : { serviceVersion: options.serviceVersion }),
+  ...(options.attributes === undefined ? {} : { attributes: options.attributes })
+})
+
+// ---------------------------------------------------------------------------
+// Array attributes
+// ---------------------------------------------------------------------------
+
+/** Attributes the loops set as arrays (the gen_ai conventions make finish reasons a string[]). */
+export const arrayAttributeKeys: ReadonlyArray<string> = ["gen_ai.response.finish_reasons", "pagantic.tool_call_ids"]
+
+const decodeStringArray = Schema.decodeUnknownOption(Schema.parseJson(Schema.Array(Schema.String)))
+
+/**
+ * @effect/opentelemetry (0.64) hands non-primitive attribute values to the SDK as
+ * JSON text. This processor turns the array attributes of `arrayAttributeKeys`
+ * back into arrays as each span ends, then passes the span on to `processor`.
+ * (Effect's own OTLP exporter, `layerOtlp`, sends arrays as arrays already.)
+ */
+export const restoreArrayAttributes = (processor: SpanProcessor): SpanProcessor => ({
+  onStart: (span: Span, parentContext: OtelApi.Context) => processor.onStart(span, parentContext),
+  onEnding: (span: Span) => {
+    for (const key of arrayAttributeKeys) {
+      const value = span.attributes[key]
+      const array = typeof value === "string" && value.startsWith("[") ? decodeStringArray(value) : Option.none()
+      if (Option.isSome(array)) span.setAttribute(key, [...array.value])
+    }
+    processor.onEnding?.(span)
+  },
+  onEnd: (span: ReadableSpan) => processor.onEnd(span),
+  forceFlush: () => processor.forceFlush(),
+  shutdown: () => processor.shutdown()
+})
+
+// ---------------------------------------------------------------------------
+// Traces in memory
+// ---------------------------------------------------------------------------
+
+/** The finished spans of an in-memory telemetry layer. */
+export interface InMemorySpansService {
+  /** Every span ended so far (the SDK's ReadableSpan), in the order they ended. */
+  readonly spans: Effect.Effect<ReadonlyArray<ReadableSpan>>
+  readonly reset: Effect.Effect<void>
+}
+
+export class InMemorySpans extends Context.Tag("pagantic/Telemetry/InMemorySpans")<
+  InMemorySpans,
+  InMemorySpansService
+>() {}
+
+/**
+ * Effect's tracer backed by the OpenTelemetry SDK, exporting every span as it ends
+ * into an InMemorySpanExporter that `InMemorySpans` reads.
+ */
+export const layerInMemory = (options: ResourceOptions = {}): Layer.Layer<InMemorySpans> =>
+  Layer.unwrapEffect(
+    Effect.sync(() => {
+      const exporter = new InMemorySpanExporter()
+      const sdk = NodeSdk.layer(() => ({
+        resource: resourceOf(options),
+        spanProcessor: restoreArrayAttributes(new SimpleSpanProcessor(exporter))
+      }))
+      const spans = Layer.succeed(InMemorySpans, {
+        spans: Effect.sync(() => exporter.getFinishedSpans().slice()),
+        reset: Effect.sync(() => exporter.reset())
+      })
+      return Layer.merge(spans, Layer.discard(sdk))
+    })
+  )
+
+// ---------------------------------------------------------------------------
+// OTLP
+// ---------------------------------------------------------------------------
+
+export interface OtlpOptions extends ResourceOptions {
+  /** The collector's base URL, e.g. http://localhost:4318 (paths /v1/traces and /v1/metrics are added). */
+  readonly endpoint: string
+  readonly headers?: Record<string, string> | undefined
+  /** How often batches are sent. Default 5 seconds for spans, 10 for metrics. */
+  readonly exportInterval?: Duration.DurationInput | undefined
+  /** How long shutdown may take to flush what is left. Default 3 seconds. */
+  readonly shutdownTimeout?: Duration.DurationInput | undefined
+}
+
+/**
+ * Exports spans and Effect metrics over OTLP/HTTP (JSON) with the fetch HttpClient.
+ * What is still buffered is flushed when the layer's scope closes.
+ */
+export const layerOtlp = (options: OtlpOptions): Layer.Layer<never> =>
+  Otlp.layerJson({
+    baseUrl: options.endpoint,
+    resource: resourceOf(options),
+    ...(options.headers === undefined ? {} : { headers: options.headers }),
+    ...(options.exportInterval === undefined
+      ? {}
+      : { tracerExportInterval: options.exportInterval, metricsExportInterval: options.exportInterval }),
+    ...(options.shutdownTimeout === undefined ? {} : { shutdownTimeout: options.shutdownTimeout })
+  }).pipe(Layer.provide(FetchHttpClient.layer))
+
+/**
+ * `layerOtlp` when an endpoint is configured (default: `PAGANTIC_OTLP_ENDPOINT`),
+ * no export at all otherwise. The service name comes from `PAGANTIC_SERVICE_NAME`
+ * (default "pagantic").
+ */
+export const layerConfig = (
+  config: {
+    readonly endpoint?: Config.Config<Option.Option<string>>
+    readonly serviceName?: Config.Config<string>
+  } = {}
+): Layer.Layer<never, ConfigError.ConfigError> =>
+  Layer.unwrapEffect(
+    Effect.gen(function* () {
+      const endpoint = yield* (config.endpoint ?? Config.option(Config.nonEmptyString("PAGANTIC_OTLP_ENDPOINT")))
+      const serviceName = yield* (config.serviceName ?? Config.withDefault(Config.string("PAGANTIC_SERVICE_NAME"), "pagantic"))
+      return Option.isSome(endpoint) ? layerOtlp({ endpoint: endpoint.value, serviceName }) : Layer.empty
+    })
+  )
+
+// ---------------------------------------------------------------------------
+// Metrics through Effect's Metric module
+// ---------------------------------------------------------------------------
+
+/** Latency of a layer's unit of work, in milliseconds, tagged `layer`. */
+export const latency = Metric.histogram(
+  "pagantic.latency_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
+  "Latency of one unit of work per pagantic layer (inference, tool, ...)"
+)
+
+/** Tokens per inference, tagged `gen_ai.token.type` (input or output), as OpenTelemetry's gen_ai conventions name it. */
+export const tokenUsage = Metric.counter("gen_ai.client.token.usage", {
+  description: "Tokens used by inference, by type"
+})
+
+/** The counter a name of the Metrics service (`tool_calls`, `retries`, `votes`...) is exported as. */
+export const counter = (name: string): Metric.Metric.Counter<number> =>
+  Metric.counter(`pagantic.${name}`, { description: `pagantic ${name.replaceAll("_", " ")}` })
+
+/** Cost of inference in the price table's currency, tagged `gen_ai.request.model`. */
+export const cost = Metric.counter("pagantic.cost", { description: "Inference cost from the per-model price table" })
+
+/**
+ * A Metrics service that keeps the in-memory snapshot and also updates Effect's
+ * metrics (exported by `layerOtlp`, readable with `Metric.value`).
+ */
+export const makeMetrics: Effect.Effect<MetricsService> = Effect.map(Observe.makeMetrics, (memory) => ({
+  recordLatency: (layer, millis) =>
+    Effect.zipRight(memory.recordLatency(layer, millis), Metric.update(Metric.tagged(latency, "layer", layer), millis)),
+  recordTokens: (usage) =>
+    Effect.all(
+      [
+        memory.recordTokens(usage),
+        Metric.incrementBy(Metric.tagged(tokenUsage, "gen_ai.token.type", "input"), usage.promptTokens),
+        Metric.incrementBy(Metric.tagged(tokenUsage, "gen_ai.token.type", "output"), usage.outputTokens)
+      ],
+      { discard: true }
+    ),
+  increment: (name, delta = 1) => Effect.zipRight(memory.increment(name, delta), Metric.incrementBy(counter(name), delta)),
+  snapshot: memory.snapshot
+}))
+
+export const metrics: Layer.Layer<Metrics> = Layer.effect(Metrics, makeMetrics)
+
+/** A CostTracker over a per-model price table that also adds to the `pagantic.cost` metric. */
+export const makeCostTracker = (prices: Readonly<Record<string, Price>>): Effect.Effect<CostTrackerService> =>
+  Effect.map(Observe.makeCostTracker(prices), (tracker) => ({
+    recordUsage: (model, usage) => {
+      const price = prices[model]
+      const amount =
+        price === undefined
+          ? 0
+          : (usage.promptTokens * price.promptPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
+      return Effect.zipRight(
+        tracker.recordUsage(model, usage),
+        amount === 0 ? Effect.void : Metric.incrementBy(Metric.tagged(cost, "gen_ai.request.model", model), amount)
+      )
+    },
+    totalCost: tracker.totalCost
+  }))
+
+export const costTracker = (prices: Readonly<Record<string, Price>> = {}): Layer.Layer<CostTracker> =>
+  Layer.effect(CostTracker, makeCostTracker(prices))
+
+/** Events in memory, metrics through Effect's Metric module, and cost from `prices`. */
+export const layerObserve = (
+  prices: Readonly<Record<string, Price>> = {}
+): Layer.Layer<EventLog | Metrics | CostTracker> =>
+  Layer.mergeAll(Observe.eventLogMemory, metrics, costTracker(prices))
