@@ -16,9 +16,10 @@
 import type * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type * as HttpServer from "@effect/platform/HttpServer"
-import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
@@ -83,34 +84,76 @@ interface BodyProblem {
   readonly message: string
 }
 
+/**
+ * Reads the body as text, at most `maxBytes`. Past the limit the rest is drained
+ * and dropped (not destroyed, which would cut the connection before the 413).
+ */
+const readText = (
+  request: HttpServerRequest.HttpServerRequest,
+  maxBytes: number
+): Effect.Effect<string, BodyProblem> =>
+  Effect.async<string, BodyProblem>((resume) => {
+    const source = NodeHttpServerRequest.toIncomingMessage(request)
+    const chunks: Array<Buffer> = []
+    let size = 0
+    let settled = false
+    const detach = () => {
+      source.off("data", onData)
+      source.off("end", onEnd)
+      source.off("error", onError)
+    }
+    const settle = (result: Effect.Effect<string, BodyProblem>) => {
+      if (settled) return
+      settled = true
+      detach()
+      resume(result)
+    }
+    function onData(chunk: Buffer) {
+      size += chunk.length
+      if (size <= maxBytes) {
+        chunks.push(chunk)
+        return
+      }
+      settle(Effect.fail(tooLarge(maxBytes)))
+      source.resume()
+    }
+    function onEnd() {
+      settle(Effect.succeed(Buffer.concat(chunks).toString("utf8")))
+    }
+    function onError() {
+      settle(Effect.fail({ status: 400, message: "The request body could not be read" }))
+    }
+    if (source.readableEnded) {
+      settle(Effect.fail({ status: 400, message: "The request body was already consumed" }))
+      return
+    }
+    source.on("data", onData)
+    source.on("end", onEnd)
+    source.on("error", onError)
+    return Effect.sync(detach)
+  })
+
+const tooLarge = (maxBytes: number): BodyProblem => ({
+  status: 413,
+  message: `The request body exceeds the limit of ${maxBytes} bytes`
+})
+
 const readJson = (
   request: HttpServerRequest.HttpServerRequest,
   maxBytes: number
 ): Effect.Effect<unknown, BodyProblem> => {
-  const tooLarge: BodyProblem = {
-    status: 413,
-    message: `The request body exceeds the limit of ${maxBytes} bytes`
-  }
   const declared = Number(request.headers["content-length"])
-  if (Number.isFinite(declared) && declared > maxBytes) return Effect.fail(tooLarge)
-  return request.text.pipe(
-    HttpServerRequest.withMaxBodySize(Option.some(maxBytes)),
-    Effect.mapError((error): BodyProblem =>
-      error.cause instanceof Error && error.cause.message.includes("maxBytes")
-        ? tooLarge
-        : { status: 400, message: "The request body could not be read" }
-    ),
-    Effect.flatMap((text) =>
-      text.trim() === ""
-        ? Effect.fail<BodyProblem>({ status: 400, message: "The request body is empty: send a JSON object" })
-        : Effect.try({
-            try: (): unknown => JSON.parse(text),
-            catch: (e): BodyProblem => ({
-              status: 400,
-              message: `The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`
-            })
+  if (Number.isFinite(declared) && declared > maxBytes) return Effect.fail(tooLarge(maxBytes))
+  return Effect.flatMap(readText(request, maxBytes), (text) =>
+    text.trim() === ""
+      ? Effect.fail<BodyProblem>({ status: 400, message: "The request body is empty: send a JSON object" })
+      : Effect.try({
+          try: (): unknown => JSON.parse(text),
+          catch: (e): BodyProblem => ({
+            status: 400,
+            message: `The request body is not valid JSON: ${e instanceof Error ? e.message : String(e)}`
           })
-    )
+        })
   )
 }
 
