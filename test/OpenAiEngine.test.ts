@@ -6,10 +6,12 @@
  * the one test that checks a 1 s Retry-After.
  */
 import { FetchHttpClient } from "@effect/platform"
+import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpClient from "@effect/platform/HttpClient"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import type * as Duration from "effect/Duration"
@@ -22,8 +24,11 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import { InferenceFailure } from "../src/domain/Failure.js"
+import * as Http from "../src/adapters/Http.js"
+import * as Live from "../src/adapters/Live.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
+import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as OpenAiEngine from "../src/layers/OpenAiEngine.js"
 import type { Service, StreamPart } from "../src/services/Engine.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
@@ -641,4 +646,62 @@ describe("OpenAiEngine", () => {
     expect(OpenAiEngine.apiUrl("http://h:8080")).toBe("http://h:8080/v1")
     expect(OpenAiEngine.apiUrl("https://api.example.com/v1/")).toBe("https://api.example.com/v1")
   })
+})
+
+// ---------------------------------------------------------------------------
+// End to end: the project's own HTTP adapter on loopback, the bundled model behind it
+// ---------------------------------------------------------------------------
+
+describe("OpenAiEngine end to end: adapters/Http on LlamaEngine (bundled model)", () => {
+  it.live(
+    "infer, stream, a json_schema request and a rejected request, through the project's server",
+    () =>
+      Effect.scoped(
+        Effect.gen(function*() {
+          const context = yield* Layer.build(
+            Http.layer({ port: 0 }).pipe(
+              Layer.provideMerge(Live.layer({ engine: LlamaEngine.layer({ threads: 1 }), tools: [] }))
+            )
+          )
+          const address = Context.get(context, HttpServer.HttpServer).address
+          if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+          const engine = yield* engineAt(`http://127.0.0.1:${address.port}`, {
+            model: "pagantic-tiny",
+            timeout: "20 seconds",
+            retry: { times: 0 }
+          })
+
+          const result = yield* engine.infer(ask("Hello", { maxTokens: 8, temperature: 0 }))
+          expect(typeof result.content).toBe("string")
+          expect(result.toolCalls).toEqual([])
+          expect(["stop", "length"]).toContain(result.finishReason)
+          expect(result.usage.outputTokens).toBeGreaterThan(0)
+          expect(result.usage.outputTokens).toBeLessThanOrEqual(8)
+          expect(result.usage.promptTokens).toBeGreaterThan(0)
+          expect(result.usage.tokensPerSecond).toBeGreaterThan(0)
+
+          const parts = yield* collect(engine.stream(ask("Hello", { maxTokens: 8, temperature: 0 })))
+          const last = parts[parts.length - 1]
+          if (last._tag !== "Finish") return yield* Effect.dieMessage("the stream did not end with Finish")
+          const deltas = parts.flatMap((p) => (p._tag === "TextDelta" ? [p.text] : []))
+          expect(deltas.length).toBeGreaterThan(1)
+          expect(deltas.join("")).toBe(last.result.content)
+          expect(last.result.usage.outputTokens).toBeGreaterThan(0)
+          expect(last.result.usage.outputTokens).toBeLessThanOrEqual(8)
+
+          const structured = yield* engine.infer(ask("I loved it. Sentiment?", {
+            schema: JsonSchema.object({ label: JsonSchema.enumOf(["positive", "negative"]) }),
+            maxTokens: 32,
+            temperature: 0
+          }))
+          const parsed = JSON.parse(structured.content) as { label: string }
+          expect(["positive", "negative"]).toContain(parsed.label)
+
+          const rejected = yield* Effect.flip(engine.infer(ask("Hello", { options: { n: 2 } })))
+          expect([rejected.code, rejected.retryable, rejected.details.status]).toEqual(["INFERENCE_ENGINE_ERROR", false, 400])
+          expect(rejected.details.body).toContain("only 1 choice")
+        })
+      ).pipe(Effect.timeout("40 seconds"), Effect.orDie),
+    45_000
+  )
 })
