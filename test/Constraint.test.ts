@@ -193,6 +193,8 @@ describe("Constraint.enforce with a raw JSON Schema", () => {
         expect(trail.value).toEqual({ sentiment: "negative", confidence: 0 })
         const cut = yield* c.enforce('Answer: {"confidence": 0.5, "sentiment": "neutral"', t)
         expect(cut.value).toEqual({ sentiment: "neutral", confidence: 0.5 })
+        // a stray bracket after prose is not an answer
+        expect((yield* Effect.flip(c.enforce("not json at all {", t))).code).toBe("CONSTRAINT_JSON_INVALID")
         // a truncated block keeps everything after its last closing bracket
         const nested = yield* c.repair('x {"a": [1], "b": [2')
         expect(JSON.parse(nested.text)).toEqual({ a: [1], b: [2] })

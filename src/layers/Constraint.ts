@@ -97,6 +97,8 @@ const repairCandidates = (text: string): ReadonlyArray<string> => {
   const start = trimmed.search(/[[{]/)
   if (start <= 0 || trimmed.startsWith("```")) return [text]
   const block = trimmed.slice(start)
+  // A stray bracket after prose is not an answer.
+  if (/^[\s[\]{}]*$/.test(block)) return [text]
   const close = Math.max(block.lastIndexOf("}"), block.lastIndexOf("]"))
   return close > 0 && close < block.length - 1 ? [block, block.slice(0, close + 1), text] : [block, text]
 }
