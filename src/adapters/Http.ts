@@ -15,13 +15,16 @@
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import type * as HttpServer from "@effect/platform/HttpServer"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import * as HttpServer from "@effect/platform/HttpServer"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -432,4 +435,30 @@ export const layer = (options: Options = {}) =>
     )
   )
 
-export type Server = HttpServer.HttpServer
+/**
+ * The adapter configured from the environment: PAGANTIC_PORT (default 8080),
+ * PAGANTIC_HOST (default 127.0.0.1), PAGANTIC_MAX_BODY_BYTES (default 1 MiB),
+ * PAGANTIC_REQUEST_TIMEOUT (default 5 minutes, e.g. "90 seconds"). It logs the
+ * address it listens on.
+ */
+export const layerConfig = () =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Config.all({
+        port: Config.withDefault(Config.integer("PAGANTIC_PORT"), defaults.port),
+        host: Config.withDefault(Config.string("PAGANTIC_HOST"), defaults.host),
+        maxBodyBytes: Config.withDefault(Config.integer("PAGANTIC_MAX_BODY_BYTES"), defaults.maxBodyBytes),
+        requestTimeout: Config.withDefault(Config.duration("PAGANTIC_REQUEST_TIMEOUT"), defaults.requestTimeout)
+      }),
+      (options) => HttpServer.withLogAddress(layer(options))
+    )
+  )
+
+/** Serves until interrupted (for `pagantic serve` and `serve.ts`): the facade and engine come from `system`. */
+export const serve = <E>(
+  system: Layer.Layer<PaganticSystem | Engine, E>,
+  options?: Options
+): Effect.Effect<never, E | ServeError | ConfigError.ConfigError> =>
+  Layer.launch(
+    (options === undefined ? layerConfig() : HttpServer.withLogAddress(layer(options))).pipe(Layer.provide(system))
+  )
