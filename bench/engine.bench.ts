@@ -92,7 +92,20 @@ const direct = Effect.gen(function*() {
       const response = await chat.generateResponse(history, options)
       return { text: response.response, outputTokens: chat.sequence.tokenMeter.diff(before).usedOutputTokens }
     })
-  return { generate }
+  // Five more chats on their own sequences, for the parallel reference.
+  const replicas = Array.from(
+    { length: 5 },
+    () => new LlamaChat({ contextSequence: context.getSequence(), chatWrapper: new PaganticChatWrapper() })
+  )
+  const sample = (replica: number, prompt: string, maxTokens: number, seed: number) =>
+    Effect.promise(() =>
+      replicas[replica]!.generateResponse([
+        { type: "system", text: SYSTEM },
+        { type: "user", text: prompt },
+        { type: "model", response: [] }
+      ], { maxTokens, temperature: 0.8, seed })
+    )
+  return { generate, sample }
 })
 
 // ---------------------------------------------------------------------------
@@ -248,6 +261,35 @@ const redundant = (rounds: number) =>
     } satisfies Row
   }).pipe(Effect.provide(ConstraintLive.layer))
 
+/** The same five sampled chat replicas through node-llama-cpp directly: the ceiling of the machine and library. */
+const parallelDirect = (rounds: number) =>
+  Effect.gen(function*() {
+    const baseline = yield* direct
+    const five = (round: number) =>
+      Array.from(
+        { length: 5 },
+        (_, i) => baseline.sample(i, PROMPTS[round % PROMPTS.length]!, 64, 1000 * round + i)
+      )
+    yield* Effect.all(five(rounds), { concurrency: "unbounded" })
+    const sequential: Array<number> = []
+    const concurrent: Array<number> = []
+    const ratios: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      sequential.push((yield* timed(Effect.all(five(round), { concurrency: 1 }))).ms)
+      concurrent.push((yield* timed(Effect.all(five(round), { concurrency: "unbounded" }))).ms)
+      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
+    }
+    const ratio = median(ratios)
+    return {
+      name: "reference: node-llama-cpp direct, 5 sampled chat replicas on 5 sequences",
+      ours: `${fmt(median(concurrent))} ms concurrent`,
+      baseline: `${fmt(median(sequential))} ms one after another`,
+      ratio,
+      goal: "(reference)",
+      met: ratio <= 0.45
+    } satisfies Row
+  }).pipe(Effect.scoped)
+
 const multiTurn = (turns: number) =>
   Effect.gen(function*() {
     const engine = yield* Engine
@@ -304,6 +346,7 @@ export const run = Effect.gen(function*() {
       9
     )
   )
+  rows.push(yield* parallelDirect(9))
   rows.push(
     yield* parallel(
       "5 different prompts, 128 tokens each under a grammar",
