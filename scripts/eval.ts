@@ -1,0 +1,161 @@
+/**
+ * `npm run eval`: what the bundled model does on held-out sets the training never
+ * saw, measured through the library itself (the real llama.cpp engine, the real
+ * loops), not through node-llama-cpp directly:
+ *
+ *   sentiment   Structured (ChatStructured) with the JSON-schema grammar, greedy
+ *   calculator  AgentLoop with the calculator tool: the final answer must be right
+ *   voting      at a sampling temperature, one structured call versus a
+ *               RedundantLoop of N=5 with majority voting, on the same reviews
+ *
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 1.2]
+ */
+import * as fs from "node:fs"
+import * as path from "node:path"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Constraint from "../src/layers/Constraint.js"
+import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
+import * as ToolRegistry from "../src/layers/ToolRegistry.js"
+import { calculator } from "../src/layers/tools/Calculator.js"
+import * as AgentLoop from "../src/programs/AgentLoop.js"
+import * as RedundantLoop from "../src/programs/RedundantLoop.js"
+import * as RetryPolicy from "../src/programs/RetryPolicy.js"
+import * as Structured from "../src/programs/Structured.js"
+import * as Message from "../src/domain/Message.js"
+import type { JsonSchema } from "../src/domain/JsonSchema.js"
+
+const arg = (name: string): string | undefined => {
+  const i = process.argv.indexOf(`--${name}`)
+  return i >= 0 ? process.argv[i + 1] : undefined
+}
+const limit = Number(arg("limit") ?? Infinity)
+const temperature = Number(arg("temperature") ?? 1.2)
+const votes = Number(arg("n") ?? 5)
+const modelPath = arg("model")
+
+const root = path.resolve(import.meta.dirname, "..")
+const readJsonl = <A>(file: string): ReadonlyArray<A> =>
+  fs
+    .readFileSync(path.join(root, "training", "eval", file), "utf8")
+    .split("\n")
+    .filter((l) => l.trim() !== "")
+    .map((l) => JSON.parse(l) as A)
+    .slice(0, limit)
+
+interface Review {
+  readonly review: string
+  readonly label: string
+}
+interface Question {
+  readonly question: string
+  readonly expression: string
+  readonly result: string
+  readonly answer: string
+}
+
+const schema = BUNDLED_SENTIMENT_SCHEMA as unknown as JsonSchema
+const system = [Message.system("Classify the sentiment of the review.")]
+const labelOf = (value: unknown) => (value as { sentiment?: string }).sentiment
+
+const pct = (k: number, n: number) => `${k}/${n} (${n === 0 ? "-" : ((100 * k) / n).toFixed(1)}%)`
+
+const sentiment = (file: string) =>
+  Effect.gen(function* () {
+    const reviews = readJsonl<Review>(file)
+    const outcomes = yield* Effect.forEach(
+      reviews,
+      (r) =>
+        Structured.run([...system, Message.user(r.review)], {
+          schema,
+          temperature: 0,
+          maxTokens: 24,
+          retry: RetryPolicy.none
+        }).pipe(
+          Effect.map((res) => labelOf(res.value) === r.label),
+          Effect.orElseSucceed(() => false)
+        ),
+      { concurrency: 4 }
+    )
+    return { correct: outcomes.filter(Boolean).length, total: reviews.length }
+  })
+
+const tools = Effect.gen(function* () {
+  const questions = readJsonl<Question>("calculator.jsonl")
+  let called = 0
+  let rightArgs = 0
+  let rightAnswer = 0
+  for (const q of questions) {
+    const agent = yield* AgentLoop.make({ maxToolIterations: 3, temperature: 0, maxTokens: 48 })
+    const turn = yield* Effect.either(agent.chat(q.question))
+    if (turn._tag === "Left") continue
+    const call = turn.right.toolCalls[0]
+    if (call !== undefined && call.name === "calculator") called++
+    if (call !== undefined && String(call.arguments.expression).replace(/\s+/g, "") === q.expression.replace(/\s+/g, "")) {
+      rightArgs++
+    }
+    if (turn.right.content.trim() === q.answer || turn.right.content.includes(q.result)) rightAnswer++
+  }
+  return { called, rightArgs, rightAnswer, total: questions.length }
+})
+
+const voting = Effect.gen(function* () {
+  const reviews = readJsonl<Review>("sentiment.jsonl")
+  const single = yield* Effect.forEach(
+    reviews,
+    (r) =>
+      Structured.run([...system, Message.user(r.review)], { schema, temperature, maxTokens: 24, retry: RetryPolicy.none }).pipe(
+        Effect.map((res) => labelOf(res.value) === r.label),
+        Effect.orElseSucceed(() => false)
+      ),
+    { concurrency: 2 }
+  )
+  const voted = yield* Effect.forEach(
+    reviews,
+    (r) =>
+      RedundantLoop.run(r.review, {
+        schema,
+        systemPrompt: "Classify the sentiment of the review.",
+        n: votes,
+        temperature,
+        maxTokens: 24
+      }).pipe(
+        Effect.map((res) => labelOf(res.value) === r.label),
+        Effect.orElseSucceed(() => false)
+      ),
+    { concurrency: 1 }
+  )
+  return { single: single.filter(Boolean).length, voted: voted.filter(Boolean).length, total: reviews.length }
+})
+
+const program = Effect.gen(function* () {
+  const started = Date.now()
+  const model = yield* Effect.flatMap(
+    Effect.serviceOption((yield* Effect.promise(() => import("../src/services/Engine.js"))).Engine),
+    (e) => (e._tag === "Some" ? e.value.modelInfo : Effect.dieMessage("no engine"))
+  )
+  console.log(`model: ${model.name} (context ${model.contextWindow}), greedy unless noted\n`)
+  const s1 = yield* sentiment("sentiment.jsonl")
+  console.log(`sentiment, held-out synthetic:    ${pct(s1.correct, s1.total)}   goal >= 95%`)
+  const s2 = yield* sentiment("sentiment-handwritten.jsonl")
+  console.log(`sentiment, handwritten reviews:   ${pct(s2.correct, s2.total)}`)
+  const t = yield* tools
+  console.log(`calculator via AgentLoop:         called ${pct(t.called, t.total)}, right arguments ${pct(t.rightArgs, t.total)}`)
+  console.log(`                                  right final answer ${pct(t.rightAnswer, t.total)}   goal >= 90%`)
+  const v = yield* voting
+  console.log(`sentiment at temperature ${temperature}:     single-shot ${pct(v.single, v.total)}`)
+  console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
+  console.log(`\n(${((Date.now() - started) / 1000).toFixed(1)} s)`)
+})
+
+const Live = Layer.mergeAll(
+  LlamaEngine.layer(modelPath === undefined ? {} : { modelPath }),
+  Constraint.layer,
+  ToolRegistry.layer([calculator])
+)
+
+Effect.runPromise(program.pipe(Effect.provide(Live))).catch((error) => {
+  console.error(error)
+  process.exit(1)
+})
