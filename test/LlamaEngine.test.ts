@@ -17,15 +17,21 @@ import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
+import type { ChatWrapperGenerateContextStateOptions } from "node-llama-cpp"
 import type { InferenceFailure } from "../src/domain/Failure.js"
 import * as Message from "../src/domain/Message.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { toChatHistory } from "../src/layers/llama/ChatHistory.js"
 import * as SequencePool from "../src/layers/llama/SequencePool.js"
-import { BUNDLED_CALCULATOR_TOOL, BUNDLED_MODEL_NAME } from "../src/layers/llama/PaganticChatWrapper.js"
+import {
+  BUNDLED_CALCULATOR_TOOL,
+  BUNDLED_MODEL_NAME,
+  PaganticChatWrapper
+} from "../src/layers/llama/PaganticChatWrapper.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import type { StreamPart } from "../src/services/Engine.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
+import { writeTinyModel } from "./fixtures/llamaTinyModel.js"
 
 /** A grammar with no accepting end: generation can only stop at maxTokens or by interruption. */
 const ENDLESS = "root ::= [a-z] root"
@@ -407,6 +413,34 @@ describe("LlamaEngine loading", () => {
       const after = yield* Effect.flip(engine.infer(request({ grammar: ENDLESS, maxTokens: 3 })))
       expect(after.code).toBe("INFERENCE_ENGINE_ERROR")
     }))
+
+  it.live("any GGUF model works: a foreign model gets the chat wrapper of its template", () =>
+    Effect.gen(function*() {
+      const modelPath = writeTinyModel({ name: "some-other-model" })
+      const engine = yield* Layer.build(LlamaEngine.layer({ modelPath, sequences: 1 })).pipe(
+        Effect.map((context) => Context.get(context, Engine))
+      )
+      expect((yield* engine.modelInfo).name).toBe("some-other-model")
+      const result = yield* engine.infer(request({ grammar: `root ::= "yes" | "no"`, maxTokens: 5 }))
+      expect(["yes", "no"]).toContain(result.content)
+    }).pipe(Effect.scoped))
+
+  it.live("an explicit chat wrapper is the one used", () =>
+    Effect.gen(function*() {
+      class CountingWrapper extends PaganticChatWrapper {
+        rendered = 0
+        override generateContextState(options: ChatWrapperGenerateContextStateOptions) {
+          this.rendered++
+          return super.generateContextState(options)
+        }
+      }
+      const chatWrapper = new CountingWrapper()
+      const engine = yield* Layer.build(LlamaEngine.layer({ sequences: 1, chatWrapper })).pipe(
+        Effect.map((context) => Context.get(context, Engine))
+      )
+      yield* engine.infer(request({ maxTokens: 3 }))
+      expect(chatWrapper.rendered).toBeGreaterThan(0)
+    }).pipe(Effect.scoped))
 
   it.live("the config layer reads PAGANTIC_MODEL_PATH", () =>
     Effect.gen(function*() {
