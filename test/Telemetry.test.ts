@@ -98,7 +98,17 @@ describe("Telemetry", () => {
       const spans = yield* Effect.flatMap(Telemetry.InMemorySpans, (m) => m.spans)
       const tree = requestTree(spans, "req-tel-1")
       const all = flatten(tree)
-      console.log(render(tree).join("\n"))
+      expect(render(tree)).toEqual([
+        "Facade.run",
+        "  lifecycle INIT",
+        "  lifecycle PREPARE",
+        "  lifecycle EXECUTE",
+        "  AgentLoop.chatStream",
+        `    chat ${model}`,
+        "    execute_tool add",
+        `    chat ${model}`,
+        "  lifecycle COMPLETE"
+      ])
 
       // the request span is the root of the whole request: no parent, every span of the trace under it
       expect(parentOf(tree.span)).toBeUndefined()
@@ -126,11 +136,13 @@ describe("Telemetry", () => {
       for (let i = 0; i + 1 < states.length; i++) expect(endNanos(states[i]!)).toBeLessThanOrEqual(startNanos(states[i + 1]!))
       expect(states.every((s) => attr(s, "pagantic.request_id") === "req-tel-1")).toBe(true)
 
-      // every span of the request carries its correlation ids
-      const ours = all.filter((s) => s.name !== "Facade.run")
-      expect(ours.length).toBeGreaterThan(6)
-      for (const s of ours.filter((s) => s.attributes["pagantic.request_id"] !== undefined)) {
+      // every span of the request carries its correlation ids (the loop's own span: its session)
+      expect(all).toHaveLength(9)
+      for (const s of all) {
         expect(s.attributes["pagantic.session_id"]).toBe("sess-tel-1")
+        if (s.name !== "AgentLoop.chatStream") {
+          expect(s.attributes).toMatchObject({ "pagantic.request_id": "req-tel-1", "pagantic.trace_id": "trace-tel-1" })
+        }
       }
 
       // two inferences with the gen_ai conventions
@@ -177,6 +189,9 @@ describe("Telemetry", () => {
       // metrics: the Metrics service and Effect's Metric registry
       const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
       expect(snapshot.counters["tool_calls"]).toBe(1)
+      expect(snapshot.counters["requests"]).toBe(1)
+      expect(snapshot.counters["request_errors"]).toBeUndefined()
+      expect(snapshot.latencies["request"]).toHaveLength(1)
       expect(snapshot.latencies["inference"]).toHaveLength(2)
       expect(snapshot.latencies["tool"]).toHaveLength(1)
       expect([snapshot.promptTokens, snapshot.outputTokens]).toEqual([20, 6])
@@ -222,7 +237,20 @@ describe("Telemetry", () => {
       )
       expect(response.error).toBeUndefined()
       const tree = requestTree(yield* Effect.flatMap(Telemetry.InMemorySpans, (m) => m.spans), "req-plan-1")
-      console.log(render(tree).join("\n"))
+      expect(render(tree)).toEqual([
+        "Facade.run",
+        "  lifecycle INIT",
+        "  lifecycle PLAN",
+        "  lifecycle PREPARE",
+        "  lifecycle EXECUTE",
+        "  PlanExecutor.execute",
+        "    PlanExecutor.step",
+        "      execute_tool add",
+        "    PlanExecutor.step",
+        `      chat ${model}`,
+        "  lifecycle VALIDATE",
+        "  lifecycle COMPLETE"
+      ])
       const all = flatten(tree)
 
       const states = tree.children.filter((c) => c.span.name.startsWith("lifecycle ")).map((c) => c.span.name)
@@ -257,7 +285,65 @@ describe("Telemetry", () => {
         "pagantic.request_id": "req-plan-1"
       })
       expect(yield* Effect.flatMap(CostTracker, (c) => c.totalCost)).toBeGreaterThan(0)
+      const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
+      expect(snapshot.latencies["plan_step"]).toHaveLength(2)
+      expect(snapshot.latencies["inference"]).toHaveLength(1)
     }).pipe(Effect.provide(system([ScriptedEngine.reply("Five is 2 + 3.")])))
+  )
+
+  it.live("a redundant request: one inference span per replica under the request, the vote on the request span and in the metrics", () =>
+    Effect.gen(function* () {
+      const votesBefore = yield* counterValue(Telemetry.counter("votes"))
+      const response = yield* Effect.flatMap(PaganticSystem, (s) =>
+        s.run(
+          decode({
+            mode: "redundant",
+            requestId: "req-vote-1",
+            messages: [{ role: "user", content: "I love it" }],
+            output: {
+              schema: {
+                type: "object",
+                properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
+                required: ["sentiment"]
+              }
+            },
+            redundancy: { n: 3 }
+          })
+        )
+      )
+      expect(response.error).toBeUndefined()
+      expect(response.confidence).toBeCloseTo(2 / 3)
+      const tree = requestTree(yield* Effect.flatMap(Telemetry.InMemorySpans, (m) => m.spans), "req-vote-1")
+      expect(render(tree).filter((line) => !line.includes("lifecycle"))).toEqual([
+        "Facade.run",
+        "  RedundantLoop.run",
+        ...Array.from({ length: 3 }, () => ["    Structured.run", `      chat ${model}`, "      Constraint.enforce"]).flat(),
+        "    MajorityVoting.vote"
+      ])
+      const inferences = flatten(tree).filter((s) => s.name === `chat ${model}`)
+      expect(inferences).toHaveLength(3)
+      expect(inferences.every((s) => attr(s, "pagantic.request_id") === "req-vote-1" && attr(s, "pagantic.request.schema") === true)).toBe(true)
+      expect(tree.span.attributes).toMatchObject({
+        "pagantic.vote.candidates": 3,
+        "pagantic.vote.replicas": 3,
+        "gen_ai.usage.input_tokens": 30
+      })
+      expect(attr(tree.span, "pagantic.vote.confidence")).toBeCloseTo(2 / 3)
+      const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
+      expect(snapshot.counters["votes"]).toBe(1)
+      expect(snapshot.counters["vote_candidates"]).toBe(3)
+      expect(snapshot.latencies["inference"]).toHaveLength(3)
+      expect((yield* counterValue(Telemetry.counter("votes"))) - votesBefore).toBe(1)
+      expect(yield* Effect.flatMap(CostTracker, (c) => c.totalCost)).toBeGreaterThan(0)
+    }).pipe(
+      Effect.provide(
+        system([
+          ScriptedEngine.reply('{"sentiment":"positive"}'),
+          ScriptedEngine.reply('{"sentiment":"negative"}'),
+          ScriptedEngine.reply('{ "sentiment" : "positive" }')
+        ])
+      )
+    )
   )
 
   it.live("a failed request: the inference span records the error, the lifecycle ends in an ERROR span with its code", () =>

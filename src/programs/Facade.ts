@@ -15,6 +15,7 @@
  * ContextProvider, ConversationStore, Planner, EventLog, Metrics, IdGenerator.
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -434,6 +435,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       run: RunOptions
     ): Effect.Effect<Execution> =>
       Effect.gen(function* () {
+        const startedAt = yield* Clock.currentTimeMillis
         const tracker = yield* Lifecycle.makeTracker
         const partial = yield* Ref.make("")
         const signal = yield* Deferred.make<void>()
@@ -519,6 +521,17 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           ...(response.stopReason === undefined ? {} : { "pagantic.stop_reason": response.stopReason }),
           ...(response.error === undefined ? {} : { [Spans.Pagantic.errorCode]: response.error.code })
         })
+        const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+        yield* withMetrics((m) =>
+          Effect.all(
+            [
+              m.recordLatency("request", durationMs),
+              m.increment("requests"),
+              response.error === undefined ? Effect.void : m.increment("request_errors")
+            ],
+            { discard: true }
+          )
+        )
         return {
           response,
           state: yield* tracker.state,

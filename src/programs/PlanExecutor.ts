@@ -61,7 +61,7 @@ import * as Message from "../domain/Message.js"
 import * as Plan from "../domain/Plan.js"
 import { ContextProvider, Retriever } from "../services/Context.js"
 import { Engine, InferenceRequest, InferenceResult } from "../services/Engine.js"
-import { recordEvent, withCorrelation } from "../services/Observe.js"
+import { recordEvent, withCorrelation, withMetrics } from "../services/Observe.js"
 import { renderContext } from "../services/PromptProvider.js"
 import { Candidate, Reranker, RerankInput } from "../services/Reranker.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
@@ -572,14 +572,20 @@ const build = <H extends ReadonlyArray<StepHandler>>(
             })
           ),
         onSuccess: (r) =>
-          recordEvent((base) =>
-            new Event.Custom({
-              ...base,
-              layer: "orchestrate",
-              action: "plan.step.end",
-              durationMs: r.finishedAt - r.startedAt,
-              data: { step: step.name, type: step.type, success: true, attempts: r.attempts }
-            })
+          Effect.zipRight(
+            recordEvent((base) =>
+              new Event.Custom({
+                ...base,
+                layer: "orchestrate",
+                action: "plan.step.end",
+                durationMs: r.finishedAt - r.startedAt,
+                data: { step: step.name, type: step.type, success: true, attempts: r.attempts }
+              })
+            ),
+            Effect.zipRight(
+              Effect.annotateCurrentSpan(Spans.Pagantic.attempt, r.attempts),
+              withMetrics((m) => m.recordLatency("plan_step", r.finishedAt - r.startedAt))
+            )
           )
       }),
       withCorrelation({ stepName: step.name, causedBy: step.name }),
