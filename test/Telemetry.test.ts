@@ -4,6 +4,7 @@ import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Live from "../src/adapters/Live.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
@@ -12,6 +13,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import { PaganticSystem } from "../src/programs/Facade.js"
 import { CostTracker, Metrics } from "../src/services/Observe.js"
+import * as Tool from "../src/services/ToolRegistry.js"
 import * as Loopback from "./support/loopback.js"
 import { add } from "./support/tools.js"
 
@@ -22,11 +24,11 @@ import { add } from "./support/tools.js"
 const model = "scripted-7b"
 const prices = { [model]: { promptPerMillion: 1_000, outputPerMillion: 2_000 } }
 
-const system = (script: ReadonlyArray<ScriptedEngine.Step>) => {
+const system = (script: ReadonlyArray<ScriptedEngine.Step>, tools: ReadonlyArray<Tool.Tool<any, any>> = [add]) => {
   const observe = Telemetry.layerObserve(prices)
   // one observe layer value: the facade and the test share its instances
   return Layer.mergeAll(
-    Live.layer({ engine: ScriptedEngine.layer(script, { modelName: model }), tools: [add], observe }),
+    Live.layer({ engine: ScriptedEngine.layer(script, { modelName: model }), tools, observe }),
     observe,
     Telemetry.layerInMemory({ serviceName: "pagantic-test" })
   )
@@ -345,6 +347,38 @@ describe("Telemetry", () => {
       )
     )
   )
+
+  it.live("a retried idempotent tool: a span per attempt, each linked to the inference that asked for the call", () => {
+    const calls = Ref.unsafeMake(0)
+    const flaky = Tool.make({
+      name: "flaky",
+      description: "Fails the first time",
+      parameters: Schema.Struct({}),
+      idempotent: true,
+      handler: () => Effect.flatMap(Ref.updateAndGet(calls, (n) => n + 1), (n) => (n === 1 ? Effect.fail("busy") : Effect.succeed("ok")))
+    })
+    return Effect.gen(function* () {
+      const response = yield* Effect.flatMap(PaganticSystem, (s) =>
+        s.run(decode({ mode: "chat", requestId: "req-retry-1", messages: [{ role: "user", content: "go" }] }))
+      )
+      expect(response.error).toBeUndefined()
+      expect(response.toolCallsMade[0]).toMatchObject({ name: "flaky", result: "ok", isError: false })
+      const callId = response.toolCallsMade[0]!.id
+      const all = flatten(requestTree(yield* Effect.flatMap(Telemetry.InMemorySpans, (m) => m.spans), "req-retry-1"))
+      const asking = all.find((s) => s.name === `chat ${model}` && attr(s, "gen_ai.response.finish_reasons")?.toString() === "tool_calls")!
+      const attempts = all.filter((s) => attr(s, "gen_ai.tool.call.id") === callId).sort(byStart)
+      expect(attempts.map((s) => [s.name, attr(s, "pagantic.attempt"), s.status.code])).toEqual([
+        ["execute_tool flaky", 1, 2], // ERROR
+        ["execute_tool flaky", 2, 1] // OK
+      ])
+      for (const s of attempts) expect(s.links.map((l) => l.context.spanId)).toEqual([idOf(asking)])
+      expect((yield* Effect.flatMap(Metrics, (m) => m.snapshot)).counters).toMatchObject({ tool_retries: 1, tool_errors: 1, tool_calls: 1 })
+    }).pipe(
+      Effect.provide(
+        system([ScriptedEngine.toolCalls([{ name: "flaky", arguments: {} }]), ScriptedEngine.reply("done")], [flaky])
+      )
+    )
+  })
 
   it.live("a failed request: the inference span records the error, the lifecycle ends in an ERROR span with its code", () =>
     Effect.gen(function* () {

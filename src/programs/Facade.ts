@@ -413,7 +413,6 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         return yield* executeWith(request, requestId, sessionId, run).pipe(
           withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
           Effect.withSpan("Facade.run", {
-            kind: "server",
             attributes: {
               mode: request.mode,
               requestId,
