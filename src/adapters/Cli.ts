@@ -344,7 +344,8 @@ const repl = (base: Record<string, unknown>) =>
     let sessionId: string | undefined = undefined
     for (;;) {
       const line = yield* io.readLine("> ")
-      if (Option.isNone(line) || line.value.trim() === "/exit") return
+      if (Option.isNone(line)) return yield* print()
+      if (line.value.trim() === "/exit") return
       const text = line.value.trim()
       if (text.length === 0) continue
       const request: SystemRequest = yield* decodeRequest({
@@ -598,9 +599,10 @@ const demo = Command.make("demo", globalOptions, (args) =>
       Effect.gen(function* () {
         const loaded = yield* Clock.currentTimeMillis
         const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
+        const threads = settings.threads ?? (yield* Effect.orElseSucceed(LlamaEngine.config, () => ({ threads: 1 }))).threads ?? 1
         yield* print(
           `model: ${info.name} (${settings.model ?? "the bundled model"}), context ${info.contextWindow} tokens, ` +
-            `${settings.threads ?? "default"} thread(s); loaded in ${seconds(loaded - started)}`
+            `${threads} thread(s); loaded in ${seconds(loaded - started)}`
         )
 
         const chatOk = yield* demoPart(
@@ -669,9 +671,10 @@ const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
 /**
  * Runs the CLI on `process.argv`-style arguments. A CliFailure is printed on
  * stderr before the effect fails with it; @effect/cli prints its own ValidationErrors.
+ * `--n` is accepted for vote's `-n` (@effect/cli spells one-letter options with one dash).
  */
 export const run = (argv: ReadonlyArray<string>) =>
-  Effect.tapError(cli(argv), (error) =>
+  Effect.tapError(cli(argv.map((arg) => (arg === "--n" ? "-n" : arg))), (error) =>
     error._tag === "CliFailure" ? Effect.flatMap(CliIo, (io) => io.error(`error: ${error.message}`)) : Effect.void)
 
 export type RunError = CliFailure | ValidationError.ValidationError

@@ -1,0 +1,438 @@
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import { execFile } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import * as Cli from "../src/adapters/Cli.js"
+import { InferenceFailure } from "../src/domain/Failure.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import { Engine } from "../src/services/Engine.js"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const launcher = path.join(root, "bin", "pagantic.js")
+
+const sentimentSchema = JSON.stringify({
+  type: "object",
+  properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
+  required: ["sentiment"]
+})
+
+const tempFile = (name: string, content: string): string => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-cli-"))
+  const file = path.join(dir, name)
+  fs.writeFileSync(file, content)
+  return file
+}
+
+// ---------------------------------------------------------------------------
+// In process: the command handlers on a ScriptedEngine, output captured
+// ---------------------------------------------------------------------------
+
+interface Run {
+  readonly exit: Exit.Exit<void, Cli.RunError>
+  readonly out: string
+  readonly err: ReadonlyArray<string>
+  readonly requests: ReadonlyArray<import("../src/services/Engine.js").InferenceRequest>
+  /** The engine settings each model load was asked for. */
+  readonly loads: ReadonlyArray<Cli.EngineSettings>
+}
+
+const runCli = (
+  args: ReadonlyArray<string>,
+  options: {
+    readonly script?: ReadonlyArray<ScriptedEngine.Step>
+    readonly stdin?: ReadonlyArray<string>
+    readonly loadFailure?: InferenceFailure
+    readonly whenExhausted?: "fail" | "repeat-last"
+  } = {}
+): Effect.Effect<Run> =>
+  Effect.gen(function* () {
+    const out = yield* Ref.make("")
+    const err = yield* Ref.make<ReadonlyArray<string>>([])
+    const loads = yield* Ref.make<ReadonlyArray<Cli.EngineSettings>>([])
+    const input = [...(options.stdin ?? [])]
+    const { control, engine } = yield* ScriptedEngine.make(
+      options.script ?? [],
+      options.whenExhausted === undefined ? {} : { whenExhausted: options.whenExhausted }
+    )
+    const io = Cli.CliIo.of({
+      write: (text) => Ref.update(out, (o) => o + text),
+      error: (line) => Ref.update(err, (e) => [...e, line]),
+      readLine: (prompt) =>
+        Effect.zipRight(
+          Ref.update(out, (o) => o + prompt),
+          Effect.sync(() => Option.fromNullable(input.shift()))
+        )
+    })
+    const engines = Cli.CliEngine.of({
+      make: (settings) =>
+        Layer.effect(
+          Engine,
+          Effect.zipRight(
+            Ref.update(loads, (l) => [...l, settings]),
+            options.loadFailure === undefined ? Effect.succeed(engine) : Effect.fail(options.loadFailure)
+          )
+        )
+    })
+    const exit = yield* Effect.exit(
+      Cli.run(["node", "pagantic", ...args]).pipe(
+        Effect.provideService(Cli.CliIo, io),
+        Effect.provideService(Cli.CliEngine, engines),
+        Effect.provide(NodeContext.layer)
+      )
+    )
+    return {
+      exit,
+      out: yield* Ref.get(out),
+      err: yield* Ref.get(err),
+      requests: yield* control.requests,
+      loads: yield* Ref.get(loads)
+    }
+  })
+
+const failureOf = (run: Run) =>
+  Exit.isFailure(run.exit) ? Option.getOrUndefined(Cause.failureOption(run.exit.cause)) : undefined
+
+/** A failure the loops do not retry (a retryable one would back off on the TestClock). */
+const boom = new InferenceFailure({
+  code: "INFERENCE_ENGINE_ERROR",
+  retryable: false,
+  message: "llama.cpp generation failed: boom",
+  details: {}
+})
+
+const calculatorTurn = [
+  ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "12 + 7" } }]),
+  ScriptedEngine.reply("The answer is 19.")
+]
+
+describe("Cli (in process, ScriptedEngine)", () => {
+  it.effect("chat: one-shot, streams text, shows the tool call and its result, offers the calculator", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "What is 12 plus 7?"], { script: calculatorTurn })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain(`[tool call] calculator({"expression":"12 + 7"})\n`)
+      expect(run.out).toContain("[tool result] 19\n")
+      expect(run.out).toContain("The answer is 19.")
+      expect(run.out).toContain("(finish; 2 inference(s)")
+      expect(run.requests).toHaveLength(2)
+      expect(run.requests[0]!.tools.map((t) => t.name)).toEqual(["calculator"])
+      expect(run.requests[0]!.messages.at(-1)).toMatchObject({ role: "user", content: "What is 12 plus 7?" })
+      // the tool result went back to the model
+      expect(run.requests[1]!.messages.at(-1)).toMatchObject({ role: "tool", content: "19" })
+      expect(run.loads).toEqual([{}])
+    }))
+
+  it.effect("chat: words of an unquoted prompt, a system prompt and a temperature reach the request", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "--system", "Be brief.", "--temperature", "0.5", "Hello", "there"], {
+        script: [ScriptedEngine.reply("Hello!")]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.requests[0]!.messages.map((m) => [m.role, m.content])).toEqual([
+        ["system", "Be brief."],
+        ["user", "Hello there"]
+      ])
+      expect(run.requests[0]!.temperature).toBe(0.5)
+    }))
+
+  it.effect("chat: interactive, one session across turns, /exit leaves", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat"], {
+        stdin: ["Hello!", "", "What is 12 plus 7?", "/exit", "never read"],
+        script: [ScriptedEngine.reply("Hello! How can I help you today?"), ...calculatorTurn]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain("> Hello! How can I help you today?")
+      expect(run.out).toContain("The answer is 19.")
+      expect(run.requests).toHaveLength(3)
+      // the second turn carries the first: one session
+      const second = run.requests[1]!.messages.map((m) => m.content)
+      expect(second).toContain("Hello!")
+      expect(second).toContain("Hello! How can I help you today?")
+      expect(second.at(-1)).toBe("What is 12 plus 7?")
+      expect(run.requests.every((r) => r.sessionKey === run.requests[0]!.sessionKey)).toBe(true)
+      // one model load for the whole session
+      expect(run.loads).toHaveLength(1)
+    }))
+
+  it.effect("chat: interactive ends at the end of input, and an error does not end the session", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat"], {
+        stdin: ["first", "second"],
+        script: [
+          ScriptedEngine.fail(boom),
+          ScriptedEngine.reply("fine")
+        ]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.err).toEqual(["INFERENCE_ENGINE_ERROR: llama.cpp generation failed: boom"])
+      expect(run.out).toContain("fine")
+    }))
+
+  it.effect("chat: a SystemError in the response prints code and message and fails", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "hi"], {
+        script: [ScriptedEngine.fail(boom)]
+      })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err).toEqual(["error: INFERENCE_ENGINE_ERROR: llama.cpp generation failed: boom"])
+    }))
+
+  it.effect("extract: inline schema; prints the structured output, the raw content and usage; no tools offered", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(
+        ["extract", "--system", "Classify the sentiment of the review.", "--schema", sentimentSchema, "Great", "pasta!"],
+        { script: [ScriptedEngine.reply(`{"sentiment": "positive"}`)] }
+      )
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain(`{\n  "sentiment": "positive"\n}\n`)
+      expect(run.out).toContain(`raw: {"sentiment": "positive"}`)
+      expect(run.out).toContain("usage: 1 inference(s)")
+      expect(run.requests).toHaveLength(1)
+      expect(run.requests[0]!.schema).toEqual(JSON.parse(sentimentSchema))
+      expect(run.requests[0]!.tools).toEqual([])
+      expect(run.requests[0]!.messages.map((m) => [m.role, m.content])).toEqual([
+        ["system", "Classify the sentiment of the review."],
+        ["user", "Great pasta!"]
+      ])
+    }))
+
+  it.effect("extract: a schema file", () =>
+    Effect.gen(function* () {
+      const file = tempFile("schema.json", sentimentSchema)
+      const run = yield* runCli(["extract", "--schema", file, "Awful."], {
+        script: [ScriptedEngine.reply(`{"sentiment": "negative"}`)]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain(`"sentiment": "negative"`)
+      expect(run.requests[0]!.schema).toEqual(JSON.parse(sentimentSchema))
+    }))
+
+  it.effect("extract: a schema file that is not JSON fails before any model is loaded", () =>
+    Effect.gen(function* () {
+      const file = tempFile("bad.json", "{ this is not json")
+      const run = yield* runCli(["extract", "--schema", file, "text"])
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err).toHaveLength(1)
+      expect(run.err[0]).toContain(`the schema file ${file} is not JSON`)
+      expect(run.loads).toEqual([])
+    }))
+
+  it.effect("extract: JSON that is not a schema, and a missing schema file, are refused", () =>
+    Effect.gen(function* () {
+      const notSchema = yield* runCli(["extract", "--schema", `{"type": "banana"}`, "text"])
+      expect(notSchema.err[0]).toContain("the inline schema is not a schema")
+      const empty = yield* runCli(["extract", "--schema", `{"title": "x"}`, "text"])
+      expect(empty.err[0]).toContain(`needs a "type", "properties" or "enum"`)
+      const missing = yield* runCli(["extract", "--schema", "/nonexistent/schema.json", "text"])
+      expect(missing.err[0]).toContain("cannot read the schema file /nonexistent/schema.json")
+      expect([...notSchema.loads, ...empty.loads, ...missing.loads]).toEqual([])
+    }))
+
+  // live clock: the repair retries back off for real (briefly)
+  it.live("extract: an output that never fits the schema is the response's error", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["extract", "--schema", sentimentSchema, "text"], {
+        script: [ScriptedEngine.reply(`{"sentiment": "ecstatic"}`)],
+        whenExhausted: "repeat-last"
+      })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err[0]).toMatch(/^error: CONSTRAINT_ENUM_UNRECOGNIZED: /)
+      expect(run.requests.length).toBeGreaterThan(1)
+    }))
+
+  it.effect("vote: --n replicas at the temperature, winner, confidence and every candidate", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["vote", "--schema", sentimentSchema, "--n", "3", "--temperature", "0.9", "Fine."], {
+        script: [
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          ScriptedEngine.reply(`{ "sentiment":"neutral" }`)
+        ]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.requests).toHaveLength(3)
+      expect(run.requests.every((r) => r.temperature === 0.9 && r.tools.length === 0)).toBe(true)
+      expect(run.out).toContain(`winner: {"sentiment":"neutral"}`)
+      expect(run.out).toContain("confidence: 0.67 (voting)")
+      expect(run.out).toContain("candidates (3):")
+      for (const c of [`{"sentiment": "neutral"}`, `{"sentiment": "positive"}`, `{ "sentiment":"neutral" }`]) {
+        expect(run.out).toContain(c)
+      }
+    }))
+
+  it.effect("vote: unanimity without agreement is ORCHESTRATION_NO_CONSENSUS, exit with an error", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["vote", "--schema", sentimentSchema, "-n", "2", "--voting", "unanimity", "Fine."], {
+        script: [ScriptedEngine.reply(`{"sentiment": "neutral"}`), ScriptedEngine.reply(`{"sentiment": "positive"}`)]
+      })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err[0]).toMatch(/^error: ORCHESTRATION_NO_CONSENSUS: /)
+    }))
+
+  it.effect("vote: a bad envelope (n out of range) is refused before loading a model", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["vote", "--schema", sentimentSchema, "--n", "99", "Fine."])
+      expect(run.err[0]).toContain("invalid request")
+      expect(run.loads).toEqual([])
+    }))
+
+  it.effect("plan: runs examples/plan.json and prints each step's output", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["plan", path.join(root, "examples", "plan.json")], {
+        script: [ScriptedEngine.reply(`{"sentiment": "positive"}`)]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain("  sum (tool): 19\n")
+      expect(run.out).toContain(`  classify (infer): {"sentiment": "positive"}\n`)
+      expect(run.requests).toHaveLength(1)
+      expect(run.requests[0]!.messages.map((m) => m.role)).toEqual(["system", "user"])
+      expect(run.requests[0]!.schema).toEqual(JSON.parse(sentimentSchema))
+    }))
+
+  it.effect("plan: a file that is not a plan is refused", () =>
+    Effect.gen(function* () {
+      const file = tempFile("plan.json", JSON.stringify({ steps: [{ type: "tool" }] }))
+      const run = yield* runCli(["plan", file])
+      expect(run.err[0]).toContain(`the plan file ${file} is not a plan`)
+      expect(run.loads).toEqual([])
+    }))
+
+  it.effect("--model and --threads choose the engine, before or after the command", () =>
+    Effect.gen(function* () {
+      const before = yield* runCli(["--model", "/m/a.gguf", "--threads", "2", "chat", "hi"], {
+        script: [ScriptedEngine.reply("Hello!")]
+      })
+      expect(before.loads).toEqual([{ model: "/m/a.gguf", threads: 2 }])
+      const after = yield* runCli(["--threads", "2", "chat", "--model", "/m/b.gguf", "hi"], {
+        script: [ScriptedEngine.reply("Hello!")]
+      })
+      expect(after.loads).toEqual([{ model: "/m/b.gguf", threads: 2 }])
+    }))
+
+  it.effect("a model that does not load: its code and message, no request", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["--model", "/nope.gguf", "chat", "hi"], {
+        loadFailure: InferenceFailure.modelUnavailable("model file not found or not readable: /nope.gguf", {})
+      })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err).toEqual(["error: INFERENCE_MODEL_UNAVAILABLE: model file not found or not readable: /nope.gguf"])
+      expect(run.requests).toEqual([])
+    }))
+
+  it.effect("unknown flags: @effect/cli's ValidationError, or refused before they become prompt text", () =>
+    Effect.gen(function* () {
+      const demo = yield* runCli(["demo", "--bogus"])
+      expect(Exit.isFailure(demo.exit)).toBe(true)
+      expect(failureOf(demo)).toBeDefined()
+      expect(failureOf(demo)?._tag).not.toBe("CliFailure")
+      const chat = yield* runCli(["chat", "--bogus", "hi"])
+      expect(chat.err[0]).toContain("unknown option --bogus")
+      expect(chat.requests).toEqual([])
+    }))
+
+  it.effect("demo: every part runs through the facade and reports what happened", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["demo"], {
+        script: [
+          ...calculatorTurn,
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          ...Array.from({ length: 5 }, () => ScriptedEngine.reply(`{"sentiment": "neutral"}`)),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`)
+        ]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain("model: scripted")
+      expect(run.out).toContain(`[tool call] calculator({"expression":"12 + 7"})`)
+      expect(run.out).toContain(`output: {"sentiment":"positive"}`)
+      expect(run.out.match(/replica \d: \{"sentiment": "neutral"\}/g)).toHaveLength(5)
+      expect(run.out).toContain(`winner: {"sentiment":"neutral"}, confidence 1.00`)
+      expect(run.out).toContain("sum (tool): 19")
+      expect(run.out).toContain(`classify (infer): {"sentiment": "positive"}`)
+      expect(run.requests).toHaveLength(9)
+      // the structured parts are asked with the system prompt the bundled model was trained on
+      expect(run.requests[2]!.messages[0]).toMatchObject({ role: "system", content: "Classify the sentiment of the review." })
+      expect(run.requests.slice(3, 8).every((r) => r.temperature === 0.8)).toBe(true)
+      expect(run.loads).toHaveLength(1)
+    }))
+
+  it.effect("demo: a failing part makes the demo fail", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["demo"], { script: Array.from({ length: 9 }, () => ScriptedEngine.fail(boom)) })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.out).toContain("failed: INFERENCE_ENGINE_ERROR")
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// The real launcher, as a subprocess
+// ---------------------------------------------------------------------------
+
+interface Completed {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const launch = (args: ReadonlyArray<string>, timeout = 30_000): Promise<Completed> =>
+  new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      [launcher, ...args],
+      { cwd: root, timeout, env: { ...process.env, NO_COLOR: "1" } },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+        resolve({ code, stdout, stderr })
+      }
+    )
+  })
+
+describe("bin/pagantic.js (subprocess)", () => {
+  it("a missing model file: exit 1 with INFERENCE_MODEL_UNAVAILABLE and the path", async () => {
+    const run = await launch(["--model", "/nonexistent/model.gguf", "chat", "hi"])
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain("error: INFERENCE_MODEL_UNAVAILABLE: model file not found or not readable: /nonexistent/model.gguf")
+  })
+
+  it("an unknown flag: non-zero exit, the flag named", async () => {
+    const run = await launch(["demo", "--bogus"])
+    expect(run.code).not.toBe(0)
+    expect(run.stderr).toContain("--bogus")
+  })
+
+  it("a schema file that is not JSON: exit 1 with a clear message", async () => {
+    const file = tempFile("schema.json", "sentiment: positive | negative")
+    const run = await launch(["extract", "--schema", file, "Great pasta!"])
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain(`error: the schema file ${file} is not JSON`)
+  })
+
+  it("demo on the bundled model, end to end", async () => {
+    const started = Date.now()
+    const run = await launch(["demo", "--threads", "1"], 50_000)
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("model: pagantic-tiny")
+    // the tool-using chat: the model calls the calculator and reads its result
+    expect(run.stdout).toContain(`[tool call] calculator({"expression":"12 + 7"})`)
+    expect(run.stdout).toContain("[tool result] 19")
+    expect(run.stdout).toContain("The answer is 19.")
+    // the extraction and the vote give labels the schema allows, the vote with a confidence
+    expect(run.stdout).toMatch(/output: \{"sentiment":"(positive|negative|neutral)"\}/)
+    expect(run.stdout.match(/replica \d: /g)).toHaveLength(5)
+    expect(run.stdout).toMatch(/winner: \{"sentiment":"(positive|negative|neutral)"\}, confidence (0|1)\.\d\d/)
+    expect(run.stdout).toContain("sum (tool): 19")
+    expect(run.stdout).toMatch(/classify \(infer\): \{"sentiment": "(positive|negative|neutral)"\}/)
+    expect(run.stdout).toMatch(/done in \d+\.\d\ds/)
+    expect(Date.now() - started).toBeLessThan(50_000)
+  }, 60_000)
+})
