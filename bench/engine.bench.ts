@@ -25,6 +25,8 @@ export interface Row {
   readonly ours: string
   readonly baseline: string
   readonly ratio: number
+  /** The interquartile range of the per-round ratios: how much the machine's load moved them. */
+  readonly spread: string
   readonly goal: string
   readonly met: boolean
 }
@@ -41,6 +43,11 @@ const median = (xs: ReadonlyArray<number>): number => {
   const m = Math.floor(s.length / 2)
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
 }
+const quantile = (xs: ReadonlyArray<number>, q: number): number => {
+  const s = [...xs].sort((a, b) => a - b)
+  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))]!
+}
+const iqr = (xs: ReadonlyArray<number>): string => `${quantile(xs, 0.25).toFixed(2)}-${quantile(xs, 0.75).toFixed(2)}`
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 
 /** Wall time and the process's CPU time (all threads) of an effect, in milliseconds. */
@@ -180,6 +187,7 @@ const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds:
         ours: `${fmt(median(ours))} tok/s`,
         baseline: `${fmt(median(theirs))} tok/s (node-llama-cpp direct)`,
         ratio,
+        spread: iqr(ratios),
         goal: ">= 0.95",
         met: ratio >= 0.95
       },
@@ -188,6 +196,7 @@ const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds:
         ours: `${fmt(median(oursCpu))} tok/cpu-s`,
         baseline: `${fmt(median(theirsCpu))} tok/cpu-s (node-llama-cpp direct)`,
         ratio: cpuRatio,
+        spread: iqr(cpuRatios),
         goal: ">= 0.95",
         met: cpuRatio >= 0.95
       }
@@ -221,6 +230,7 @@ const parallel = (label: string, make: (i: number, round: number) => InferenceRe
       ours: `${fmt(median(concurrent))} ms concurrent`,
       baseline: `${fmt(median(sequential))} ms one after another`,
       ratio,
+      spread: iqr(ratios),
       goal: "<= 0.45",
       met: ratio <= 0.45
     } satisfies Row
@@ -256,6 +266,7 @@ const redundant = (rounds: number) =>
       ours: `${fmt(median(concurrent))} ms concurrent`,
       baseline: `${fmt(median(sequential))} ms one after another`,
       ratio,
+      spread: iqr(ratios),
       goal: "<= 0.45",
       met: ratio <= 0.45
     } satisfies Row
@@ -285,6 +296,7 @@ const parallelDirect = (rounds: number) =>
       ours: `${fmt(median(concurrent))} ms concurrent`,
       baseline: `${fmt(median(sequential))} ms one after another`,
       ratio,
+      spread: iqr(ratios),
       goal: "(reference)",
       met: ratio <= 0.45
     } satisfies Row
@@ -316,6 +328,7 @@ const multiTurn = (turns: number) =>
       ours: `${last} tokens at turn ${turns} (${first} at turn 1, median ${median(between)} over turns 2-${turns})`,
       baseline: `${fullHistory} tokens to re-evaluate the whole history (${fmt(fullHistory / first, 1)}x)`,
       ratio,
+      spread: "(exact count)",
       goal: "<= 1.5",
       met: ratio <= 1.5
     } satisfies Row
