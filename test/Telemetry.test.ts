@@ -2,10 +2,12 @@ import { describe, expect, it } from "@effect/vitest"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import * as Live from "../src/adapters/Live.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
 import { SystemRequest } from "../src/domain/System.js"
@@ -399,6 +401,30 @@ describe("Telemetry", () => {
         system([ScriptedEngine.fail(new InferenceFailure({ code: "INFERENCE_CONTEXT_EXCEEDED", retryable: false, message: "too long" }))])
       )
     )
+  )
+
+  it.effect("an interrupted request still exports its open state's span, marked interrupted", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.fork(
+        Effect.flatMap(PaganticSystem, (s) =>
+          s.run(decode({ mode: "chat", requestId: "req-int-1", messages: [{ role: "user", content: "slow" }] }))
+        )
+      )
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(fiber)
+      const tree = requestTree(yield* Effect.flatMap(Telemetry.InMemorySpans, (m) => m.spans), "req-int-1")
+      expect(render(tree)).toEqual([
+        "Facade.run",
+        "  lifecycle INIT",
+        "  lifecycle PREPARE",
+        "  lifecycle EXECUTE",
+        "  AgentLoop.chatStream",
+        `    chat ${model}`
+      ])
+      const execute = tree.children.find((c) => c.span.name === "lifecycle EXECUTE")!.span
+      expect(attr(execute, "pagantic.lifecycle.interrupted")).toBe(true)
+      expect(attr(tree.span, "status.interrupted")).toBe(true)
+    }).pipe(Effect.provide(system([ScriptedEngine.reply("late", { delay: "10 seconds" })])))
   )
 
   it.scopedLive("layerConfig: with PAGANTIC_OTLP_ENDPOINT set, spans and metrics reach an OTLP/HTTP collector", () =>

@@ -461,7 +461,8 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         const exit = yield* Effect.exit(
           cancellable.pipe(
             Lifecycle.tracked(tracker),
-            Effect.provide(loopContext as Context.Context<Engine | Constraint>)
+            Effect.provide(loopContext as Context.Context<Engine | Constraint>),
+            Effect.onInterrupt(() => tracker.interrupted)
           )
         )
         yield* Ref.update(signals, (m) => {

@@ -44,6 +44,8 @@ export interface Tracker {
   readonly stepCompleted: (name: string) => Effect.Effect<void>
   /** Every move made, in order. */
   readonly history: Effect.Effect<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>
+  /** Ends the open state's span, for a request interrupted before it reached a terminal state. */
+  readonly interrupted: Effect.Effect<void>
 }
 
 /** The tracker of the request the fiber is serving, if any. */
@@ -98,6 +100,11 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   return {
     state: Ref.get(state),
     history: Ref.get(history),
+    interrupted: Effect.flatMap(Ref.getAndSet(open, Option.none()), (span) =>
+      Option.isSome(span)
+        ? Effect.zipRight(Effect.sync(() => span.value.attribute("pagantic.lifecycle.interrupted", true)), endSpan(span.value))
+        : Effect.void
+    ),
     stepCompleted: (name) => Ref.update(state, (s) => new ExecutionState({ ...s, totalSteps: s.totalSteps + 1, lastStep: name })),
     transition: (to, reason, fields = {}) =>
       lock.withPermits(1)(
