@@ -299,6 +299,10 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.requests[0]!.schema).toEqual(JSON.parse(sentimentSchema))
     }))
 
+  it("examples/plan.json is the demo's plan", () => {
+    expect(JSON.parse(fs.readFileSync(path.join(root, "examples", "plan.json"), "utf8"))).toEqual(Cli.demoPlan)
+  })
+
   it.effect("plan: a file that is not a plan is refused", () =>
     Effect.gen(function* () {
       const file = tempFile("plan.json", JSON.stringify({ steps: [{ type: "tool" }] }))

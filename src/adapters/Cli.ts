@@ -544,7 +544,7 @@ export const demoPlan = {
       input: {
         messages: [
           { _tag: "SystemMessage", role: "system", content: "Classify the sentiment of the review." },
-          { _tag: "UserMessage", role: "user", content: "The staff was friendly and the room was spotless. Five stars." }
+          { _tag: "UserMessage", role: "user", content: "The staff was very friendly. Would buy again." }
         ],
         schema: BUNDLED_SENTIMENT_SCHEMA,
         temperature: 0
