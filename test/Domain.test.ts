@@ -79,6 +79,32 @@ describe("JsonSchema", () => {
   })
 })
 
+describe("JsonSchema.fromSchema edge cases", () => {
+  interface Tree {
+    readonly value: string
+    readonly children: ReadonlyArray<Tree>
+  }
+  const Tree: Schema.Schema<Tree> = Schema.Struct({
+    value: Schema.String,
+    children: Schema.Array(Schema.suspend((): Schema.Schema<Tree> => Tree))
+  }).annotations({ identifier: "Tree" })
+
+  it("stops at a recursive schema's cycle instead of overflowing", () => {
+    const derived = JsonSchema.fromSchema(Tree)
+    expect(derived.type).toBe("object")
+    expect(derived.properties?.children?.type).toBe("array")
+  })
+
+  it("gives no constraint for a schema JSONSchema cannot describe", () => {
+    expect(JsonSchema.fromSchema(Schema.instanceOf(Map))).toEqual({})
+  })
+
+  it("does not turn number literals into string enums", () => {
+    const derived = JsonSchema.fromSchema(Schema.Literal(1, 2))
+    expect(derived.enum).toBeUndefined()
+  })
+})
+
 describe("TokenUsage", () => {
   const a = TokenUsage.make({ promptTokens: 10, outputTokens: 5, contextWindow: 2048, tokensPerSecond: 100 })
   const b = TokenUsage.make({ promptTokens: 20, outputTokens: 7, contextWindow: 4096, tokensPerSecond: 300 })

@@ -8,6 +8,7 @@
  * Effect Schemas are converted to this form with effect's own JSONSchema module
  * (see the Constraint service).
  */
+import * as Either from "effect/Either"
 import * as JSONSchema from "effect/JSONSchema"
 import * as Schema from "effect/Schema"
 
@@ -76,46 +77,93 @@ export const array = (items: JsonSchema, description?: string): JsonSchema => ({
   ...(description === undefined ? {} : { description })
 })
 
+type Json7 = { readonly [key: string]: unknown }
+
+const subsetTypes: ReadonlySet<string> = new Set(["object", "array", "string", "number", "integer", "boolean", "null"])
+
+const asRecord = (u: unknown): Json7 | undefined =>
+  typeof u === "object" && u !== null && !Array.isArray(u) ? (u as Json7) : undefined
+
+const stringEnum = (node: Json7): ReadonlyArray<string> | undefined => {
+  if (typeof node.const === "string") return [node.const]
+  if (Array.isArray(node.enum) && node.enum.every((m): m is string => typeof m === "string")) return node.enum
+  return undefined
+}
+
+const isNullNode = (node: Json7): boolean => node.type === "null" || (Array.isArray(node.enum) && node.enum.length === 1 && node.enum[0] === null)
+
+const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchema => {
+  const extras: { description?: string; default?: unknown } = {}
+  if (typeof node.description === "string") extras.description = node.description
+  if ("default" in node) extras.default = node.default
+
+  if (typeof node.$ref === "string") {
+    const name = node.$ref.replace(/^#\/\$defs\//, "")
+    const def = asRecord(defs[name])
+    // A recursive schema cannot be written in the subset: stop at the cycle.
+    if (def === undefined || seen.has(name)) return { ...extras }
+    return { ...convert(def, defs, new Set([...seen, name])), ...extras }
+  }
+
+  const union = Array.isArray(node.anyOf) ? node.anyOf : Array.isArray(node.oneOf) ? node.oneOf : undefined
+  if (union !== undefined) {
+    const members = union.map(asRecord).filter((m): m is Json7 => m !== undefined && !isNullNode(m))
+    if (members.length === 1) return { ...convert(members[0]!, defs, seen), ...extras }
+    const converted = members.map((m) => convert(m, defs, seen))
+    if (converted.length > 0 && converted.every((m) => m.enum !== undefined)) {
+      return { type: "string", enum: Array.from(new Set(converted.flatMap((m) => m.enum ?? []))), ...extras }
+    }
+    return { ...extras }
+  }
+
+  const out: {
+    type?: JsonSchemaType
+    properties?: Record<string, JsonSchema>
+    required?: ReadonlyArray<string>
+    enum?: ReadonlyArray<string>
+    items?: JsonSchema
+  } = {}
+  const types = (Array.isArray(node.type) ? node.type : [node.type]).filter(
+    (t): t is JsonSchemaType => typeof t === "string" && subsetTypes.has(t)
+  )
+  const nonNull = types.filter((t) => t !== "null")
+  if (nonNull.length === 1) out.type = nonNull[0]!
+  else if (types.length === 1) out.type = types[0]!
+  const members = stringEnum(node)
+  if (members !== undefined) {
+    out.enum = members
+    if (out.type === undefined) out.type = "string"
+  }
+  const properties = asRecord(node.properties)
+  if (properties !== undefined && Object.keys(properties).length > 0) {
+    const converted: Record<string, JsonSchema> = {}
+    for (const [key, sub] of Object.entries(properties)) {
+      const subNode = asRecord(sub)
+      converted[key] = subNode === undefined ? {} : convert(subNode, defs, seen)
+    }
+    out.properties = converted
+  }
+  if (Array.isArray(node.required) && node.required.length > 0) {
+    out.required = node.required.filter((r): r is string => typeof r === "string")
+  }
+  const items = asRecord(node.items)
+  if (items !== undefined) out.items = convert(items, defs, seen)
+  return { ...out, ...extras }
+}
+
 /**
  * Derives the subset from an Effect Schema with effect's own JSONSchema module:
- * `$ref`s are inlined, literal unions become enums, what the subset lacks is dropped.
+ * `$ref`s are inlined (a recursive schema stops at the cycle), literal unions
+ * become string enums, nullable members are dropped, what the subset lacks is
+ * dropped. A schema JSONSchema cannot describe gives `{}`: the engine then gets no
+ * schema, and validation still runs through the Effect Schema itself.
  */
-export const fromSchema = (schema: Schema.Schema<any, any>): JsonSchema => {
-  const json = JSONSchema.make(schema) as unknown as Record<string, unknown>
-  const defs = (json.$defs ?? {}) as Record<string, unknown>
-  const convert = (node: unknown): JsonSchema => {
-    if (typeof node !== "object" || node === null) return {}
-    let n = node as Record<string, unknown>
-    if (typeof n.$ref === "string") {
-      const target = defs[n.$ref.replace("#/$defs/", "")]
-      n = { ...(target as Record<string, unknown>), ...(n.description === undefined ? {} : { description: n.description }) }
-    }
-    const out: { -readonly [K in keyof JsonSchema]: JsonSchema[K] } = {}
-    if (Array.isArray(n.anyOf) && n.anyOf.every((m) => typeof m === "object" && m !== null && "const" in m)) {
-      out.type = "string"
-      out.enum = n.anyOf.map((m) => String((m as { const: unknown }).const))
-    }
-    if (Array.isArray(n.enum)) {
-      out.type = "string"
-      out.enum = n.enum.map(String)
-    }
-    if ("const" in n) {
-      out.type = "string"
-      out.enum = [String(n.const)]
-    }
-    const t = n.type
-    if (t === "object" || t === "array" || t === "string" || t === "number" || t === "integer" || t === "boolean" || t === "null") {
-      out.type = t
-    }
-    if (typeof n.description === "string") out.description = n.description
-    if (typeof n.properties === "object" && n.properties !== null) {
-      out.properties = Object.fromEntries(Object.entries(n.properties).map(([k, v]) => [k, convert(v)]))
-    }
-    if (Array.isArray(n.required)) out.required = n.required.map(String)
-    if (n.items !== undefined && !Array.isArray(n.items)) out.items = convert(n.items)
-    if ("default" in n) out.default = n.default
-    return out
-  }
-  return convert(json)
+export const fromSchema = <A, I, R>(schema: Schema.Schema<A, I, R>): JsonSchema => {
+  // JSONSchema.make throws on schemas it cannot describe; the engine then gets no schema,
+  // and validation still runs through the Effect Schema itself.
+  const made = Either.try(() => JSONSchema.make(schema as Schema.Schema<A, I, never>) as unknown)
+  if (Either.isLeft(made)) return {}
+  const root = asRecord(made.right) ?? {}
+  return convert(root, asRecord(root.$defs) ?? {}, new Set())
 }
 

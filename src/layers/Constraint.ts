@@ -7,13 +7,13 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as JSONSchema from "effect/JSONSchema"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { jsonrepair } from "jsonrepair"
 import { ConstraintFailure } from "../domain/Failure.js"
 import type { JsonSchema, JsonSchemaType } from "../domain/JsonSchema.js"
+import { fromSchema } from "../domain/JsonSchema.js"
 import type { Enforced, EnforceOptions, OutputSchema, Repaired, RequestConstraints, Service, Target } from "../services/Constraint.js"
 import { Constraint, isEffectSchema } from "../services/Constraint.js"
 
@@ -265,87 +265,8 @@ export const fromJsonSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
 // Effect Schema -> JSON Schema subset
 // ---------------------------------------------------------------------------
 
-type Json7 = { readonly [key: string]: unknown }
-
-const subsetTypes: ReadonlySet<string> = new Set(["object", "array", "string", "number", "integer", "boolean", "null"])
-
-const asRecord = (u: unknown): Json7 | undefined => (isPlainObject(u) ? u : undefined)
-
-const stringEnum = (node: Json7): ReadonlyArray<string> | undefined => {
-  if (typeof node.const === "string") return [node.const]
-  if (Array.isArray(node.enum) && node.enum.every((m): m is string => typeof m === "string")) return node.enum
-  return undefined
-}
-
-const isNullNode = (node: Json7): boolean => node.type === "null" || (Array.isArray(node.enum) && node.enum.length === 1 && node.enum[0] === null)
-
-const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchema => {
-  const extras: { description?: string; default?: unknown } = {}
-  if (typeof node.description === "string") extras.description = node.description
-  if ("default" in node) extras.default = node.default
-
-  if (typeof node.$ref === "string") {
-    const name = node.$ref.replace(/^#\/\$defs\//, "")
-    const def = asRecord(defs[name])
-    // A recursive schema cannot be written in the subset: stop at the cycle.
-    if (def === undefined || seen.has(name)) return { ...extras }
-    return { ...convert(def, defs, new Set([...seen, name])), ...extras }
-  }
-
-  const union = Array.isArray(node.anyOf) ? node.anyOf : Array.isArray(node.oneOf) ? node.oneOf : undefined
-  if (union !== undefined) {
-    const members = union.map(asRecord).filter((m): m is Json7 => m !== undefined && !isNullNode(m))
-    if (members.length === 1) return { ...convert(members[0]!, defs, seen), ...extras }
-    const converted = members.map((m) => convert(m, defs, seen))
-    if (converted.length > 0 && converted.every((m) => m.enum !== undefined)) {
-      return { type: "string", enum: Array.from(new Set(converted.flatMap((m) => m.enum ?? []))), ...extras }
-    }
-    return { ...extras }
-  }
-
-  const out: {
-    type?: JsonSchemaType
-    properties?: Record<string, JsonSchema>
-    required?: ReadonlyArray<string>
-    enum?: ReadonlyArray<string>
-    items?: JsonSchema
-  } = {}
-  const types = (Array.isArray(node.type) ? node.type : [node.type]).filter(
-    (t): t is JsonSchemaType => typeof t === "string" && subsetTypes.has(t)
-  )
-  const nonNull = types.filter((t) => t !== "null")
-  if (nonNull.length === 1) out.type = nonNull[0]!
-  else if (types.length === 1) out.type = types[0]!
-  const members = stringEnum(node)
-  if (members !== undefined) {
-    out.enum = members
-    if (out.type === undefined) out.type = "string"
-  }
-  const properties = asRecord(node.properties)
-  if (properties !== undefined && Object.keys(properties).length > 0) {
-    const converted: Record<string, JsonSchema> = {}
-    for (const [key, sub] of Object.entries(properties)) {
-      const subNode = asRecord(sub)
-      converted[key] = subNode === undefined ? {} : convert(subNode, defs, seen)
-    }
-    out.properties = converted
-  }
-  if (Array.isArray(node.required) && node.required.length > 0) {
-    out.required = node.required.filter((r): r is string => typeof r === "string")
-  }
-  const items = asRecord(node.items)
-  if (items !== undefined) out.items = convert(items, defs, seen)
-  return { ...out, ...extras }
-}
-
-export const toJsonSchema = <A, I>(schema: Schema.Schema<A, I, never>): JsonSchema => {
-  // JSONSchema.make throws on schemas it cannot describe; the engine then gets no schema,
-  // and validation still runs through the Effect Schema itself.
-  const made = Either.try(() => JSONSchema.make(schema) as unknown)
-  if (Either.isLeft(made)) return {}
-  const root = asRecord(made.right) ?? {}
-  return convert(root, asRecord(root.$defs) ?? {}, new Set())
-}
+/** Derives the JSON-schema subset from an Effect Schema (see `JsonSchema.fromSchema`). */
+export const toJsonSchema = <A, I>(schema: Schema.Schema<A, I, never>): JsonSchema => fromSchema(schema)
 
 // ---------------------------------------------------------------------------
 // The service
