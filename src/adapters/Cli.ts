@@ -147,14 +147,14 @@ const readText = (file: string, what: string) =>
       Effect.mapError((e) => new CliFailure({ message: `cannot read ${what} ${file}: ${e.message}` }))
     ))
 
-/** `--schema`: inline JSON (starting with `{`) or the path of a JSON file. */
+/** `--schema`: inline JSON (starting with `{` or `[`) or the path of a JSON file. */
 const loadSchema = (value: string) =>
   Effect.gen(function* () {
-    const inline = value.trimStart().startsWith("{")
+    const inline = /^\s*[{[]/.test(value)
     const what = inline ? "the inline schema" : `the schema file ${value}`
     const json = yield* parseJson(inline ? value : yield* readText(value, "the schema file"), what)
     const decoded = yield* Schema.decodeUnknown(JsonSchema)(json).pipe(
-      Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${ParseResult.TreeFormatter.formatErrorSync(e)}` }))
+      Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${issues(e)}` }))
     )
     if (decoded.type === undefined && decoded.properties === undefined && decoded.enum === undefined) {
       return yield* fail(`${what} is not a schema: it needs a "type", "properties" or "enum"`)
@@ -162,10 +162,30 @@ const loadSchema = (value: string) =>
     return json
   })
 
+/** The decoding issues, one per path: `hints.temperature: Expected a number between 0 and 2, actual 5`. */
+const issues = (error: ParseResult.ParseError): string => {
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    if (issue.message.startsWith("Expected undefined")) continue
+    const key = issue.path.join(".")
+    byPath.set(key, [...(byPath.get(key) ?? []), issue.message])
+  }
+  return [...byPath.entries()]
+    .map(([key, messages]) => {
+      // the alternatives of a literal union: one line instead of one per literal
+      const expected = messages.map((m) => /^Expected (.+), actual (.+)$/.exec(m))
+      const message = messages.length > 1 && expected.every((m) => m !== null)
+        ? `Expected ${expected.map((m) => m![1]).join(" | ")}, actual ${expected[0]![2]}`
+        : messages.join("; ")
+      return key.length === 0 ? message : `${key}: ${message}`
+    })
+    .join("; ")
+}
+
 /** Decodes a wire-form request, so that bad input fails before a model is loaded. */
 const decodeRequest = (wire: unknown) =>
   Schema.decodeUnknown(SystemRequest)(wire).pipe(
-    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${ParseResult.TreeFormatter.formatErrorSync(e)}` }))
+    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${issues(e)}` }))
   )
 
 /** @effect/cli takes an unknown `--flag` before a free-text argument as that text; refuse it instead. */
@@ -229,10 +249,12 @@ const streamProgress = (io: Io): Facade.RunOptions => {
 
 const globalOptions = {
   model: Options.text("model").pipe(
+    Options.withPseudoName("file.gguf"),
     Options.withDescription("a GGUF model file (default: the bundled model, or PAGANTIC_MODEL_PATH)"),
     Options.optional
   ),
   threads: Options.integer("threads").pipe(
+    Options.withPseudoName("n"),
     Options.withDescription("CPU threads for llama.cpp (default 1, or PAGANTIC_THREADS)"),
     Options.optional
   )
@@ -390,6 +412,7 @@ const chat = Command.make(
 // ---------------------------------------------------------------------------
 
 const schemaOption = Options.text("schema").pipe(
+  Options.withPseudoName("file.json | json"),
   Options.withDescription("the output's JSON schema: a .json file or inline JSON")
 )
 
@@ -515,7 +538,7 @@ const planCommand = Command.make(
       const wire = yield* parseJson(yield* readText(args.file, "the plan file"), `the plan file ${args.file}`)
       const plan = yield* Schema.decodeUnknown(ExecutionPlan)(wire).pipe(
         Effect.mapError((e) =>
-          new CliFailure({ message: `the plan file ${args.file} is not a plan: ${ParseResult.TreeFormatter.formatErrorSync(e)}` })
+          new CliFailure({ message: `the plan file ${args.file} is not a plan: ${issues(e)}` })
         )
       )
       const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })
