@@ -22,7 +22,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import { Cancellation } from "../domain/Failure.js"
@@ -32,8 +31,7 @@ import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
 import { ContextProvider } from "../services/Context.js"
 import type { Engine } from "../services/Engine.js"
-import type { ConversationStoreService } from "../services/Memory.js"
-import { ConversationStore } from "../services/Memory.js"
+import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
 import { recordEvent } from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as AgentLoop from "./AgentLoop.js"
@@ -108,18 +106,6 @@ export const prepare = (
     Message.user(prompt)
   ])
 
-/** A conversation store that lives for one call, so a tool phase never touches the application's. */
-const scratchStore: Effect.Effect<ConversationStoreService> = Effect.map(
-  Ref.make<ReadonlyArray<Message.Message>>([]),
-  (ref) => ({
-    load: () => Ref.get(ref),
-    append: (_, ms) => Ref.update(ref, (all) => [...all, ...ms]),
-    save: (_, ms) => Ref.set(ref, ms.slice()),
-    clear: () => Ref.set(ref, []),
-    sessions: Effect.succeed(["specialized"])
-  })
-)
-
 /** Bounds a call by a deadline: past it, CANCELLED_TIMEOUT. */
 export const withTimeout =
   (timeout: Duration.DurationInput | undefined, what: string) =>
@@ -163,7 +149,8 @@ export const call: <A, EV extends ValidationFailure = never>(
         ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations }),
         ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
         ...(options.inferenceRetry === undefined ? {} : { inferenceRetry: options.inferenceRetry })
-      }).pipe(Effect.provideServiceEffect(ConversationStore, scratchStore))
+      }).pipe(// a store that lives for one call, so a tool phase never touches the application's
+        Effect.provideServiceEffect(ConversationStore, makeInMemoryConversationStore))
       const toolPhase = yield* agent.chat(prompt, { context }).pipe(
         // Tool errors are fed back to the model ("feedback" mode): a ToolFailure cannot escape.
         Effect.catchTag("ToolFailure", (f) => Effect.die(f))
