@@ -5,9 +5,9 @@
  * SystemRequest, runs it through the facade (`PaganticSystem`) and prints the
  * SystemResponse. Prompt building, tool execution, validation and voting happen
  * behind the facade, never here. What the commands need from outside is injected:
- * `CliIo` (stdout, stderr, stdin lines) and `CliSystem` (the facade with its engine
- * for a `--model` / `--threads` choice), so tests run the handlers in-process on a
- * ScriptedEngine and capture what they print.
+ * `CliIo` (stdout, stderr, stdin lines) and `CliEngine` (the engine for a `--model`
+ * / `--threads` choice; the facade is composed around it with `Live.layer`), so
+ * tests run the handlers in process on a ScriptedEngine and capture what they print.
  *
  * Bad input is a `CliFailure` with a readable message (printed on stderr by `run`,
  * exit code 1 at the edge): a schema or plan file that is not JSON or not a
@@ -39,11 +39,11 @@ import { SystemRequest } from "../domain/System.js"
 import type * as TokenUsage from "../domain/TokenUsage.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../layers/llama/PaganticChatWrapper.js"
+import * as Calculator from "../layers/tools/Calculator.js"
 import type * as Facade from "../programs/Facade.js"
 import { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import type { InferenceResult } from "../services/Engine.js"
-import * as Calculator from "../layers/tools/Calculator.js"
 import type * as Tool from "../services/ToolRegistry.js"
 import * as Live from "./Live.js"
 
@@ -86,21 +86,19 @@ export const llamaEngine: Layer.Layer<CliEngine> = Layer.succeed(CliEngine, {
     })
 })
 
-/** Standard output, standard error, and lines of standard input (read lazily, so commands that never read do not hold stdin open). */
+/** Standard output and error, and lines of standard input (opened on the first read, closed with the layer). */
 export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
   CliIo,
   Effect.gen(function* () {
-    const lines = yield* Ref.make<Option.Option<AsyncIterator<string>>>(Option.none())
-    const rl = yield* Ref.make<Option.Option<readline.Interface>>(Option.none())
-    yield* Effect.addFinalizer(() => Effect.flatMap(Ref.get(rl), Option.match({ onNone: () => Effect.void, onSome: (i) => Effect.sync(() => i.close()) })))
-    const iterator = Effect.gen(function* () {
-      const existing = yield* Ref.get(lines)
-      if (Option.isSome(existing)) return existing.value
-      const created = readline.createInterface({ input: process.stdin, terminal: false })
-      const it = created[Symbol.asyncIterator]()
-      yield* Ref.set(rl, Option.some(created))
-      yield* Ref.set(lines, Option.some(it))
-      return it
+    const input = yield* Ref.make<Option.Option<{ readonly rl: readline.Interface; readonly lines: AsyncIterator<string> }>>(
+      Option.none()
+    )
+    yield* Effect.addFinalizer(() => Effect.map(Ref.get(input), Option.map(({ rl }) => rl.close())))
+    const lines = Effect.flatMap(Ref.get(input), (open) => {
+      if (Option.isSome(open)) return Effect.succeed(open.value.lines)
+      const rl = readline.createInterface({ input: process.stdin, terminal: false })
+      const lines = rl[Symbol.asyncIterator]()
+      return Effect.as(Ref.set(input, Option.some({ rl, lines })), lines)
     })
     const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
     return CliIo.of({
@@ -109,8 +107,7 @@ export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
       readLine: (prompt) =>
         Effect.gen(function* () {
           yield* write(prompt)
-          const it = yield* iterator
-          const next = yield* Effect.promise(() => it.next())
+          const next = yield* Effect.flatMap(lines, (it) => Effect.promise(() => it.next()))
           return next.done === true ? Option.none() : Option.some(next.value)
         })
     })
