@@ -26,7 +26,7 @@ export interface Row {
   readonly baseline: string
   readonly ratio: number
   /** The interquartile range of the per-round ratios: how much the machine's load moved them. */
-  readonly spread: string
+  readonly spread?: string
   readonly goal: string
   readonly met: boolean
 }
