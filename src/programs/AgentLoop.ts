@@ -52,6 +52,7 @@ import {
 } from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as Spans from "./internal/Spans.js"
+import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as RetryPolicy from "./RetryPolicy.js"
 
 // ---------------------------------------------------------------------------
@@ -211,25 +212,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     }
 
     // -- context --------------------------------------------------------------
-    const fetchContext = (query: string): Effect.Effect<ReadonlyArray<Message.Message>> => {
-      if (Option.isNone(contextProvider)) return Effect.succeed([])
-      return Effect.gen(function* () {
-        const started = yield* Clock.currentTimeMillis
-        const outcome = yield* Effect.either(contextProvider.value.build(query))
-        const durationMs = (yield* Clock.currentTimeMillis) - started
-        yield* recordEvent(
-          (base) =>
-            new Event.ContextRetrieved({
-              ...base,
-              layer: "context",
-              durationMs,
-              messageCount: Either.isRight(outcome) ? outcome.right.length : 0,
-              ...(Either.isLeft(outcome) ? { error: `${outcome.left.code}: ${outcome.left.message}` } : {})
-            })
-        )
-        return Either.isRight(outcome) ? outcome.right : []
-      })
-    }
+    const fetchContext = (query: string) => EphemeralContext.retrieve(contextProvider, query)
 
     // -- inference ------------------------------------------------------------
     const inferOnce = (request: InferenceRequest, index: number, emit: Emit, streaming: boolean) =>

@@ -16,13 +16,10 @@
  * matrix lists: InferenceFailure, ConstraintFailure, ValidationFailure (from the
  * caller's rule check), Cancellation (the `timeout`).
  */
-import * as Clock from "effect/Clock"
 import type * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import { Cancellation } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
@@ -32,10 +29,10 @@ import type { Constraint } from "../services/Constraint.js"
 import { ContextProvider } from "../services/Context.js"
 import type { Engine } from "../services/Engine.js"
 import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
-import { recordEvent } from "../services/Observe.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as AgentLoop from "./AgentLoop.js"
 import * as Lifecycle from "./Lifecycle.js"
+import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as Structured from "./Structured.js"
 
 /** The second-phase instruction after the tool phase. */
@@ -75,25 +72,7 @@ export interface SpecializedLoop<A, EV = never> {
 
 /** Context for `prompt` from the ContextProvider, if any; a failure degrades to none and is recorded. */
 export const retrieveContext = (prompt: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
-  Effect.flatMap(Effect.serviceOption(ContextProvider), (provider) => {
-    if (Option.isNone(provider)) return Effect.succeed([])
-    return Effect.gen(function* () {
-      const started = yield* Clock.currentTimeMillis
-      const outcome = yield* Effect.either(provider.value.build(prompt))
-      const durationMs = (yield* Clock.currentTimeMillis) - started
-      yield* recordEvent(
-        (base) =>
-          new Event.ContextRetrieved({
-            ...base,
-            layer: "context",
-            durationMs,
-            messageCount: Either.isRight(outcome) ? outcome.right.length : 0,
-            ...(Either.isLeft(outcome) ? { error: `${outcome.left.code}: ${outcome.left.message}` } : {})
-          })
-      )
-      return Either.isRight(outcome) ? outcome.right : []
-    })
-  })
+  Effect.flatMap(Effect.serviceOption(ContextProvider), (provider) => EphemeralContext.retrieve(provider, prompt))
 
 /** The messages of a fresh single-shot call: system prompt, context, then the prompt. */
 export const prepare = (

@@ -1,0 +1,36 @@
+/**
+ * Ephemeral context for a loop: asks the ContextProvider (when there is one) for
+ * the messages of a query. Context never fails a loop: a failing provider
+ * degrades to no context, and the failure is recorded as a ContextRetrieved event.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Event from "../../domain/Event.js"
+import type * as Message from "../../domain/Message.js"
+import type { ContextProviderService } from "../../services/Context.js"
+import { recordEvent } from "../../services/Observe.js"
+
+export const retrieve = (
+  provider: Option.Option<ContextProviderService>,
+  query: string
+): Effect.Effect<ReadonlyArray<Message.Message>> => {
+  if (Option.isNone(provider)) return Effect.succeed([])
+  return Effect.gen(function* () {
+    const started = yield* Clock.currentTimeMillis
+    const outcome = yield* Effect.either(provider.value.build(query))
+    const durationMs = (yield* Clock.currentTimeMillis) - started
+    yield* recordEvent(
+      (base) =>
+        new Event.ContextRetrieved({
+          ...base,
+          layer: "context",
+          durationMs,
+          messageCount: Either.isRight(outcome) ? outcome.right.length : 0,
+          ...(Either.isLeft(outcome) ? { error: `${outcome.left.code}: ${outcome.left.message}` } : {})
+        })
+    )
+    return Either.isRight(outcome) ? outcome.right : []
+  })
+}
