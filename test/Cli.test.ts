@@ -299,6 +299,20 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.requests[0]!.schema).toEqual(JSON.parse(sentimentSchema))
     }))
 
+  it.effect("plan: a failing step shows the completed steps, then the error", () =>
+    Effect.gen(function* () {
+      const calc = (name: string, expression: string) => ({
+        name,
+        type: "tool",
+        input: { name: "calculator", arguments: { expression } }
+      })
+      const file = tempFile("plan.json", JSON.stringify({ steps: [calc("sum", "12 + 7"), calc("broken", "12 +"), calc("after", "1 + 1")] }))
+      const run = yield* runCli(["plan", file])
+      expect(run.out).toContain("  sum (tool): 19\n  broken (tool): not completed\n  after (tool): not completed\n")
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err[0]).toMatch(/^error: TOOL_EXECUTION_FAILED: /)
+    }))
+
   it("examples/plan.json is the demo's plan", () => {
     expect(JSON.parse(fs.readFileSync(path.join(root, "examples", "plan.json"), "utf8"))).toEqual(Cli.demoPlan)
   })

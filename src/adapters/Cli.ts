@@ -24,6 +24,7 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
@@ -512,14 +513,21 @@ const outputText = (output: unknown): string =>
     ? output.content
     : json(output)
 
+/** Each step's output by name: the structured output, or on failure the partial output (the completed steps, as JSON). */
+const stepOutputs = (response: SystemResponse): Record<string, unknown> => {
+  if (response.structuredOutput !== undefined) return response.structuredOutput as Record<string, unknown>
+  const partial = Either.getOrElse(Either.try(() => JSON.parse(response.content) as unknown), () => undefined)
+  return typeof partial === "object" && partial !== null ? (partial as Record<string, unknown>) : {}
+}
+
 const printPlan = (plan: ExecutionPlan, response: SystemResponse) =>
   Effect.gen(function* () {
-    const outputs = (response.structuredOutput ?? {}) as Record<string, unknown>
+    const outputs = stepOutputs(response)
     for (const step of plan.steps) {
       yield* print(
         step.name in outputs
           ? `  ${step.name} (${step.type}): ${outputText(outputs[step.name])}`
-          : `  ${step.name} (${step.type}): not run`
+          : `  ${step.name} (${step.type}): not completed`
       )
     }
   })
