@@ -6,6 +6,7 @@ import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
 import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -13,6 +14,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import * as Cli from "../src/adapters/Cli.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
+import { SystemResponse } from "../src/domain/System.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { Engine } from "../src/services/Engine.js"
 
@@ -204,6 +206,27 @@ describe("Cli (in process, ScriptedEngine)", () => {
         ["system", "Classify the sentiment of the review."],
         ["user", "Great pasta!"]
       ])
+    }))
+
+  it.effect("extract --json: the encoded SystemResponse, which decodes back", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["extract", "--json", "--schema", sentimentSchema, "Great pasta!"], {
+        script: [ScriptedEngine.reply(`{"sentiment": "positive"}`)]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      const response = Schema.decodeUnknownSync(SystemResponse)(JSON.parse(run.out))
+      expect(response.structuredOutput).toEqual({ sentiment: "positive" })
+      expect(response.content).toBe(`{"sentiment": "positive"}`)
+      expect(response.tokenUsage.calls).toBe(1)
+    }))
+
+  it.effect("chat --json: no streaming, the response with its tool calls", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "--json", "What is 12 plus 7?"], { script: calculatorTurn })
+      expect(run.out).not.toContain("[tool call]")
+      const response = Schema.decodeUnknownSync(SystemResponse)(JSON.parse(run.out))
+      expect(response.content).toBe("The answer is 19.")
+      expect(response.toolCallsMade.map((c) => [c.name, c.result])).toEqual([["calculator", "19"]])
     }))
 
   it.effect("extract: a schema file", () =>

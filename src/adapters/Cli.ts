@@ -35,8 +35,7 @@ import * as readline from "node:readline"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { ExecutionPlan } from "../domain/Plan.js"
-import type { SystemResponse } from "../domain/System.js"
-import { SystemRequest } from "../domain/System.js"
+import { SystemRequest, SystemResponse } from "../domain/System.js"
 import type * as TokenUsage from "../domain/TokenUsage.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../layers/llama/PaganticChatWrapper.js"
@@ -222,6 +221,27 @@ const seconds = (ms: number) => `${(ms / 1000).toFixed(2)}s`
 const failOnError = (response: SystemResponse) =>
   response.error === undefined ? Effect.void : fail(`${response.error.code}: ${response.error.message}`)
 
+const jsonOption = Options.boolean("json").pipe(
+  Options.withDescription("print the SystemResponse as JSON instead (no streaming)")
+)
+
+/**
+ * Runs a request and prints its response: `show` for people, or with `--json` the
+ * encoded SystemResponse. A response that carries an error fails the command.
+ */
+const respond = <R>(
+  request: SystemRequest,
+  asJson: boolean,
+  show: (response: SystemResponse) => Effect.Effect<void, never, R>,
+  options?: Facade.RunOptions
+) =>
+  Effect.gen(function* () {
+    const response = yield* runRequest(request, asJson ? undefined : options)
+    if (asJson) yield* print(JSON.stringify(Schema.encodeSync(SystemResponse)(response), null, 2))
+    else yield* show(response)
+    yield* failOnError(response)
+  })
+
 /** Streams a chat request's progress: text as it comes, tool calls and results on their own lines. */
 const streamProgress = (io: Io): Facade.RunOptions => {
   let midLine = false
@@ -388,6 +408,7 @@ const chat = Command.make(
     system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
     temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature (0..2)"), Options.optional),
     maxTokens: Options.integer("max-tokens").pipe(Options.withDescription("tokens per inference"), Options.optional),
+    json: jsonOption,
     prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("one message; without it, an interactive session"), Args.repeated)
   },
   (args) =>
@@ -401,7 +422,8 @@ const chat = Command.make(
         return yield* withSystem(args, toolsFor.chat, () => repl({ ...base, messages: Option.getOrElse(system, () => []) }))
       }
       const request = yield* decodeRequest({ ...base, messages: messages(text, args.system) })
-      yield* withSystem(args, toolsFor.chat, () => Effect.flatMap(chatTurn(request), failOnError))
+      yield* withSystem(args, toolsFor.chat, () =>
+        args.json ? respond(request, true, () => Effect.void) : Effect.flatMap(chatTurn(request), failOnError))
     })
 ).pipe(Command.withDescription("chat with the model and its tools (one message, or interactive without one)"))
 
@@ -432,6 +454,7 @@ const extract = Command.make(
     system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
     temperature: Options.float("temperature").pipe(Options.optional),
     maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    json: jsonOption,
     text: Args.text({ name: "text" }).pipe(Args.withDescription("the text to extract from"), Args.atLeast(1))
   },
   (args) =>
@@ -445,12 +468,7 @@ const extract = Command.make(
         hints: hints(args)
       })
       yield* withSystem(args, toolsFor.structured, () =>
-        Effect.gen(function* () {
-          const response = yield* runRequest(request)
-          if (response.error === undefined) yield* printStructured(response)
-          yield* failOnError(response)
-        })
-      )
+        respond(request, args.json, (response) => (response.error === undefined ? printStructured(response) : Effect.void)))
     })
 ).pipe(Command.withDescription("structured extraction: the model's answer, constrained and validated by a JSON schema"))
 
@@ -478,6 +496,7 @@ const vote = Command.make(
     temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature"), Options.withDefault(0.8)),
     system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
     maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    json: jsonOption,
     text: Args.text({ name: "text" }).pipe(Args.atLeast(1))
   },
   (args) =>
@@ -496,11 +515,8 @@ const vote = Command.make(
         }
       })
       yield* withSystem(args, toolsFor.structured, (outputs) =>
-        Effect.gen(function* () {
-          const response = yield* runRequest(request)
-          if (response.error === undefined) yield* printVote(response, yield* Ref.get(outputs))
-          yield* failOnError(response)
-        }))
+        respond(request, args.json, (response) =>
+          response.error === undefined ? Effect.flatMap(Ref.get(outputs), (c) => printVote(response, c)) : Effect.void))
     })
 ).pipe(Command.withDescription("redundant mode: N replicas at a temperature, a vote over their valid answers"))
 
@@ -536,6 +552,7 @@ const planCommand = Command.make(
   "plan",
   {
     ...globalOptions,
+    json: jsonOption,
     file: Args.text({ name: "plan.json" }).pipe(Args.withDescription("a JSON file with { steps: [...] }"))
   },
   (args) =>
@@ -548,13 +565,8 @@ const planCommand = Command.make(
       )
       const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })
       yield* withSystem(args, toolsFor.plan, () =>
-        Effect.gen(function* () {
-          const response = yield* runRequest(request)
-          yield* printPlan(plan, response)
-          yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
-          yield* failOnError(response)
-        })
-      )
+        respond(request, args.json, (response) =>
+          Effect.zipRight(printPlan(plan, response), print(`usage: ${formatUsage(response.tokenUsage)}`))))
     })
 ).pipe(Command.withDescription("run a plan of typed steps (tool, infer, ...) from a JSON file"))
 
