@@ -31,6 +31,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as path from "node:path"
 import * as readline from "node:readline"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
@@ -94,6 +95,12 @@ export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
       Option.none()
     )
     yield* Effect.addFinalizer(() => Effect.map(Ref.get(input), Option.map(({ rl }) => rl.close())))
+    // a reader that goes away (`pagantic demo | head`) is not a crash: further output is dropped
+    const ignoreBrokenPipe = (error: NodeJS.ErrnoException) => {
+      if (error.code !== "EPIPE") throw error
+    }
+    // (for the life of the process: the error can arrive after the last write)
+    yield* Effect.sync(() => process.stdout.on("error", ignoreBrokenPipe))
     const lines = Effect.flatMap(Ref.get(input), (open) => {
       if (Option.isSome(open)) return Effect.succeed(open.value.lines)
       const rl = readline.createInterface({ input: process.stdin, terminal: false })
@@ -639,10 +646,12 @@ const demo = Command.make("demo", globalOptions, (args) =>
       Effect.gen(function* () {
         const loaded = yield* Clock.currentTimeMillis
         const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
-        const threads = settings.threads ?? (yield* Effect.orElseSucceed(LlamaEngine.config, () => ({ threads: 1 }))).threads ?? 1
+        // what the engine was given: the flags, else the environment's configuration, else the defaults
+        const config = yield* Effect.orElseSucceed(LlamaEngine.config, (): LlamaEngine.Options => ({}))
+        const modelPath = settings.model ?? config.modelPath ?? LlamaEngine.bundledModelPath()
         yield* print(
-          `model: ${info.name} (${settings.model ?? "the bundled model"}), context ${info.contextWindow} tokens, ` +
-            `${threads} thread(s); loaded in ${seconds(loaded - started)}`
+          `model: ${info.name} (${path.relative(process.cwd(), path.resolve(modelPath))}), context ${info.contextWindow} tokens, ` +
+            `${settings.threads ?? config.threads ?? 1} thread(s); loaded in ${seconds(loaded - started)}`
         )
 
         const chatOk = yield* demoPart(
