@@ -7,6 +7,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
+import * as HttpBench from "./http.bench.js"
 
 const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
   const header = ["benchmark", "ours", "baseline", "ratio", "IQR", "goal", "met"]
@@ -24,6 +25,8 @@ const main = Effect.gen(function*() {
   yield* Console.log(`load average before: ${load()} (other processes on the machine skew every figure)`)
   const rows = yield* EngineBench.run
   yield* Console.log(table(rows))
+  yield* Console.log(`\nHTTP adapter: scripted engine, ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
+  yield* Console.log(table(yield* HttpBench.run))
   yield* Console.log(`load average after: ${load()}`)
 })
 

@@ -1,0 +1,281 @@
+/**
+ * Load on the HTTP adapter: concurrent keep-alive clients on loopback against the
+ * real server (`Http.layer`) with a scripted engine that answers at once, so what
+ * is measured is the adapter, the facade and the loops, not inference.
+ *
+ * Per scenario: requests per second, p50/p99 latency, and heap used after a full
+ * GC after 1,000 requests against after 10,000 (goal: flat). Bounded in count and
+ * in time; observability is the no-op layer so the event log does not grow.
+ *
+ *   npm run bench                     (with the engine benchmarks, bench/index.ts)
+ *   npx tsx bench/http.bench.ts       (alone)
+ */
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Console from "effect/Console"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Stream from "effect/Stream"
+import * as http from "node:http"
+import { fileURLToPath } from "node:url"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
+import * as Http from "../src/adapters/Http.js"
+import * as Live from "../src/adapters/Live.js"
+import * as Observe from "../src/layers/Observe.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
+import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
+
+/** A row of bench/index.ts's table (the same shape as engine.bench.ts's). */
+export interface Row {
+  readonly name: string
+  readonly ours: string
+  readonly baseline: string
+  readonly ratio: number
+  /** One run per scenario here, so no interquartile range: "-". */
+  readonly spread: string
+  readonly goal: string
+  readonly met: boolean
+}
+
+export const CONCURRENCY = Number(process.env.HTTP_BENCH_CONCURRENCY ?? 16)
+export const FIRST = Number(process.env.HTTP_BENCH_FIRST ?? 1_000)
+export const TOTAL = Number(process.env.HTTP_BENCH_TOTAL ?? 10_000)
+/** Heap after 10k may exceed heap after 1k by this factor and still count as flat. */
+const FLAT = 1.25
+const DEADLINE_MS = 300_000
+
+const gc: () => void = (() => {
+  const exposed = (globalThis as { gc?: () => void }).gc
+  if (exposed !== undefined) return exposed
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
+})()
+
+const heapAfterGc = (): number => {
+  gc()
+  gc()
+  return process.memoryUsage().heapUsed
+}
+
+const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
+
+interface Scenario {
+  readonly name: string
+  /**
+   * "scripted": ScriptedEngine (repeat-last), which keeps every request it was
+   * sent for its test control, so the engine itself grows with the count;
+   * "plain": the same canned answer from an engine that keeps nothing, so what
+   * grows is the adapter and the facade.
+   */
+  readonly engine: "scripted" | "plain"
+  readonly path: string
+  /** GET when absent. */
+  readonly body?: unknown
+  readonly reply: string
+  /** Structured requests carry no tools, so they make one inference each. */
+  readonly tools?: boolean
+}
+
+export const scenarios: ReadonlyArray<Scenario> = [
+  // the adapter alone: routing, HttpApi encoding, the engine's model info
+  { name: "health", engine: "plain", path: "/health", reply: "" },
+  {
+    name: "chat completions (ScriptedEngine)",
+    engine: "scripted",
+    path: "/v1/chat/completions",
+    body: { messages: [{ role: "user", content: "ping" }], max_tokens: 16 },
+    reply: "pong"
+  },
+  {
+    name: "chat completions (plain engine)",
+    engine: "plain",
+    path: "/v1/chat/completions",
+    body: { messages: [{ role: "user", content: "ping" }], max_tokens: 16 },
+    reply: "pong"
+  },
+  {
+    name: "run structured (plain engine)",
+    engine: "plain",
+    path: "/v1/run",
+    body: {
+      mode: "structured",
+      messages: [{ role: "user", content: "ping" }],
+      output: { schema: { type: "object", properties: { ok: { type: "boolean" } }, required: ["ok"] } }
+    },
+    reply: '{"ok": true}',
+    tools: false
+  }
+]
+
+/** A canned answer from an engine that records nothing. */
+const plainEngine = (content: string): Layer.Layer<Engine> => {
+  const result = new InferenceResult({
+    content,
+    toolCalls: [],
+    usage: TokenUsage.make({ promptTokens: 10, outputTokens: 1, contextWindow: 4096 }),
+    finishReason: "stop"
+  })
+  return Layer.succeed(Engine, {
+    infer: () => Effect.succeed(result),
+    stream: () => Stream.make(StreamPart.textDelta(content), StreamPart.finish(result)),
+    modelInfo: Effect.succeed(
+      new ModelInfo({ name: "plain", contextWindow: 4096, supportsGrammar: false, supportsTools: true })
+    )
+  })
+}
+
+/** One POST on a keep-alive agent; resolves with the latency in ms, rejects on a non-200. */
+const request = (agent: http.Agent, port: number, path: string, payload: string | undefined): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const started = performance.now()
+    const req = http.request(
+      {
+        agent,
+        host: "127.0.0.1",
+        port,
+        path,
+        method: payload === undefined ? "GET" : "POST",
+        headers:
+          payload === undefined
+            ? {}
+            : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) },
+        timeout: 10_000
+      },
+      (res) => {
+        res.resume()
+        res.on("end", () =>
+          res.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`status ${res.statusCode}`))
+        )
+      }
+    )
+    req.on("timeout", () => req.destroy(new Error("request timed out")))
+    req.on("error", reject)
+    req.end(payload)
+  })
+
+/** `count` requests from CONCURRENCY clients; the latencies in ms. */
+const drive = async (agent: http.Agent, port: number, scenario: Scenario, count: number, deadline: number) => {
+  const payload = scenario.body === undefined ? undefined : JSON.stringify(scenario.body)
+  const latencies: Array<number> = []
+  let issued = 0
+  const client = async () => {
+    while (issued < count) {
+      if (Date.now() > deadline) throw new Error("bench deadline exceeded")
+      issued++
+      latencies.push(await request(agent, port, scenario.path, payload))
+    }
+  }
+  await Promise.all(Array.from({ length: CONCURRENCY }, client))
+  return latencies
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) =>
+  sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!
+
+export interface Result {
+  readonly scenario: string
+  readonly requestsPerSecond: number
+  readonly p50: number
+  readonly p99: number
+  readonly heapAt1k: number
+  readonly heapAt10k: number
+  readonly rssAt1k: number
+  readonly rssAt10k: number
+}
+
+const measure = (scenario: Scenario): Effect.Effect<Result> =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const engine =
+        scenario.engine === "scripted"
+          ? ScriptedEngine.layer([ScriptedEngine.reply(scenario.reply)], { whenExhausted: "repeat-last" })
+          : plainEngine(scenario.reply)
+      const context = yield* Layer.build(
+        Http.layer({ port: 0 }).pipe(
+          Layer.provideMerge(
+            Live.layer({
+              engine,
+              observe: Layer.merge(Observe.eventLogNoop, Observe.metricsNoop),
+              ...(scenario.tools === false ? { tools: [] } : {})
+            })
+          )
+        )
+      )
+      const address = Context.get(context, HttpServer.HttpServer).address
+      if (address._tag !== "TcpAddress") return yield* Effect.die("expected a TCP address")
+      const port = address.port
+      const agent = new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })
+      yield* Effect.addFinalizer(() => Effect.sync(() => agent.destroy()))
+      return yield* Effect.promise(async () => {
+        const deadline = Date.now() + DEADLINE_MS
+        await drive(agent, port, scenario, 200, deadline) // warm-up (JIT, connections)
+        const first = await drive(agent, port, scenario, FIRST, deadline)
+        const heapAt1k = heapAfterGc()
+        const rssAt1k = process.memoryUsage().rss
+        const restStarted = performance.now()
+        const rest = await drive(agent, port, scenario, TOTAL - FIRST, deadline)
+        const restMs = performance.now() - restStarted
+        const heapAt10k = heapAfterGc()
+        const rssAt10k = process.memoryUsage().rss
+        const sorted = [...first, ...rest].sort((a, b) => a - b)
+        return {
+          scenario: scenario.name,
+          requestsPerSecond: (rest.length / restMs) * 1000,
+          p50: percentile(sorted, 50),
+          p99: percentile(sorted, 99),
+          heapAt1k,
+          heapAt10k,
+          rssAt1k,
+          rssAt10k
+        }
+      })
+    })
+  ).pipe(Effect.orDie)
+
+const rowsOf = (r: Result): ReadonlyArray<Row> => [
+  {
+    name: `http ${r.scenario}: heap after ${TOTAL / 1000}k vs ${FIRST / 1000}k requests`,
+    ours: mb(r.heapAt10k),
+    baseline: mb(r.heapAt1k),
+    ratio: r.heapAt10k / r.heapAt1k,
+    spread: "-",
+    goal: `<= ${FLAT} (flat)`,
+    met: r.heapAt10k / r.heapAt1k <= FLAT
+  },
+  {
+    name: `http ${r.scenario}: ${CONCURRENCY} clients, req/s; p50 / p99 latency`,
+    ours: `${r.requestsPerSecond.toFixed(0)} req/s`,
+    baseline: `${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} ms`,
+    ratio: r.p99 / r.p50,
+    spread: "-",
+    goal: "p99 < 100 ms",
+    met: r.p99 < 100
+  }
+]
+
+/** Every scenario, as rows for bench/index.ts's table (ratio = heap 10k / 1k; p99 / p50). */
+export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(
+  Effect.forEach(scenarios, measure),
+  (results) => results.flatMap(rowsOf)
+)
+
+/** The raw results, for running this file alone. */
+export const results: Effect.Effect<ReadonlyArray<Result>> = Effect.forEach(scenarios, measure)
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  NodeRuntime.runMain(
+    Effect.flatMap(results, (rs) =>
+      Effect.forEach(rs, (r) =>
+        Console.log(
+          `${r.scenario}: ${r.requestsPerSecond.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ` +
+            `heap ${mb(r.heapAt1k)} -> ${mb(r.heapAt10k)} (x${(r.heapAt10k / r.heapAt1k).toFixed(2)}), ` +
+            `rss ${mb(r.rssAt1k)} -> ${mb(r.rssAt10k)}`
+        )
+      )
+    )
+  )
+}
