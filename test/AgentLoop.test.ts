@@ -504,3 +504,30 @@ describe("AgentLoop", () => {
     )
   })
 })
+
+describe("RetryPolicy", () => {
+  it.effect("retries `times` times, with capped, jittered, whole-millisecond delays", () =>
+    Effect.gen(function* () {
+      const { Clock } = yield* Effect.promise(() => import("effect"))
+      const times = yield* Ref.make<ReadonlyArray<number>>([])
+      const attempt = Effect.flatMap(Clock.currentTimeMillis, (t) =>
+        Effect.zipRight(Ref.update(times, (ts) => [...ts, t]), Effect.fail("again"))
+      )
+      const fiber = yield* Effect.fork(
+        Effect.retry(attempt, RetryPolicy.exponential({ base: "300 millis", times: 6, cap: "1 second" }))
+      )
+      yield* TestClock.adjust("1 minute")
+      yield* Fiber.await(fiber)
+      const at = yield* Ref.get(times)
+      expect(at).toHaveLength(7)
+      const gaps = at.slice(1).map((t, i) => t - at[i]!)
+      for (const gap of gaps) {
+        expect(Number.isInteger(gap)).toBe(true)
+        expect(gap).toBeLessThanOrEqual(1000)
+      }
+      expect(gaps[0]).toBeGreaterThanOrEqual(240)
+      expect(gaps[0]).toBeLessThanOrEqual(360)
+      expect(gaps.at(-1)).toBe(1000)
+    })
+  )
+})

@@ -237,6 +237,11 @@ describe("Facade", () => {
         expect(response.structuredOutput).toEqual({ sentiment: "positive" })
         expect(response.confidence).toBeCloseTo(2 / 3)
         expect(response.confidenceSource).toBe("voting")
+        expect(response.candidates).toEqual([
+          '{"sentiment":"positive"}',
+          '{"sentiment":"negative"}',
+          '{"sentiment":"positive"}'
+        ])
         expect(response.tokenUsage.calls).toBe(3)
         expect(execution.transitions.map((t) => t.to)).toEqual(["PREPARE", "EXECUTE", "VALIDATE", "COMPLETE"])
       }).pipe(

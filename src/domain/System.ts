@@ -139,6 +139,8 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   sessionId: Schema.optional(Schema.String),
   content: Schema.String,
   structuredOutput: Schema.optional(Schema.Unknown),
+  /** Beyond seed 03: in redundant mode, every valid replica's output, in replica order. */
+  candidates: Schema.optional(Schema.Array(Schema.String)),
   toolCallsMade: Schema.Array(ToolCallRecord),
   confidence: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
   confidenceSource: Schema.optional(ConfidenceSource),

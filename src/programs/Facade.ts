@@ -87,6 +87,7 @@ export interface Options {
 interface Outcome {
   readonly content: string
   readonly structuredOutput?: unknown
+  readonly candidates?: ReadonlyArray<string>
   readonly toolCallsMade?: ReadonlyArray<ToolCallRecord>
   readonly confidence?: number
   readonly confidenceSource?: ConfidenceSource
@@ -274,7 +275,9 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           ...(request.hints.maxTokens === undefined ? {} : { maxTokens: request.hints.maxTokens }),
           ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature }),
           ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP }),
-          ...(request.tools.length === 0 ? {} : { allowTools: request.tools }),
+          // A tool phase only when the request names its tools: an empty list means none here,
+          // so a plain extraction is never preceded by a tool round the caller did not ask for.
+          ...(request.tools.length === 0 ? { useTools: false } : { allowTools: request.tools }),
           ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations })
         })
         yield* tracker.transition("VALIDATE", "output validated against the schema")
@@ -319,6 +322,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         return {
           content: result.content,
           structuredOutput: result.value,
+          candidates: result.candidates,
           confidence: result.confidence,
           confidenceSource: "voting",
           validationResult: result.validation,
@@ -485,6 +489,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
             toolCallsMade: o.toolCallsMade ?? [],
             tokenUsage: o.usage,
             ...(o.structuredOutput === undefined ? {} : { structuredOutput: o.structuredOutput }),
+            ...(o.candidates === undefined ? {} : { candidates: o.candidates }),
             ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
             ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
             ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),

@@ -14,7 +14,11 @@ export const exponential = (options: {
 } = {}): Schedule.Schedule<unknown> =>
   Schedule.exponential(options.base ?? "200 millis").pipe(
     Schedule.jittered,
-    Schedule.map((d) => Duration.min(d, Duration.decode(options.cap ?? "10 seconds"))),
+    // Capped, and whole milliseconds: a fractional delay would leave clocks (the
+    // TestClock's nanosecond reading among them) at a time that is not an integer.
+    Schedule.modifyDelay((_, delay) =>
+      Duration.millis(Math.round(Duration.toMillis(Duration.min(delay, Duration.decode(options.cap ?? "10 seconds")))))
+    ),
     Schedule.intersect(Schedule.recurs(options.times ?? 2)),
     Schedule.asVoid
   )
