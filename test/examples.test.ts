@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { AppLive, program } from "../examples/agent-loop.js"
+import * as FirstProgram from "../examples/first-program.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 
 describe("examples/agent-loop", () => {
@@ -25,5 +26,16 @@ describe("examples/agent-loop", () => {
         )
       )
     )
+  )
+})
+
+describe("examples/first-program (the README's)", () => {
+  it.effect("runs the weather tool through the AgentLoop on the scripted engine", () =>
+    Effect.gen(function* () {
+      const turn = yield* FirstProgram.program
+      expect(turn.content).toBe("It is sunny in Paris.")
+      expect(turn.stopReason).toBe("finish")
+      expect(turn.toolCalls[0]).toMatchObject({ name: "weather", result: "Sunny in Paris, 21°C" })
+    }).pipe(Effect.provide(FirstProgram.Test))
   )
 })
