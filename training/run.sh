@@ -9,7 +9,7 @@ export OPENBLAS_NUM_THREADS=1
 PY=/usr/bin/python3
 
 npx tsx training/generate.ts --train 150000 --seed 1         # render through PaganticChatWrapper
-$PY training/vocab.py --size 1024                            # learn the vocabulary -> training/vocab.json
+$PY training/vocab.py --size 1280                            # learn the vocabulary -> training/vocab.json
 $PY training/model.py --out training/out/init.gguf           # vocab + random weights, to tokenize with llama.cpp
 npx tsx training/tokenize.ts training/out/init.gguf          # exact llama.cpp tokens + assistant-only loss mask
 $PY training/train.py --minutes "$MINUTES" --out training/out/model.gguf

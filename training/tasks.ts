@@ -48,13 +48,13 @@ export const calculatorFunctions: ChatModelFunctions = {
   }
 }
 
-/** The reference calculator: evaluates `+ - * /` with parentheses; returns the number as a string. */
+/** The reference calculator: `+ - * /` with parentheses; the result is formatted like src/layers/tools/Calculator.ts (`format`: integers as is, else at most 6 decimals). */
 export const evaluateExpression = (expression: string): string => {
   if (!/^[0-9+\-*/(). ]+$/.test(expression)) throw new Error(`bad expression: ${expression}`)
   // eslint-disable-next-line @typescript-eslint/no-implied-eval
   const value = Function(`"use strict"; return (${expression});`)() as number
   if (!Number.isFinite(value)) return "undefined"
-  return String(Number.isInteger(value) ? value : Number(value.toFixed(4)))
+  return String(Number.isInteger(value) ? value : Number(value.toFixed(6)))
 }
 
 // ---------------------------------------------------------------------------
@@ -67,13 +67,17 @@ const POS = [
   "great", "excellent", "amazing", "wonderful", "fantastic", "good", "superb", "delightful",
   "lovely", "brilliant", "enjoyable", "outstanding", "perfect", "impressive", "pleasant",
   "terrific", "awesome", "charming", "fun", "nice", "beautiful", "helpful", "fresh", "tasty",
-  "comfortable", "reliable", "fast", "friendly", "incredible", "solid"
+  "comfortable", "reliable", "fast", "friendly", "incredible", "solid", "delicious", "spotless",
+  "clean", "cozy", "generous", "attentive", "gorgeous", "stunning", "smooth", "polite", "affordable",
+  "spacious", "welcoming", "professional", "flawless", "fabulous", "marvelous", "cheerful", "elegant"
 ]
 const NEG = [
   "terrible", "awful", "horrible", "bad", "poor", "disappointing", "boring", "dreadful",
   "useless", "annoying", "broken", "bland", "disgusting", "frustrating", "painful", "weak",
   "lousy", "unpleasant", "rude", "slow", "dirty", "cheap", "ugly", "noisy", "overpriced",
-  "mediocre", "stale", "buggy", "unreliable", "awkward"
+  "mediocre", "stale", "buggy", "unreliable", "awkward", "cold", "greasy", "cramped", "filthy",
+  "tasteless", "soggy", "late", "flimsy", "smelly", "unhelpful", "crowded", "confusing", "defective",
+  "overcooked", "burnt", "outdated", "uncomfortable", "dull", "clumsy", "pathetic"
 ]
 const NEU = ["okay", "fine", "average", "ordinary", "acceptable", "so-so", "unremarkable", "standard", "alright", "typical"]
 
@@ -217,7 +221,12 @@ export const makeReview = (rng: Rng, split: Split): Review => {
     case 5: {
       // both aspects agree
       const conj = rng.pick(["and", "and also", "and"])
-      text = `${cap(subj)} ${be} ${intens()}${adj(pol)} ${conj} ${subj2} ${be} ${adj(pol)}.`
+      text = `${cap(subj)} ${be} ${intens()}${adj(pol)} ${conj} ${subj2} ${be} ${intens()}${adj(pol)}.`
+      if (rng.chance(0.3)) {
+        text += " " + (pol === "positive"
+          ? rng.pick(["Five stars.", "Would buy again.", "Highly recommended.", "Loved it."])
+          : rng.pick(["One star.", "Never again.", "Avoid it.", "Not worth it."]))
+      }
       label = pol
       break
     }
@@ -230,7 +239,9 @@ export const makeReview = (rng: Rng, split: Split): Review => {
         `It ${be} ${n}.`,
         `${cap(subj)} ${be} just ${n}.`,
         `I have no strong feelings about ${subj}.`,
-        `${cap(subj)} ${be} ${n}. Nothing more to say.`
+        `${cap(subj)} ${be} ${n}. Nothing more to say.`,
+        `${cap(subj)} ${be} ${n}. Nothing special.`,
+        `${cap(subj)} ${be} ${n}, I guess.`
       ])
       label = "neutral"
       break

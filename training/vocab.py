@@ -69,7 +69,7 @@ def learn_merges(word_counts, n_merges):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--size", type=int, default=1280)
     ap.add_argument("--corpus", default=os.path.join(HERE, "out", "corpus.jsonl"))
     ap.add_argument("--out", default=os.path.join(HERE, "vocab.json"))
     args = ap.parse_args()
