@@ -146,6 +146,10 @@ const PROMPTS = [
   "Describe a quiet morning."
 ]
 
+/** A prompt that no other phase of the benchmarks has evaluated. */
+const chatPrompt = (key: number) => `${PROMPTS[key % PROMPTS.length]!} (#${key})`
+const reviewPrompt = (key: number) => `${REVIEWS[key % REVIEWS.length]!} (#${key})`
+
 const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds: number) =>
   Effect.gen(function*() {
     const engine = yield* Engine
@@ -203,19 +207,22 @@ const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds:
     ] satisfies ReadonlyArray<Row>
   }).pipe(Effect.scoped)
 
-const parallel = (label: string, make: (i: number, round: number) => InferenceRequest, rounds: number) =>
+/**
+ * Every phase (sequential, concurrent, warm-up) gets prompts of its own (`key`), so
+ * that neither finds the other's prompt already evaluated; the order alternates.
+ */
+const parallel = (label: string, make: (replica: number, key: number) => InferenceRequest, rounds: number) =>
   Effect.gen(function*() {
     const engine = yield* Engine
-    const five = (round: number) => Array.from({ length: 5 }, (_, i) => engine.infer(make(i, round)))
-    yield* Effect.all(five(rounds), { concurrency: "unbounded" }) // warm-up, with a round of its own
+    const five = (key: number) => Array.from({ length: 5 }, (_, i) => engine.infer(make(i, key)))
+    yield* Effect.all(five(2 * rounds), { concurrency: "unbounded" }) // warm-up
     const sequential: Array<number> = []
     const concurrent: Array<number> = []
     const ratios: Array<number> = []
     for (let round = 0; round < rounds; round++) {
-      const first = round % 2 === 0 ? "sequential" : "concurrent"
-      const runSequential = timed(Effect.all(five(round), { concurrency: 1 }))
-      const runConcurrent = timed(Effect.all(five(round), { concurrency: "unbounded" }))
-      if (first === "sequential") {
+      const runSequential = timed(Effect.all(five(2 * round), { concurrency: 1 }))
+      const runConcurrent = timed(Effect.all(five(2 * round + 1), { concurrency: "unbounded" }))
+      if (round % 2 === 0) {
         sequential.push((yield* runSequential).ms)
         concurrent.push((yield* runConcurrent).ms)
       } else {
@@ -248,17 +255,21 @@ const redundant = (rounds: number) =>
         temperature: 0.8,
         maxTokens: 24
       })
-    yield* vote(REVIEWS[0]!, 5) // warm-up
+    yield* vote(reviewPrompt(2 * rounds), 5) // warm-up
     const sequential: Array<number> = []
     const concurrent: Array<number> = []
     const ratios: Array<number> = []
     for (let round = 0; round < rounds; round++) {
-      const review = REVIEWS[round % REVIEWS.length]!
-      const seq = (yield* timed(vote(review, 1))).ms
-      const con = (yield* timed(vote(review, 5))).ms
-      sequential.push(seq)
-      concurrent.push(con)
-      ratios.push(con / seq)
+      const runSequential = timed(vote(reviewPrompt(2 * round), 1))
+      const runConcurrent = timed(vote(reviewPrompt(2 * round + 1), 5))
+      if (round % 2 === 0) {
+        sequential.push((yield* runSequential).ms)
+        concurrent.push((yield* runConcurrent).ms)
+      } else {
+        concurrent.push((yield* runConcurrent).ms)
+        sequential.push((yield* runSequential).ms)
+      }
+      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
     }
     const ratio = median(ratios)
     return {
@@ -276,18 +287,22 @@ const redundant = (rounds: number) =>
 const parallelDirect = (rounds: number) =>
   Effect.gen(function*() {
     const baseline = yield* direct
-    const five = (round: number) =>
-      Array.from(
-        { length: 5 },
-        (_, i) => baseline.sample(i, PROMPTS[round % PROMPTS.length]!, 64, 1000 * round + i)
-      )
-    yield* Effect.all(five(rounds), { concurrency: "unbounded" })
+    const five = (key: number) =>
+      Array.from({ length: 5 }, (_, i) => baseline.sample(i, chatPrompt(key), 64, 1000 * key + i))
+    yield* Effect.all(five(2 * rounds), { concurrency: "unbounded" })
     const sequential: Array<number> = []
     const concurrent: Array<number> = []
     const ratios: Array<number> = []
     for (let round = 0; round < rounds; round++) {
-      sequential.push((yield* timed(Effect.all(five(round), { concurrency: 1 }))).ms)
-      concurrent.push((yield* timed(Effect.all(five(round), { concurrency: "unbounded" }))).ms)
+      const runSequential = timed(Effect.all(five(2 * round), { concurrency: 1 }))
+      const runConcurrent = timed(Effect.all(five(2 * round + 1), { concurrency: "unbounded" }))
+      if (round % 2 === 0) {
+        sequential.push((yield* runSequential).ms)
+        concurrent.push((yield* runConcurrent).ms)
+      } else {
+        concurrent.push((yield* runConcurrent).ms)
+        sequential.push((yield* runSequential).ms)
+      }
       ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
     }
     const ratio = median(ratios)
@@ -342,20 +357,15 @@ export const run = Effect.gen(function*() {
   rows.push(
     yield* parallel(
       "5 sampled replicas of a sentiment prompt, JSON schema (temperature 0.8)",
-      (i, round) =>
-        ask(REVIEWS[round % REVIEWS.length]!, {
-          schema: SENTIMENT,
-          maxTokens: 24,
-          temperature: 0.8,
-          seed: 1000 * round + i
-        }),
+      (i, key) =>
+        ask(reviewPrompt(key), { schema: SENTIMENT, maxTokens: 24, temperature: 0.8, seed: 1000 * key + i }),
       9
     )
   )
   rows.push(
     yield* parallel(
       "5 sampled chat replicas, free text up to 64 tokens (temperature 0.8)",
-      (i, round) => ask(PROMPTS[round % PROMPTS.length]!, { maxTokens: 64, temperature: 0.8, seed: 1000 * round + i }),
+      (i, key) => ask(chatPrompt(key), { maxTokens: 64, temperature: 0.8, seed: 1000 * key + i }),
       9
     )
   )
@@ -363,7 +373,7 @@ export const run = Effect.gen(function*() {
   rows.push(
     yield* parallel(
       "5 different prompts, 128 tokens each under a grammar",
-      (i, round) => ask(`${PROMPTS[i]!} (${round})`, { maxTokens: 128, grammar: ENDLESS }),
+      (i, key) => ask(`${PROMPTS[i]!} (#${key})`, { maxTokens: 128, grammar: ENDLESS }),
       5
     )
   )
