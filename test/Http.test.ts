@@ -12,6 +12,7 @@ import { InferenceFailure } from "../src/domain/Failure.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
+import { ConversationStore } from "../src/services/Memory.js"
 import { EventLog } from "../src/services/Observe.js"
 
 // ---------------------------------------------------------------------------
@@ -23,6 +24,8 @@ interface Fixture {
   readonly port: number
   readonly events: Effect.Effect<ReadonlyArray<Event>>
   readonly requests: Effect.Effect<ReadonlyArray<InferenceRequest>>
+  /** The sessions the server's ConversationStore holds. */
+  readonly sessions: Effect.Effect<ReadonlyArray<string>>
 }
 
 const withServer = <A>(
@@ -50,7 +53,9 @@ const withServer = <A>(
         url: `http://127.0.0.1:${address.port}`,
         port: address.port,
         events: log.events,
-        requests: control.requests
+        requests: control.requests,
+        // Live.layer provides the store at run time but does not list it in its type
+        sessions: Context.unsafeGet(context as unknown as Context.Context<ConversationStore>, ConversationStore).sessions
       })
     })
   ).pipe(Effect.timeout("20 seconds"), Effect.orDie)
@@ -140,7 +145,7 @@ describe("adapters/Http", () => {
   it.live("POST /v1/run answers the SystemResponse; the server ran the tool", () =>
     withServer(
       [ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "6 * 7" } }]), ScriptedEngine.reply("42")],
-      ({ requests, url }) =>
+      ({ requests, sessions, url }) =>
         Effect.gen(function* () {
           const res = yield* post(`${url}/v1/run`, chatRequest("What is 6 times 7?", { requestId: "r-run" }))
           expect(res.status).toBe(200)
@@ -153,6 +158,8 @@ describe("adapters/Http", () => {
           expect(res.json.sessionId).toEqual(expect.any(String))
           expect(res.json.error).toBeUndefined()
           expect((yield* requests).length).toBe(2)
+          // the session stays, so the client can continue it by sessionId
+          expect(yield* sessions).toEqual([res.json.sessionId])
         })
     )
   )
@@ -308,7 +315,7 @@ describe("adapters/Http", () => {
   it.live("POST /v1/chat/completions: OpenAI shape, tools as a whitelist run by the server, hints passed on", () =>
     withServer(
       [ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "2+3" } }]), ScriptedEngine.reply("It is 5.")],
-      ({ requests, url }) =>
+      ({ requests, sessions, url }) =>
         Effect.gen(function* () {
           const res = yield* post(`${url}/v1/chat/completions`, {
             model: "anything",
@@ -338,6 +345,8 @@ describe("adapters/Http", () => {
           expect(sent[0]!.tools.map((t) => t.name)).toEqual(["calculator"])
           expect(sent[0]).toMatchObject({ maxTokens: 64, temperature: 0.2, topP: 0.9 })
           expect(sent[0]!.messages[0]).toMatchObject({ role: "system", content: "Be brief." })
+          // OpenAI's API is stateless: the session the request opened is gone
+          expect(yield* sessions).toEqual([])
         })
     )
   )

@@ -41,6 +41,7 @@ import type { Facade } from "../programs/Facade.js"
 import { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
+import { ConversationStore } from "../services/Memory.js"
 import type { ErrorStatus } from "./http/Api.js"
 import { ChatCompletionRequest, PaganticApi } from "./http/Api.js"
 import * as OpenAi from "./http/OpenAi.js"
@@ -300,6 +301,11 @@ const handlers = (options: Options) =>
       const system = yield* PaganticSystem
       const engine = yield* Engine
       const ids = yield* Effect.serviceOption(IdGenerator)
+      // OpenAI's API is stateless (the client sends the whole history each time),
+      // so the session a chat completion opened is dropped once it is answered.
+      const store = yield* Effect.serviceOption(ConversationStore)
+      const forget = (response: SystemResponse) =>
+        Option.isSome(store) && response.sessionId !== undefined ? store.value.clear(response.sessionId) : Effect.void
       const maxBodyBytes = options.maxBodyBytes ?? defaults.maxBodyBytes
       const limit = Duration.decode(options.requestTimeout ?? defaults.requestTimeout)
       const limitMs = Duration.isFinite(limit) && Duration.toMillis(limit) > 0 ? Duration.toMillis(limit) : undefined
@@ -360,6 +366,7 @@ const handlers = (options: Options) =>
 
           if (completion.stream !== true) {
             const response = yield* runTied(system, requestId, system.runUnknown(envelope.right), backstop)
+            yield* forget(response)
             if (response.error !== undefined) return chatFailure(response.error)
             return OpenAi.toCompletion(response, { ...meta, structured })
           }
@@ -372,7 +379,10 @@ const handlers = (options: Options) =>
               .runUnknown(envelope.right, {
                 onProgress: (p) => (p._tag === "TextDelta" ? Queue.offer(queue, { _tag: "Delta", text: p.text }) : Effect.void)
               })
-              .pipe(Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", response })))
+              .pipe(
+                Effect.tap(forget),
+                Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", response }))
+              )
           )
           const stop = stopRun(system, requestId, fiber)
           const first = yield* Queue.take(queue).pipe(Effect.onInterrupt(() => stop))
