@@ -1,11 +1,17 @@
 /**
  * Engine benchmarks on the bundled model, each a ratio measured side by side in
- * one process, one thread, same model and settings:
+ * one process, one thread, same model and settings. Every ratio is the median of
+ * per-round ratios (a round runs both sides back to back, order alternating), with
+ * the interquartile range beside it, because other processes on a shared machine
+ * move single figures a lot.
  *
- * - pass-through: tokens/s through LlamaEngine versus node-llama-cpp's LlamaChat
- *   called directly (runs interleaved, medians compared); goal >= 0.95.
+ * - pass-through: tokens/s (wall, and per CPU-second) through LlamaEngine versus
+ *   node-llama-cpp's LlamaChat called directly; goal >= 0.95.
  * - parallel sequences: five concurrent infers versus the same five one after
- *   another; goal <= 0.45 of the sequential wall time.
+ *   another, each phase on prompts of its own; goal <= 0.45 of the sequential wall
+ *   time. Also through RedundantLoop N=5 (concurrency 5 vs 1), and the same
+ *   measurement on node-llama-cpp directly as a reference for what the machine and
+ *   the library allow.
  * - multi-turn: prompt tokens evaluated at turn 20 versus turn 1 of one session;
  *   goal <= 1.5, beside what re-evaluating the whole history would cost.
  */
