@@ -136,6 +136,25 @@ for (const g of greetings) {
   if (verbose || !ok) console.log(`  chat: ${g} -> ${JSON.stringify(res.response)} ${res.functionCalls?.length ? "(called a tool)" : ""}`)
 }
 
+// --- the CLI demo's prompts (src/adapters/Cli.ts) -------------------------------
+const demo: ReadonlyArray<readonly [string, string]> = [
+  ["The staff was friendly and the room was spotless. Five stars.", "positive"],
+  ["The pasta was absolutely delicious and the waiter was lovely.", "positive"],
+  ["The hotel was fine. Nothing special.", "neutral"]
+]
+for (const [review, want] of demo) {
+  const got = await classify(review, SENTIMENT_SYSTEM_PROMPTS[0]!)
+  const votes: Array<string> = []
+  for (let seed = 1; seed <= 5; seed++) {
+    const res = await chat.generateResponse(
+      [sys(SENTIMENT_SYSTEM_PROMPTS[0]!), { type: "user", text: review }, { type: "model", response: [] }],
+      { grammar, maxTokens: 24, temperature: 0.8, seed }
+    )
+    votes.push(grammar.parse(res.response).sentiment)
+  }
+  console.log(`  demo: ${review} -> ${got} (want ${want}); at temperature 0.8: ${votes.join(", ")}`)
+}
+
 const pct = (a: number, b: number) => `${a}/${b} (${((100 * a) / Math.max(1, b)).toFixed(1)}%)`
 console.log(`model: ${modelPath} (${fs.statSync(modelPath).size} bytes)`)
 console.log(`sentiment accuracy (JSON-schema grammar, greedy): ${pct(sentimentOk, reviews.length)}, ` +

@@ -1,6 +1,6 @@
 """Builds the bundled model's SentencePiece-style ("llama") vocabulary.
 
-    /usr/bin/python3 training/vocab.py [--size 1024]
+    /usr/bin/python3 training/vocab.py [--size 1280]
 
 Reads training/out/corpus.jsonl (plain-text pieces written by generate.ts) and
 learns BPE merges over whitespace-escaped text ("▁" for a space). Each merge
