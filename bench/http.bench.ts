@@ -263,8 +263,11 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(
   (results) => results.flatMap(rowsOf)
 )
 
-/** The raw results, for running this file alone. */
-export const results: Effect.Effect<ReadonlyArray<Result>> = Effect.forEach(scenarios, measure)
+/** The raw results, for running this file alone (HTTP_BENCH_ONLY=<part of a name> picks scenarios). */
+export const results: Effect.Effect<ReadonlyArray<Result>> = Effect.forEach(
+  scenarios.filter((s) => s.name.includes(process.env.HTTP_BENCH_ONLY ?? "")),
+  measure
+)
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   NodeRuntime.runMain(
