@@ -478,6 +478,29 @@ describe("adapters/Http", () => {
     )
   )
 
+  it.live("a streamed turn that runs a tool streams the final answer; the tool run is in the last chunk", () =>
+    withServer(
+      [
+        ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "6*7" } }]),
+        ScriptedEngine.reply("It is 42.", { chunkDelay: "5 millis" })
+      ],
+      ({ url }) =>
+        Effect.gen(function* () {
+          const res = yield* post(`${url}/v1/chat/completions`, {
+            stream: true,
+            messages: [{ role: "user", content: "6 times 7?" }],
+            tools: [{ type: "function", function: { name: "calculator" } }]
+          })
+          expect(res.status).toBe(200)
+          expect(res.headers.get("x-request-id")).toEqual(expect.any(String))
+          const chunks = sseData(res.text).slice(0, -1).map((d) => JSON.parse(d))
+          expect(chunks.map((c) => c.choices[0].delta.content ?? "").join("")).toBe("It is 42.")
+          expect(chunks.every((c) => c.choices[0].delta.tool_calls === undefined)).toBe(true)
+          expect(chunks.at(-1).pagantic.toolCallsMade).toMatchObject([{ name: "calculator", result: "42" }])
+        })
+    )
+  )
+
   it.live("a client that disconnects cancels its request: CANCELLED_SIGNAL, the CANCELLED transition", () =>
     withServer(
       [ScriptedEngine.reply("never seen", { delay: "10 seconds" })],

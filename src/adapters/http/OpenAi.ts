@@ -11,7 +11,10 @@
  * - `tools`: their names are the request's whitelist over the tools the server
  *   registered; the server runs them itself in the facade's tool loop, so the
  *   answer is the final text (tools run are listed under `pagantic.toolCallsMade`)
- *   and never asks the client to run a tool. No `tools` means every registered tool.
+ *   and never asks the client to run a tool. No `tools` means every registered tool
+ *   (a SystemRequest cannot say "none"), and `tool_choice` is ignored. A
+ *   conversation must end with a user message: tool results the client ran
+ *   itself may appear in the history, not as the last message.
  * - `response_format`: `json_schema` -> mode structured with its schema,
  *   `json_object` -> structured with `{ type: "object" }`, `text` -> chat.
  * - `max_completion_tokens` / `max_tokens`, `temperature`, `top_p` -> hints.
