@@ -8,7 +8,7 @@
  *   voting      at a sampling temperature, one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 1.2]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 3]
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -31,7 +31,7 @@ const arg = (name: string): string | undefined => {
   return i >= 0 ? process.argv[i + 1] : undefined
 }
 const limit = Number(arg("limit") ?? Infinity)
-const temperature = Number(arg("temperature") ?? 1.2)
+const temperature = Number(arg("temperature") ?? 3)
 const votes = Number(arg("n") ?? 5)
 const modelPath = arg("model")
 

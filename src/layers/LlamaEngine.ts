@@ -19,6 +19,7 @@ import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import * as Queue from "effect/Queue"
 import * as Stream from "effect/Stream"
 import * as Take from "effect/Take"
@@ -348,7 +349,9 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         contextShift,
         ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
         ...(request.topP === undefined ? {} : { topP: request.topP }),
-        ...(request.seed === undefined ? {} : { seed: request.seed }),
+        // node-llama-cpp's default seed is the current second: replicas sampled in the
+        // same second would all draw the same tokens. Each call draws its own seed.
+        seed: request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31 - 1)),
         ...(typeof topK === "number" ? { topK } : {}),
         ...(typeof minP === "number" ? { minP } : {}),
         ...(onText === undefined ? {} : { onTextChunk: onText }),
