@@ -25,7 +25,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(`load average before: ${load()} (other processes on the machine skew every figure)`)
   const rows = yield* EngineBench.run
   yield* Console.log(table(rows))
-  yield* Console.log(`\nHTTP adapter: scripted engine, ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
+  yield* Console.log(`\nHTTP adapter: canned answers (ScriptedEngine, and an engine that records nothing), ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
   yield* Console.log(table(yield* HttpBench.run))
   yield* Console.log(`load average after: ${load()}`)
 })
