@@ -34,6 +34,19 @@ describe("Memory layers", () => {
     }).pipe(Effect.provide(Memory.layerMemory))
   )
 
+  it.effect("a bounded store drops the least recently written session", () =>
+    Effect.gen(function* () {
+      const store = yield* ConversationStore
+      yield* store.append("a", [Message.user("1")])
+      yield* store.append("b", [Message.user("2")])
+      yield* store.load("a")
+      yield* store.append("a", [Message.user("3")])
+      yield* store.append("c", [Message.user("4")])
+      expect([...(yield* store.sessions)].sort()).toEqual(["a", "c"])
+      expect((yield* store.load("a")).map((m) => m.content)).toEqual(["1", "3"])
+    }).pipe(Effect.provide(Memory.conversationStoreBounded(2)))
+  )
+
   it.effect("session state is key-value per session", () =>
     Effect.gen(function* () {
       const state = yield* SessionState

@@ -13,9 +13,12 @@ import * as Observe from "../layers/Observe.js"
 import * as ToolRegistry from "../layers/ToolRegistry.js"
 import * as Calculator from "../layers/tools/Calculator.js"
 import * as Facade from "../programs/Facade.js"
+import type { Constraint as ConstraintTag } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
+import type { ConversationStore, SessionState } from "../services/Memory.js"
 import type { EventLog, Metrics } from "../services/Observe.js"
 import type * as Tool from "../services/ToolRegistry.js"
+import type { ToolRegistry as ToolRegistryTag } from "../services/ToolRegistry.js"
 
 export interface Options<E> {
   /** The engine; default: the llama.cpp engine configured from the environment. */
@@ -30,7 +33,10 @@ export interface Options<E> {
 /** The facade with its services: engine, tools, constraint, memory, observability. */
 export const layer = <E = never>(
   options: Options<E> = {}
-): Layer.Layer<Facade.PaganticSystem | Engine | EventLog | Metrics, E | InferenceFailure | ConfigError.ConfigError> => {
+): Layer.Layer<
+  Facade.PaganticSystem | Engine | EventLog | Metrics | ConversationStore | SessionState | ToolRegistryTag | ConstraintTag,
+  E | InferenceFailure | ConfigError.ConfigError
+> => {
   // Each layer is one value, so the facade and the caller share one engine and one log.
   const engine: Layer.Layer<Engine, E | InferenceFailure | ConfigError.ConfigError> =
     options.engine ?? LlamaEngine.layerConfig()

@@ -13,8 +13,12 @@ import {
 
 export const conversationStoreMemory: Layer.Layer<ConversationStore> = Layer.effect(
   ConversationStore,
-  makeInMemoryConversationStore
+  makeInMemoryConversationStore()
 )
+
+/** A store keeping at most `maxSessions` sessions (the least recently written dropped first). */
+export const conversationStoreBounded = (maxSessions: number): Layer.Layer<ConversationStore> =>
+  Layer.effect(ConversationStore, makeInMemoryConversationStore({ maxSessions }))
 
 export const sessionStateMemory: Layer.Layer<SessionState> = Layer.effect(SessionState, makeInMemorySessionState)
 

@@ -121,7 +121,8 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<{ readonly engine: EngineService; readonly control: Control }> =>
   Effect.gen(function* () {
-    const requests = yield* Ref.make<ReadonlyArray<InferenceRequest>>([])
+    // appended in place (a synchronous step, atomic between fibers); reads copy
+    const requests: Array<InferenceRequest> = []
     const cursor = yield* Ref.make(0)
     const callCounter = yield* Ref.make(0)
     const info = new ModelInfo({
@@ -148,11 +149,11 @@ export const make = (
       request: InferenceRequest
     ): Effect.Effect<{ readonly result: InferenceResult; readonly chunkDelay: Duration.Duration }, InferenceFailure> =>
       Effect.gen(function* () {
-        yield* Ref.update(requests, (rs) => [...rs, request])
+        yield* Effect.sync(() => requests.push(request))
         const step = yield* next
         if (step === undefined) {
           return yield* InferenceFailure.engineError("ScriptedEngine: the script is exhausted", {
-            requests: (yield* Ref.get(requests)).length
+            requests: requests.length
           })
         }
         switch (step._tag) {
@@ -200,7 +201,7 @@ export const make = (
       modelInfo: Effect.succeed(info)
     }
     const control: Control = {
-      requests: Effect.map(Ref.get(requests), (rs) => rs.slice()),
+      requests: Effect.sync(() => requests.slice()),
       remaining: Effect.map(Ref.get(cursor), (i) => Math.max(0, script.length - i))
     }
     return { engine, control }

@@ -179,7 +179,7 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     const registry = yield* Effect.serviceOption(ToolRegistry)
     const contextProvider = yield* Effect.serviceOption(ContextProvider)
     const storeOption = yield* Effect.serviceOption(ConversationStore)
-    const store = Option.isSome(storeOption) ? storeOption.value : yield* makeInMemoryConversationStore
+    const store = Option.isSome(storeOption) ? storeOption.value : yield* makeInMemoryConversationStore()
     const ids = yield* Effect.serviceOption(IdGenerator)
     const nextId = (prefix: string) =>
       Option.isSome(ids)

@@ -158,7 +158,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     // Chat sessions continue by session id: in the ConversationStore when one is
     // provided, else in a store private to this facade.
     const sharedStore = yield* Effect.serviceOption(ConversationStore)
-    const store = Option.isSome(sharedStore) ? sharedStore.value : yield* makeInMemoryConversationStore
+    const store = Option.isSome(sharedStore) ? sharedStore.value : yield* makeInMemoryConversationStore()
     const loopContext = Context.add(context, ConversationStore, store)
     const planner = yield* Effect.serviceOption(Planner)
     const present = {
@@ -506,7 +506,8 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
                   message: Cause.isInterruptedOnly(exit.cause)
                     ? "The request was interrupted"
                     : `Internal error: ${describeDefect(Cause.squash(exit.cause))}`,
-                  details: { cause: Cause.pretty(exit.cause).split("\n").slice(0, 8).join("\n") }
+                  // what went wrong, never where: stack frames stay in the logs, not in responses
+                  details: {}
                 })
               )
           const cancelled = Option.isSome(failure) && failure.value._tag === "Cancellation"

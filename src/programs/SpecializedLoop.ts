@@ -129,7 +129,7 @@ export const call: <A, EV extends ValidationFailure = never>(
         ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
         ...(options.inferenceRetry === undefined ? {} : { inferenceRetry: options.inferenceRetry })
       }).pipe(// a store that lives for one call, so a tool phase never touches the application's
-        Effect.provideServiceEffect(ConversationStore, makeInMemoryConversationStore))
+        Effect.provideServiceEffect(ConversationStore, makeInMemoryConversationStore()))
       const toolPhase = yield* agent.chat(prompt, { context }).pipe(
         // Tool errors are fed back to the model ("feedback" mode): a ToolFailure cannot escape.
         Effect.catchTag("ToolFailure", (f) => Effect.die(f))

@@ -39,30 +39,39 @@ export interface SessionStateService {
 /** Durable key-value state per session. */
 export class SessionState extends Context.Tag("pagantic/SessionState")<SessionState, SessionStateService>() {}
 
+export interface InMemoryOptions {
+  /**
+   * Sessions kept at most; past it the least recently written is dropped, so a
+   * long-running server that opens a session per request stays bounded.
+   * Default 10,000.
+   */
+  readonly maxSessions?: number
+}
+
 /**
- * An in-memory ConversationStore: histories are immutable arrays swapped
- * atomically in a Ref, so concurrent sessions never see a half-written turn and
- * every read is a copy. The loops fall back to one when none is provided.
+ * An in-memory ConversationStore. Each session's history is an immutable array
+ * replaced as a whole (a reader never sees half a turn, and every read is a copy);
+ * the sessions live in a Map ordered by last write, bounded by `maxSessions`.
+ * Writes are synchronous steps, so they are atomic between fibers.
  */
-export const makeInMemoryConversationStore: Effect.Effect<ConversationStoreService> = Effect.map(
-  Ref.make<ReadonlyMap<string, ReadonlyArray<Message>>>(new Map()),
-  (ref) => {
-    const put = (sessionId: string, f: (old: ReadonlyArray<Message>) => ReadonlyArray<Message>) =>
-      Ref.update(ref, (m) => new Map(m).set(sessionId, f(m.get(sessionId) ?? [])))
-    return {
-      load: (sessionId) => Effect.map(Ref.get(ref), (m) => (m.get(sessionId) ?? []).slice()),
-      append: (sessionId, messages) => put(sessionId, (old) => [...old, ...messages]),
-      save: (sessionId, messages) => put(sessionId, () => messages.slice()),
-      clear: (sessionId) =>
-        Ref.update(ref, (m) => {
-          const copy = new Map(m)
-          copy.delete(sessionId)
-          return copy
-        }),
-      sessions: Effect.map(Ref.get(ref), (m) => [...m.keys()])
+export const makeInMemoryConversationStore = (options: InMemoryOptions = {}): Effect.Effect<ConversationStoreService> =>
+  Effect.sync(() => {
+    const maxSessions = Math.max(1, options.maxSessions ?? 10_000)
+    const sessions = new Map<string, ReadonlyArray<Message>>()
+    const put = (sessionId: string, messages: ReadonlyArray<Message>) => {
+      sessions.delete(sessionId)
+      sessions.set(sessionId, messages)
+      if (sessions.size > maxSessions) sessions.delete(sessions.keys().next().value!)
     }
-  }
-)
+    return {
+      load: (sessionId) => Effect.sync(() => (sessions.get(sessionId) ?? []).slice()),
+      append: (sessionId, messages) =>
+        Effect.sync(() => put(sessionId, [...(sessions.get(sessionId) ?? []), ...messages])),
+      save: (sessionId, messages) => Effect.sync(() => put(sessionId, messages.slice())),
+      clear: (sessionId) => Effect.sync(() => void sessions.delete(sessionId)),
+      sessions: Effect.sync(() => [...sessions.keys()])
+    } satisfies ConversationStoreService
+  })
 
 /** An in-memory SessionState; every read is a copy. */
 export const makeInMemorySessionState: Effect.Effect<SessionStateService> = Effect.map(
