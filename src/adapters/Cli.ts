@@ -46,6 +46,7 @@ import { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import type { InferenceResult } from "../services/Engine.js"
 import type * as Tool from "../services/ToolRegistry.js"
+import * as Http from "./Http.js"
 import * as Live from "./Live.js"
 
 // ---------------------------------------------------------------------------
@@ -709,11 +710,37 @@ const demo = Command.make("demo", globalOptions, (args) =>
   })
 ).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan"))
 
+const serve = Command.make(
+  "serve",
+  {
+    ...globalOptions,
+    port: Options.integer("port").pipe(
+      Options.withDescription("TCP port (default: PAGANTIC_PORT, else 8080)"),
+      Options.optional
+    ),
+    host: Options.text("host").pipe(Options.withDescription("interface to listen on"), Options.withDefault("127.0.0.1"))
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const engines = yield* CliEngine
+      const settings = yield* settingsOf(args)
+      // the engine as it is (not the recording one): a server runs for long
+      return yield* Http.serve(
+        Live.layer({ engine: engines.make(settings) }),
+        Option.isSome(args.port) ? { port: args.port.value, host: args.host } : undefined
+      )
+    }).pipe(
+      Effect.mapError((e) =>
+        e._tag === "ServeError" ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` }) : fromLayerFailure(e)
+      )
+    )
+).pipe(Command.withDescription("serve the HTTP API (/v1/run, /v1/chat/completions, /health) on the model, on 127.0.0.1"))
+
 // ---------------------------------------------------------------------------
 // The application
 // ---------------------------------------------------------------------------
 
-export const command = root.pipe(Command.withSubcommands([chat, extract, vote, planCommand, demo]))
+export const command = root.pipe(Command.withSubcommands([chat, extract, vote, planCommand, demo, serve]))
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
 

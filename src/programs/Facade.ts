@@ -138,6 +138,35 @@ const invalid = (message: string, details: Record<string, unknown> = {}) =>
 const describeDefect = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : String(defect)
 
+/**
+ * One line per offending path ("mode: expected one of "chat" | ... , got "dance""),
+ * instead of the schema's whole decoding tree.
+ */
+const describeIssues = (error: ParseResult.ParseError): ReadonlyArray<string> => {
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const where = issue.path.length > 0 ? issue.path.join(".") : "the request"
+    const messages = byPath.get(where) ?? []
+    messages.push(issue.message)
+    byPath.set(where, messages)
+  }
+  // schema names of composite types are long and internal: say what shape was wanted
+  const simplify = (where: string, type: string) =>
+    type.startsWith("ReadonlyArray<")
+      ? "an array"
+      : type.includes("Struct") || type.includes("<->")
+        ? where === "the request" ? "a SystemRequest object" : "an object"
+        : type
+  return [...byPath.entries()].map(([where, messages]) => {
+    const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
+    if (expected.every((m) => m !== null)) {
+      const types = [...new Set(expected.map((m) => simplify(where, m![1]!)))]
+      return `${where}: expected ${types.join(" | ")}, got ${expected[0]![2]}`
+    }
+    return `${where}: ${messages.join("; ")}`
+  })
+}
+
 const lastUser = (messages: ReadonlyArray<Message.Message>) => {
   const last = messages.at(-1)
   return last !== undefined && Message.isUser(last) ? Option.some(last) : Option.none()
@@ -551,13 +580,8 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
         return Effect.map(nextId("req"), (generated) => {
           const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
-          const error = toSystemError(
-            invalid(`Invalid request: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`, {
-              issues: ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map(
-                (i) => `${i.path.length > 0 ? i.path.join(".") : "(root)"}: ${i.message}`
-              )
-            })
-          )
+          const issues = describeIssues(decoded.left)
+          const error = toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues }))
           return new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty, error })
         })
       })
