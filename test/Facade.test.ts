@@ -1,4 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -355,6 +356,49 @@ describe("Facade", () => {
           expect(response.error?.code).toBe("CONFIG_SCHEMA_REQUIRED")
         }
         expect(yield* ScriptedEngine.requests).toHaveLength(0)
+      }).pipe(Effect.provide(base([])))
+    )
+
+    it.effect("a grammar file is read at PREPARE; a missing one is CONFIG_GRAMMAR_NOT_FOUND", () =>
+      Effect.gen(function* () {
+        const fs = yield* Effect.promise(() => import("node:fs"))
+        const os = yield* Effect.promise(() => import("node:os"))
+        const path = yield* Effect.promise(() => import("node:path"))
+        const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-grammar-"))
+        const file = path.join(dir, "sentiment.gbnf")
+        const gbnf = 'root ::= "{\\"sentiment\\": \\"" ("positive" | "negative" | "neutral") "\\"}"'
+        fs.writeFileSync(file, gbnf)
+        const system = yield* facade
+        const request = (grammarFile: string) =>
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "structured",
+            messages: [{ role: "user", content: "I love it" }],
+            output: { schema: sentiment, grammarFile }
+          })
+        const ok = yield* system.run(request(file))
+        expect(ok.error).toBeUndefined()
+        const [sent] = yield* ScriptedEngine.requests
+        expect(sent!.grammar).toBe(gbnf)
+        const missing = yield* system.execute(request(path.join(dir, "missing.gbnf")))
+        expect(missing.response.error).toMatchObject({ code: "CONFIG_GRAMMAR_NOT_FOUND", category: "ConfigurationFailure" })
+        expect(missing.response.error?.message).toContain("missing.gbnf")
+        expect(missing.state.current).toBe("ERROR")
+        expect(yield* ScriptedEngine.requests).toHaveLength(1)
+        fs.rmSync(dir, { recursive: true, force: true })
+      }).pipe(
+        Effect.provide(Layer.merge(base([ScriptedEngine.reply('{"sentiment": "positive"}')]), NodeFileSystem.layer))
+      )
+    )
+
+    it.effect("without a FileSystem a grammar file cannot be read: CONFIG_GRAMMAR_NOT_FOUND", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.runUnknown({
+          mode: "structured",
+          messages: [{ role: "user", content: "x" }],
+          output: { schema: sentiment, grammarFile: "/tmp/whatever.gbnf" }
+        })
+        expect(response.error?.code).toBe("CONFIG_GRAMMAR_NOT_FOUND")
       }).pipe(Effect.provide(base([])))
     )
 

@@ -3,6 +3,7 @@
  * runs on. An adapter (CLI, HTTP) chooses an engine, tools and observability and
  * gets a `PaganticSystem` to call; it never reaches the loops directly.
  */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import type * as ConfigError from "effect/ConfigError"
 import * as Layer from "effect/Layer"
 import type { InferenceFailure } from "../domain/Failure.js"
@@ -42,6 +43,7 @@ export const layer = <E = never>(
     options.engine ?? LlamaEngine.layerConfig()
   const observe = options.observe ?? Layer.merge(Observe.eventLogMemory, Observe.metricsMemory)
   const services = Layer.mergeAll(
+    NodeFileSystem.layer,
     Constraint.layer,
     Memory.layerMemory,
     ToolRegistry.layer(options.tools ?? [Calculator.calculator]),

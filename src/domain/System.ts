@@ -34,6 +34,8 @@ export class ExecutionHints extends Schema.Class<ExecutionHints>("ExecutionHints
 export class OutputContract extends Schema.Class<OutputContract>("OutputContract")({
   schema: Schema.optional(JsonSchema),
   grammar: Schema.optional(Schema.String),
+  /** Beyond seed 03: a GBNF grammar file to read at PREPARE; missing is CONFIG_GRAMMAR_NOT_FOUND. */
+  grammarFile: Schema.optional(Schema.String),
   repairAllowed: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   strictValidation: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}

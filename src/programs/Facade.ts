@@ -14,6 +14,7 @@
  * answers CONFIG_NO_ENGINE), Constraint (required), and when present ToolRegistry,
  * ContextProvider, ConversationStore, Planner, EventLog, Metrics, IdGenerator.
  */
+import * as FileSystem from "@effect/platform/FileSystem"
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -35,6 +36,7 @@ import * as Message from "../domain/Message.js"
 import type * as Plan from "../domain/Plan.js"
 import type { ConfidenceSource, ToolCallRecord, ValidationResult } from "../domain/System.js"
 import {
+  OutputContract,
   SystemError,
   SystemRequest,
   SystemResponse,
@@ -190,6 +192,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const store = Option.isSome(sharedStore) ? sharedStore.value : yield* makeInMemoryConversationStore()
     const loopContext = Context.add(context, ConversationStore, store)
     const planner = yield* Effect.serviceOption(Planner)
+    const fileSystem = yield* Effect.serviceOption(FileSystem.FileSystem)
     const present = {
       tool: Option.isSome(yield* Effect.serviceOption(ToolRegistry)),
       retrieve: Option.isSome(yield* Effect.serviceOption(Retriever)),
@@ -416,6 +419,26 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         } satisfies Outcome
       })
 
+    /** Reads `output.grammarFile` into `output.grammar` (PREPARE). */
+    const resolveGrammar = (request: SystemRequest): Effect.Effect<SystemRequest, ConfigurationFailure> => {
+      const file = request.output.grammarFile
+      if (file === undefined) return Effect.succeed(request)
+      const notFound = (reason: string) =>
+        new ConfigurationFailure({
+          code: "CONFIG_GRAMMAR_NOT_FOUND",
+          retryable: false,
+          message: `The grammar file ${file} cannot be read: ${reason}`,
+          details: { grammarFile: file }
+        })
+      if (Option.isNone(fileSystem)) return Effect.fail(notFound("no FileSystem is provided"))
+      return fileSystem.value.readFileString(file).pipe(
+        Effect.mapError((e) => notFound(e.message)),
+        Effect.map(
+          (grammar) => new SystemRequest({ ...request, output: new OutputContract({ ...request.output, grammar }) })
+        )
+      )
+    }
+
     const route = (
       request: SystemRequest,
       sessionId: string | undefined,
@@ -427,13 +450,14 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         yield* checkEnvelope(request)
         if (request.mode === "plan") return yield* runPlan(request, partial, tracker)
         yield* tracker.transition("PREPARE", `mode ${request.mode}`)
+        const prepared = yield* resolveGrammar(request)
         switch (request.mode) {
           case "chat":
-            return yield* runChat(request, sessionId!, partial, tracker, run)
+            return yield* runChat(prepared, sessionId!, partial, tracker, run)
           case "structured":
-            return yield* runStructured(request, tracker)
+            return yield* runStructured(prepared, tracker)
           case "redundant":
-            return yield* runRedundant(request, tracker)
+            return yield* runRedundant(prepared, tracker)
         }
       })
 
