@@ -4,7 +4,7 @@
 # Needs Debian's torch: apt-get install -y python3-torch libopenblas0-pthread
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MINUTES="${1:-60}"
+MINUTES="${1:-65}"
 export OPENBLAS_NUM_THREADS=1
 PY=/usr/bin/python3
 
