@@ -5,10 +5,11 @@
  *
  *   sentiment   Structured (ChatStructured) with the JSON-schema grammar, greedy
  *   calculator  AgentLoop with the calculator tool: the final answer must be right
- *   voting      at a sampling temperature, one structured call versus a
+ *   voting      at a sampling temperature (8, top-p 1: the model is very sure of
+ *               itself), one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 3]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5]
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -31,8 +32,11 @@ const arg = (name: string): string | undefined => {
   return i >= 0 ? process.argv[i + 1] : undefined
 }
 const limit = Number(arg("limit") ?? Infinity)
-const temperature = Number(arg("temperature") ?? 3)
+const temperature = Number(arg("temperature") ?? 8)
 const votes = Number(arg("n") ?? 5)
+// llama.cpp's default nucleus (0.95) cuts a confident model's tail before temperature
+// can matter; sampling from the whole distribution is what makes replicas disagree
+const topP = Number(arg("top-p") ?? 1)
 const modelPath = arg("model")
 
 const root = path.resolve(import.meta.dirname, "..")
@@ -105,7 +109,13 @@ const voting = Effect.gen(function* () {
   const single = yield* Effect.forEach(
     reviews,
     (r) =>
-      Structured.run([...system, Message.user(r.review)], { schema, temperature, maxTokens: 24, retry: RetryPolicy.none }).pipe(
+      Structured.run([...system, Message.user(r.review)], {
+        schema,
+        temperature,
+        topP,
+        maxTokens: 24,
+        retry: RetryPolicy.none
+      }).pipe(
         Effect.map((res) => labelOf(res.value) === r.label),
         Effect.orElseSucceed(() => false)
       ),
@@ -119,6 +129,7 @@ const voting = Effect.gen(function* () {
         systemPrompt: "Classify the sentiment of the review.",
         n: votes,
         temperature,
+        topP,
         maxTokens: 24
       }).pipe(
         Effect.map((res) => labelOf(res.value) === r.label),
@@ -144,7 +155,7 @@ const program = Effect.gen(function* () {
   console.log(`calculator via AgentLoop:         called ${pct(t.called, t.total)}, right arguments ${pct(t.rightArgs, t.total)}`)
   console.log(`                                  right final answer ${pct(t.rightAnswer, t.total)}   goal >= 90%`)
   const v = yield* voting
-  console.log(`sentiment at temperature ${temperature}:     single-shot ${pct(v.single, v.total)}`)
+  console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)}`)
   console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
   console.log(`\n(${((Date.now() - started) / 1000).toFixed(1)} s)`)
 })
