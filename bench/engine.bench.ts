@@ -214,6 +214,46 @@ const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds:
   }).pipe(Effect.scoped)
 
 /**
+ * Times `rounds` pairs of a sequential and a concurrent run, alternating which goes
+ * first, and makes the table row: median times and the median per-round ratio.
+ */
+const concurrencyRow = <E, R>(
+  name: string,
+  goal: string,
+  rounds: number,
+  run: (round: number) => {
+    readonly sequential: Effect.Effect<unknown, E, R>
+    readonly concurrent: Effect.Effect<unknown, E, R>
+  }
+) =>
+  Effect.gen(function*() {
+    const sequential: Array<number> = []
+    const concurrent: Array<number> = []
+    const ratios: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      const { concurrent: runConcurrent, sequential: runSequential } = run(round)
+      if (round % 2 === 0) {
+        sequential.push((yield* timed(runSequential)).ms)
+        concurrent.push((yield* timed(runConcurrent)).ms)
+      } else {
+        concurrent.push((yield* timed(runConcurrent)).ms)
+        sequential.push((yield* timed(runSequential)).ms)
+      }
+      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
+    }
+    const ratio = median(ratios)
+    return {
+      name,
+      ours: `${fmt(median(concurrent))} ms concurrent`,
+      baseline: `${fmt(median(sequential))} ms one after another`,
+      ratio,
+      spread: iqr(ratios),
+      goal,
+      met: ratio <= 0.45
+    } satisfies Row
+  })
+
+/**
  * Every phase (sequential, concurrent, warm-up) gets prompts of its own (`key`), so
  * that neither finds the other's prompt already evaluated; the order alternates.
  */
@@ -222,31 +262,10 @@ const parallel = (label: string, make: (replica: number, key: number) => Inferen
     const engine = yield* Engine
     const five = (key: number) => Array.from({ length: 5 }, (_, i) => engine.infer(make(i, key)))
     yield* Effect.all(five(2 * rounds), { concurrency: "unbounded" }) // warm-up
-    const sequential: Array<number> = []
-    const concurrent: Array<number> = []
-    const ratios: Array<number> = []
-    for (let round = 0; round < rounds; round++) {
-      const runSequential = timed(Effect.all(five(2 * round), { concurrency: 1 }))
-      const runConcurrent = timed(Effect.all(five(2 * round + 1), { concurrency: "unbounded" }))
-      if (round % 2 === 0) {
-        sequential.push((yield* runSequential).ms)
-        concurrent.push((yield* runConcurrent).ms)
-      } else {
-        concurrent.push((yield* runConcurrent).ms)
-        sequential.push((yield* runSequential).ms)
-      }
-      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
-    }
-    const ratio = median(ratios)
-    return {
-      name: `N=5 parallel sequences vs sequential, ${label}`,
-      ours: `${fmt(median(concurrent))} ms concurrent`,
-      baseline: `${fmt(median(sequential))} ms one after another`,
-      ratio,
-      spread: iqr(ratios),
-      goal: "<= 0.45",
-      met: ratio <= 0.45
-    } satisfies Row
+    return yield* concurrencyRow(`N=5 parallel sequences vs sequential, ${label}`, "<= 0.45", rounds, (round) => ({
+      sequential: Effect.all(five(2 * round), { concurrency: 1 }),
+      concurrent: Effect.all(five(2 * round + 1), { concurrency: "unbounded" })
+    }))
   })
 
 /** RedundantLoop N=5 with all replicas at once versus concurrency 1, through the real program. */
@@ -262,31 +281,10 @@ const redundant = (rounds: number) =>
         maxTokens: 24
       })
     yield* vote(reviewPrompt(2 * rounds), 5) // warm-up
-    const sequential: Array<number> = []
-    const concurrent: Array<number> = []
-    const ratios: Array<number> = []
-    for (let round = 0; round < rounds; round++) {
-      const runSequential = timed(vote(reviewPrompt(2 * round), 1))
-      const runConcurrent = timed(vote(reviewPrompt(2 * round + 1), 5))
-      if (round % 2 === 0) {
-        sequential.push((yield* runSequential).ms)
-        concurrent.push((yield* runConcurrent).ms)
-      } else {
-        concurrent.push((yield* runConcurrent).ms)
-        sequential.push((yield* runSequential).ms)
-      }
-      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
-    }
-    const ratio = median(ratios)
-    return {
-      name: "RedundantLoop N=5 (sentiment vote), concurrency 5 vs 1",
-      ours: `${fmt(median(concurrent))} ms concurrent`,
-      baseline: `${fmt(median(sequential))} ms one after another`,
-      ratio,
-      spread: iqr(ratios),
-      goal: "<= 0.45",
-      met: ratio <= 0.45
-    } satisfies Row
+    return yield* concurrencyRow("RedundantLoop N=5 (sentiment vote), concurrency 5 vs 1", "<= 0.45", rounds, (round) => ({
+      sequential: vote(reviewPrompt(2 * round), 1),
+      concurrent: vote(reviewPrompt(2 * round + 1), 5)
+    }))
   }).pipe(Effect.provide(ConstraintLive.layer))
 
 /** The same five sampled chat replicas through node-llama-cpp directly: the ceiling of the machine and library. */
@@ -296,31 +294,10 @@ const parallelDirect = (rounds: number) =>
     const five = (key: number) =>
       Array.from({ length: 5 }, (_, i) => baseline.sample(i, chatPrompt(key), 64, 1000 * key + i))
     yield* Effect.all(five(2 * rounds), { concurrency: "unbounded" })
-    const sequential: Array<number> = []
-    const concurrent: Array<number> = []
-    const ratios: Array<number> = []
-    for (let round = 0; round < rounds; round++) {
-      const runSequential = timed(Effect.all(five(2 * round), { concurrency: 1 }))
-      const runConcurrent = timed(Effect.all(five(2 * round + 1), { concurrency: "unbounded" }))
-      if (round % 2 === 0) {
-        sequential.push((yield* runSequential).ms)
-        concurrent.push((yield* runConcurrent).ms)
-      } else {
-        concurrent.push((yield* runConcurrent).ms)
-        sequential.push((yield* runSequential).ms)
-      }
-      ratios.push(concurrent.at(-1)! / sequential.at(-1)!)
-    }
-    const ratio = median(ratios)
-    return {
-      name: "reference: node-llama-cpp direct, 5 sampled chat replicas on 5 sequences",
-      ours: `${fmt(median(concurrent))} ms concurrent`,
-      baseline: `${fmt(median(sequential))} ms one after another`,
-      ratio,
-      spread: iqr(ratios),
-      goal: "(reference)",
-      met: ratio <= 0.45
-    } satisfies Row
+    return yield* concurrencyRow("reference: node-llama-cpp direct, 5 sampled chat replicas on 5 sequences", "(reference)", rounds, (round) => ({
+      sequential: Effect.all(five(2 * round), { concurrency: 1 }),
+      concurrent: Effect.all(five(2 * round + 1), { concurrency: "unbounded" })
+    }))
   }).pipe(Effect.scoped)
 
 const multiTurn = (turns: number) =>

@@ -32,6 +32,7 @@ import type * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import * as Event from "../domain/Event.js"
+import { canonicalJson } from "../domain/Json.js"
 import { Cancellation, InferenceFailure, ToolFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 import { ToolCallRecord } from "../domain/System.js"
@@ -152,13 +153,7 @@ type Emit = (event: AgentEvent) => Effect.Effect<void>
 const noEmit: Emit = () => Effect.void
 
 const hashArgs = (args: Record<string, unknown>): string => {
-  const canonical = (v: unknown): unknown =>
-    Array.isArray(v)
-      ? v.map(canonical)
-      : typeof v === "object" && v !== null
-        ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])]))
-        : v
-  const text = JSON.stringify(canonical(args)) ?? ""
+  const text = canonicalJson(args)
   let h = 0x811c9dc5
   for (let i = 0; i < text.length; i++) {
     h ^= text.charCodeAt(i)

@@ -12,6 +12,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { OrchestrationFailure } from "../domain/Failure.js"
+import { canonicalJson } from "../domain/Json.js"
 
 /** The outcome of a vote. */
 export interface Vote {
@@ -33,16 +34,6 @@ export interface VotingStrategy {
 // Canonical form
 // ---------------------------------------------------------------------------
 
-const sortKeys = (value: unknown): unknown => {
-  if (Array.isArray(value)) return value.map(sortKeys)
-  if (typeof value === "object" && value !== null) {
-    const out: Record<string, unknown> = {}
-    for (const key of Object.keys(value).sort()) out[key] = sortKeys((value as Record<string, unknown>)[key])
-    return out
-  }
-  return value
-}
-
 const parseJson = (text: string): Either.Either<unknown, void> =>
   Either.try({ try: (): unknown => JSON.parse(text), catch: () => undefined })
 
@@ -54,7 +45,7 @@ export const canonical = (candidate: string): string => {
   const trimmed = candidate.trim()
   return Either.match(parseJson(trimmed), {
     onLeft: () => `text:${trimmed}`,
-    onRight: (value) => `json:${JSON.stringify(sortKeys(value))}`
+    onRight: (value) => `json:${canonicalJson(value)}`
   })
 }
 
