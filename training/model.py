@@ -138,14 +138,16 @@ def load_vocab(path=os.path.join(HERE, "vocab.json")):
         return json.load(f)
 
 
-def export_gguf(model, vocab, path, f16=True):
+def export_gguf(model, vocab, path, f16=True, dtype=None):
+    """Writes the model as GGUF; dtype ("f32", "f16", "q8_0", "q4_0") is the type of the matrices (norms stay f32)."""
+    dtype = dtype or ("f16" if f16 else "f32")
     c = model.c
     w = GGUFWriter()
     w.add_string("general.architecture", "llama")
     w.add_string("general.name", BUNDLED_MODEL_NAME)
     w.add_string("general.description", "pagantic's bundled tiny model: sentiment JSON and calculator tool calls")
     w.add_string("general.license", "MIT")
-    w.add_uint32("general.file_type", 1 if f16 else 0)
+    w.add_uint32("general.file_type", {"f32": 0, "f16": 1, "q4_0": 2, "q8_0": 7}[dtype])
     w.add_uint32("general.alignment", 32)
     w.add_uint32("llama.context_length", c.ctx)
     w.add_uint32("llama.embedding_length", c.dim)
@@ -170,7 +172,7 @@ def export_gguf(model, vocab, path, f16=True):
     w.add_string("tokenizer.chat_template", CHAT_TEMPLATE)
 
     sd = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
-    big = lambda name, arr: w.add_tensor(name, arr, f16=f16)
+    big = lambda name, arr: w.add_tensor(name, arr, dtype=dtype)
     small = lambda name, arr: w.add_tensor(name, arr, f16=False)
     big("token_embd.weight", sd["tok.weight"])
     small("output_norm.weight", sd["norm.weight"])

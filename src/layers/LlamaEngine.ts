@@ -45,8 +45,7 @@ import type {
   LlamaContext,
   LlamaContextSequence,
   LlamaModel,
-  LLamaChatGenerateResponseOptions,
-  Token
+  LLamaChatGenerateResponseOptions
 } from "node-llama-cpp"
 import { InferenceFailure } from "../domain/Failure.js"
 import { ToolCall } from "../domain/Message.js"
@@ -57,6 +56,7 @@ import type { FinishReason, InferenceRequest, Service } from "../services/Engine
 import { IdGenerator } from "../services/IdGenerator.js"
 import { toChatFunctions, toChatHistory, toGbnfSchema } from "./llama/ChatHistory.js"
 import { BUNDLED_MODEL_FILE, BUNDLED_MODEL_NAME, PaganticChatWrapper } from "./llama/PaganticChatWrapper.js"
+import * as PromptSharing from "./llama/PromptSharing.js"
 import * as SequencePool from "./llama/SequencePool.js"
 
 // ---------------------------------------------------------------------------
@@ -81,6 +81,12 @@ export interface Options {
   readonly pinnedSessions?: number
   /** The chat wrapper; default: the bundled model's, else the one matching the model's template. */
   readonly chatWrapper?: ChatWrapper
+  /**
+   * Prompt sharing: a request copies the longest prefix of its prompt that another
+   * sequence holds (or is evaluating) instead of evaluating it again, when that
+   * saves at least this many tokens (default 32; 0 turns sharing off).
+   */
+  readonly shareMinTokens?: number
 }
 
 export const DEFAULT_SEQUENCES = 6
@@ -144,12 +150,7 @@ const finishReasonOf = (response: LlamaChatResponse<ChatModelFunctions>): Finish
   }
 }
 
-const commonPrefixLength = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): number => {
-  const n = Math.min(a.length, b.length)
-  let i = 0
-  while (i < n && a[i] === b[i]) i++
-  return i
-}
+const commonPrefixLength = PromptSharing.commonPrefixLength
 
 const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
@@ -241,6 +242,9 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
   }
   const pool = yield* SequencePool.make(workers, {
     maxPinnedSessions: Math.max(0, options.pinnedSessions ?? sequences - 1)
+  })
+  const sharing = PromptSharing.make(workers.map((worker) => worker.sequence), {
+    minTokens: Math.max(0, options.shareMinTokens ?? PromptSharing.DEFAULT_MIN_TOKENS)
   })
 
   const ids = yield* Effect.serviceOption(IdGenerator)
@@ -367,6 +371,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         const { chat, sequence } = slot.value
         const before = sequence.tokenMeter.getState()
         const start = yield* Clock.currentTimeNanos
+        const shared = yield* sharing.prepare(sequence, prompt)
+        if (shared._tag === "Copied") yield* Effect.annotateCurrentSpan("pagantic.prompt.copied_tokens", shared.tokens)
 
         // Interruption aborts the generation and waits for llama.cpp to stop before
         // the sequence goes back to the pool, so no two generations ever share it.
@@ -483,12 +489,14 @@ export const config: Config.Config<Options> = Config.all({
   contextSize: Config.option(Config.integer("PAGANTIC_CONTEXT_SIZE")),
   gpu: Config.withDefault(Config.boolean("PAGANTIC_GPU"), false),
   batchSize: Config.option(Config.integer("PAGANTIC_BATCH_SIZE")),
-  sequences: Config.withDefault(Config.integer("PAGANTIC_SEQUENCES"), DEFAULT_SEQUENCES)
+  sequences: Config.withDefault(Config.integer("PAGANTIC_SEQUENCES"), DEFAULT_SEQUENCES),
+  shareMinTokens: Config.withDefault(Config.integer("PAGANTIC_SHARE_MIN_TOKENS"), PromptSharing.DEFAULT_MIN_TOKENS)
 }).pipe(
-  Config.map(({ batchSize, contextSize, gpu, modelPath, sequences, threads }): Options => ({
+  Config.map(({ batchSize, contextSize, gpu, modelPath, sequences, shareMinTokens, threads }): Options => ({
     threads,
     gpu,
     sequences,
+    shareMinTokens,
     ...Option.match(modelPath, { onNone: () => ({}), onSome: (modelPath) => ({ modelPath }) }),
     ...Option.match(contextSize, { onNone: () => ({}), onSome: (contextSize) => ({ contextSize }) }),
     ...Option.match(batchSize, { onNone: () => ({}), onSome: (batchSize) => ({ batchSize }) })
@@ -497,8 +505,8 @@ export const config: Config.Config<Options> = Config.all({
 
 /**
  * The engine configured from `PAGANTIC_MODEL_PATH`, `PAGANTIC_THREADS`,
- * `PAGANTIC_CONTEXT_SIZE`, `PAGANTIC_GPU`, `PAGANTIC_BATCH_SIZE` and
- * `PAGANTIC_SEQUENCES`; `overrides` (e.g. a CLI `--model` flag) win over them.
+ * `PAGANTIC_CONTEXT_SIZE`, `PAGANTIC_GPU`, `PAGANTIC_BATCH_SIZE`,
+ * `PAGANTIC_SEQUENCES` and `PAGANTIC_SHARE_MIN_TOKENS`; `overrides` (e.g. a CLI `--model` flag) win over them.
  */
 export const layerConfig = (
   overrides: Options = {}

@@ -1,0 +1,183 @@
+/**
+ * Prompt sharing between the sequences of one llama.cpp context.
+ *
+ * Sequences keep what they last evaluated, but a request that lands on a sequence
+ * holding another conversation would evaluate its whole prompt again, although
+ * another sequence may already hold most of it: the same system prompt and tool
+ * definitions, or, for RedundantLoop replicas, the very same prompt. Before a
+ * generation, `prepare` brings the borrowed sequence up to the longest prefix of
+ * the prompt that any sequence holds, by copying that sequence's KV cells
+ * (llama.cpp `llama_memory_seq_cp`) instead of evaluating the tokens again.
+ *
+ * Requests that arrive together with the same prompt (replicas started at once)
+ * find no sequence holding it yet: the first becomes the leader and evaluates the
+ * prompt; the others wait for it and copy. A copy costs a memory copy of the
+ * sequence's cache, which is why only prefixes of at least `minTokens` more tokens
+ * than the sequence already holds are shared.
+ *
+ * Everything here is an optimization: when a copy is refused (the donor changed
+ * meanwhile), the sequence is left as llama.cpp needs it and the generation
+ * evaluates what is missing, exactly as without sharing.
+ */
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import type { LlamaContextSequence, Token } from "node-llama-cpp"
+
+/** What `prepare` did for one request. */
+export type Outcome =
+  | { readonly _tag: "Held"; readonly tokens: number }
+  | { readonly _tag: "Copied"; readonly tokens: number; readonly waited: boolean }
+  | { readonly _tag: "Led"; readonly tokens: number }
+
+export interface Options {
+  /** The fewest tokens a copy must save (default 32); 0 disables sharing. */
+  readonly minTokens: number
+}
+
+export interface PromptSharing {
+  /** Fills `sequence` with as much of `prompt` as another sequence holds or is about to hold. */
+  readonly prepare: (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>) => Effect.Effect<Outcome>
+  /** Totals since the engine started: copies made, tokens they saved, prompts led. */
+  readonly stats: Effect.Effect<{ readonly copies: number; readonly copiedTokens: number; readonly leads: number }>
+}
+
+export const DEFAULT_MIN_TOKENS = 32
+
+export const commonPrefixLength = (a: ReadonlyArray<Token>, b: ReadonlyArray<Token>): number => {
+  const n = Math.min(a.length, b.length)
+  let i = 0
+  while (i < n && a[i] === b[i]) i++
+  return i
+}
+
+/** node-llama-cpp's own prefix copy (used by its LlamaDecisionContext); absent in other versions. */
+interface CopyingSequence {
+  readonly _copyStateFromOtherSequence: (other: LlamaContextSequence, upToTokenIndex: number) => Promise<boolean>
+}
+const canCopy = (sequence: LlamaContextSequence): sequence is LlamaContextSequence & CopyingSequence =>
+  typeof (sequence as Partial<CopyingSequence>)._copyStateFromOtherSequence === "function"
+
+interface Leader {
+  readonly sequence: LlamaContextSequence
+  readonly tokens: ReadonlyArray<Token>
+  /** Completed when the prompt is evaluated (or the leader gave up). */
+  readonly done: Deferred.Deferred<void>
+  /** One per follower, completed when it has copied: the leader generates only after. */
+  readonly copied: Array<Deferred.Deferred<void>>
+}
+
+export const make = (
+  sequences: ReadonlyArray<LlamaContextSequence>,
+  options: Options
+): PromptSharing => {
+  const leaders = new Set<Leader>()
+  let copies = 0
+  let copiedTokens = 0
+  let leads = 0
+
+  /** The other sequence holding the longest prefix of `prompt`, if longer than `atLeast`. */
+  const donorFor = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>, atLeast: number) => {
+    let donor: LlamaContextSequence | undefined
+    let length = atLeast
+    for (const other of sequences) {
+      // A leader's sequence is being written: wait for its leader instead.
+      if (other === sequence || [...leaders].some((leader) => leader.sequence === other)) continue
+      const n = commonPrefixLength(other.contextTokens, prompt)
+      if (n > length) {
+        donor = other
+        length = n
+      }
+    }
+    return donor === undefined ? undefined : { donor, length }
+  }
+
+  const leaderFor = (prompt: ReadonlyArray<Token>, atLeast: number) => {
+    let found: Leader | undefined
+    let length = atLeast
+    for (const leader of leaders) {
+      const n = commonPrefixLength(leader.tokens, prompt)
+      if (n > length) {
+        found = leader
+        length = n
+      }
+    }
+    return found === undefined ? undefined : { leader: found, length }
+  }
+
+  /**
+   * Copies the first `prefix.length` tokens of `donor` into `sequence`. When the copy
+   * is refused (the donor's cells and tokens disagree, e.g. mid-decode) the
+   * sequence is cleared, so that the generation evaluates everything: never a
+   * state whose tokens and cells disagree. Uninterruptible: it is short, and the
+   * sequence must not go back to the pool while llama.cpp still writes into it.
+   */
+  const copy = (
+    sequence: LlamaContextSequence & CopyingSequence,
+    donor: LlamaContextSequence,
+    prefix: ReadonlyArray<Token>,
+    waited: boolean
+  ): Effect.Effect<Outcome> =>
+    Effect.promise(async (): Promise<Outcome> => {
+      const before = commonPrefixLength(sequence.contextTokens, prefix)
+      const copied = await sequence._copyStateFromOtherSequence(donor, prefix.length).catch(() => false)
+      if (copied && commonPrefixLength(sequence.contextTokens, prefix) === prefix.length) {
+        copies++
+        copiedTokens += prefix.length - before
+        return { _tag: "Copied", tokens: prefix.length - before, waited }
+      }
+      await sequence.clearHistory().catch(() => undefined)
+      return { _tag: "Held", tokens: 0 }
+    }).pipe(Effect.uninterruptible)
+
+  const prepare = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>): Effect.Effect<Outcome> =>
+    Effect.suspend(() => {
+      const held = commonPrefixLength(sequence.contextTokens, prompt)
+      // The generation evaluates the last prompt token itself, for its logits.
+      const wanted = prompt.length - 1
+      if (options.minTokens <= 0 || !canCopy(sequence) || wanted - held < options.minTokens) {
+        return Effect.succeed<Outcome>({ _tag: "Held", tokens: held })
+      }
+      const atLeast = held + options.minTokens - 1
+      const found = donorFor(sequence, prompt, atLeast)
+      const following = leaderFor(prompt, found?.length ?? atLeast)
+      if (found !== undefined && following === undefined) {
+        return copy(sequence, found.donor, prompt.slice(0, Math.min(found.length, wanted)), false)
+      }
+      if (following !== undefined) {
+        const { leader, length } = following
+        return Effect.gen(function*() {
+          const copied = yield* Deferred.make<void>()
+          leader.copied.push(copied)
+          return yield* Deferred.await(leader.done).pipe(
+            Effect.zipRight(Effect.suspend(() => copy(sequence, leader.sequence, prompt.slice(0, Math.min(length, wanted)), true))),
+            Effect.ensuring(Deferred.succeed(copied, undefined))
+          )
+        })
+      }
+      // Nobody holds it: evaluate it here, and let those who come meanwhile copy it.
+      return Effect.gen(function*() {
+        const done = yield* Deferred.make<void>()
+        const leader: Leader = { sequence, tokens: prompt.slice(0, wanted), done, copied: [] }
+        // Uninterruptible for the same reason as a copy. A failure here (which the
+        // generation would meet again and report) only means nothing is shared.
+        const evaluate = Effect.tryPromise(async () => {
+          await sequence.adaptStateToTokens([...leader.tokens], false)
+          await sequence.evaluateWithoutGeneratingNewTokens([...leader.tokens.slice(sequence.nextTokenIndex)])
+        }).pipe(Effect.uninterruptible)
+        const release = Effect.sync(() => leaders.delete(leader)).pipe(Effect.zipRight(Deferred.succeed(done, undefined)))
+        leaders.add(leader)
+        leads++
+        const exit = yield* Effect.exit(Effect.ensuring(evaluate, release))
+        // Let the followers copy before this sequence moves on to generating.
+        yield* Effect.forEach(leader.copied, Deferred.await, { discard: true })
+        return exit._tag === "Success"
+          ? { _tag: "Led", tokens: wanted - held } satisfies Outcome
+          : { _tag: "Held", tokens: commonPrefixLength(sequence.contextTokens, prompt) } satisfies Outcome
+      })
+    })
+
+  return {
+    prepare,
+    stats: Effect.sync(() => ({ copies, copiedTokens, leads }))
+  }
+}
