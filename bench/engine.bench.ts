@@ -11,7 +11,9 @@
  *   another, each phase on prompts of its own; goal <= 0.45 of the sequential wall
  *   time. Also through RedundantLoop N=5 (concurrency 5 vs 1), and the same
  *   measurement on node-llama-cpp directly as a reference for what the machine and
- *   the library allow.
+ *   the library allow, and llama.cpp's own batching gain (one batch of 5 tokens vs
+ *   5 batches of 1), the ceiling of any parallel speedup on this machine. On a long
+ *   prompt, with prompt sharing on and off.
  * - multi-turn: prompt tokens evaluated at turn 20 versus turn 1 of one session;
  *   goal <= 1.5, beside what re-evaluating the whole history would cost.
  */
@@ -268,8 +270,15 @@ const parallel = (label: string, make: (replica: number, key: number) => Inferen
     }))
   })
 
+/** A review of about 370 tokens, new in every phase (the key comes first): the prompt dominates the cost. */
+const longReviewPrompt = (key: number) =>
+  `(#${key}) Classify the sentiment of the review:` +
+  " The food was cold and the waiter was rude, but the view over the harbour was lovely and the dessert arrived quickly."
+    .repeat(8) +
+  " I would not come back."
+
 /** RedundantLoop N=5 with all replicas at once versus concurrency 1, through the real program. */
-const redundant = (rounds: number) =>
+const redundant = (rounds: number, label = "sentiment vote", prompt: (key: number) => string = reviewPrompt) =>
   Effect.gen(function*() {
     const vote = (review: string, concurrency: number) =>
       RedundantLoop.run(review, {
@@ -280,12 +289,49 @@ const redundant = (rounds: number) =>
         temperature: 0.8,
         maxTokens: 24
       })
-    yield* vote(reviewPrompt(2 * rounds), 5) // warm-up
-    return yield* concurrencyRow("RedundantLoop N=5 (sentiment vote), concurrency 5 vs 1", "<= 0.45", rounds, (round) => ({
-      sequential: vote(reviewPrompt(2 * round), 1),
-      concurrent: vote(reviewPrompt(2 * round + 1), 5)
+    yield* vote(prompt(2 * rounds), 5) // warm-up
+    return yield* concurrencyRow(`RedundantLoop N=5 (${label}), concurrency 5 vs 1`, "<= 0.45", rounds, (round) => ({
+      sequential: vote(prompt(2 * round), 1),
+      concurrent: vote(prompt(2 * round + 1), 5)
     }))
   }).pipe(Effect.provide(ConstraintLive.layer))
+
+/**
+ * What batching can buy on this machine at all: llama.cpp decoding one token on
+ * each of 5 sequences in one batch, versus the same 5 tokens in 5 batches of one.
+ * No sampling, no chat logic: the ceiling for any parallel-sequence speedup here.
+ */
+const batchCeiling = (steps: number) =>
+  Effect.gen(function*() {
+    const modelPath = LlamaEngine.bundledModelPath()
+    const llama = yield* Effect.acquireRelease(
+      Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: THREADS })),
+      (llama) => Effect.promise(() => llama.dispose())
+    )
+    const model = yield* Effect.acquireRelease(
+      Effect.promise(() => llama.loadModel({ modelPath, gpuLayers: 0 })),
+      (model) => Effect.promise(() => model.dispose())
+    )
+    const context = yield* Effect.acquireRelease(
+      Effect.promise(() => model.createContext({ sequences: 5, contextSize: 1024, threads: THREADS })),
+      (context) => Effect.promise(() => context.dispose())
+    )
+    const sequences = Array.from({ length: 5 }, () => context.getSequence())
+    const start = model.tokenize("Classify the sentiment of the review: the food was cold.")
+    yield* Effect.promise(() => Promise.all(sequences.map((s) => s.evaluateWithoutGeneratingNewTokens(start))))
+    const token = start[start.length - 1]!
+    const one = (i: number) => Effect.promise(() => sequences[i]!.evaluateWithoutGeneratingNewTokens([token]))
+    const row = yield* concurrencyRow(
+      "reference: llama.cpp decoding 1 token on each of 5 sequences, one batch vs 5 batches",
+      "(reference)",
+      steps,
+      () => ({
+        sequential: Effect.forEach([0, 1, 2, 3, 4], one, { discard: true }),
+        concurrent: Effect.forEach([0, 1, 2, 3, 4], one, { discard: true, concurrency: "unbounded" })
+      })
+    )
+    return row
+  }).pipe(Effect.scoped)
 
 /** The same five sampled chat replicas through node-llama-cpp directly: the ceiling of the machine and library. */
 const parallelDirect = (rounds: number) =>
@@ -360,7 +406,14 @@ export const run = Effect.gen(function*() {
       5
     )
   )
+  rows.push(yield* batchCeiling(200))
   rows.push(yield* redundant(9))
+  rows.push(yield* redundant(9, "sentiment vote on a 370-token review, prompt sharing", longReviewPrompt))
+  rows.push(
+    yield* redundant(5, "the same, prompt sharing off", longReviewPrompt).pipe(
+      Effect.provide(Layer.fresh(LlamaEngine.layer({ sequences: SEQUENCES, threads: THREADS, shareMinTokens: 0 })))
+    )
+  )
   rows.push(yield* multiTurn(20))
   return rows
 }).pipe(Effect.provide(Layer.fresh(LlamaEngine.layer({ sequences: SEQUENCES, threads: THREADS }))))

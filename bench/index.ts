@@ -11,7 +11,7 @@ import * as HttpBench from "./http.bench.js"
 
 const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
   const header = ["benchmark", "ours", "baseline", "ratio", "IQR", "goal", "met"]
-  const cells = rows.map((r) => [r.name, r.ours, r.baseline, r.ratio.toFixed(3), r.spread ?? "-", r.goal, r.met ? "yes" : "NO"])
+  const cells = rows.map((r) => [r.name, r.ours, r.baseline, r.ratio.toFixed(3), r.spread ?? "-", r.goal, r.goal === "(reference)" ? "-" : r.met ? "yes" : "NO"])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))
   const line = (cols: ReadonlyArray<string>) => cols.map((c, i) => c.padEnd(widths[i]!)).join(" | ")
   return [line(header), widths.map((w) => "-".repeat(w)).join("-|-"), ...cells.map(line)].join("\n")
