@@ -8,6 +8,7 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Layer from "effect/Layer"
 import type { InferenceFailure } from "../domain/Failure.js"
 import * as Constraint from "../layers/Constraint.js"
+import * as GrammarChecker from "../layers/GrammarChecker.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import * as Memory from "../layers/Memory.js"
 import * as Observe from "../layers/Observe.js"
@@ -45,6 +46,7 @@ export const layer = <E = never>(
   const services = Layer.mergeAll(
     NodeFileSystem.layer,
     Constraint.layer,
+    GrammarChecker.layer,
     Memory.layerMemory,
     ToolRegistry.layer(options.tools ?? [Calculator.calculator]),
     observe,

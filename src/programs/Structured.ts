@@ -20,12 +20,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
-import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
+import { ConstraintFailure } from "../domain/Failure.js"
+import type { InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
-import { Constraint } from "../services/Constraint.js"
+import { Constraint, GrammarChecker } from "../services/Constraint.js"
 import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import * as Spans from "./internal/Spans.js"
@@ -118,6 +119,7 @@ export const run: <A, EV extends ValidationFailure = never>(
   const constraint = yield* Constraint
   const target = constraint.target(options.schema)
   const constraints = constraint.requestConstraints(target, options.grammar)
+  const grammarChecker = yield* Effect.serviceOption(GrammarChecker)
   const attempts = yield* Ref.make(0)
   const repairs = yield* Ref.make(0)
   const usage = yield* Ref.make(TokenUsage.empty)
@@ -153,6 +155,20 @@ export const run: <A, EV extends ValidationFailure = never>(
       if (options.onUsage !== undefined) yield* options.onUsage(result.usage)
       yield* Ref.set(lastRaw, result.content)
       yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
+      if (constraints.grammar !== undefined && grammarChecker._tag === "Some") {
+        const grammar = constraints.grammar
+        if (!(yield* grammarChecker.value.matches(result.content, grammar))) {
+          return yield* new ConstraintFailure({
+            code: "CONSTRAINT_GRAMMAR_REJECTED",
+            retryable: true,
+            raw: result.content,
+            message: result.finishReason === "length"
+              ? `the reply was cut off by maxTokens before the grammar was complete`
+              : `the reply is not a sentence of the grammar`,
+            details: { finishReason: result.finishReason }
+          })
+        }
+      }
       const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
         Effect.tapError((f) =>
           f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
