@@ -463,6 +463,30 @@ describe("Facade", () => {
         expect(yield* system.cancel("to-cancel")).toBe(false)
       }).pipe(Effect.provide(base([ScriptedEngine.reply("late", { delay: "1 hour" })])))
     )
+
+    it.effect("a cancel that comes before its request starts is applied when it starts", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        expect(yield* system.cancel("early")).toBe(false)
+        const { response, state, transitions } = yield* system.execute(chat("slow", { requestId: "early" }))
+        expect(response.error?.code).toBe("CANCELLED_SIGNAL")
+        expect(state.current).toBe("CANCELLED")
+        expect(transitions.at(-1)?.to).toBe("CANCELLED")
+        expect(yield* ScriptedEngine.requests).toHaveLength(0)
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("late", { delay: "1 hour" })])))
+    )
+
+    it.effect("a pending cancel expires, and a late cancel of a finished request hits no later one", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        expect(yield* system.cancel("expired")).toBe(false)
+        yield* TestClock.adjust("6 seconds")
+        expect((yield* system.run(chat("hi", { requestId: "expired" }))).error).toBeUndefined()
+        // "expired" has finished: cancelling it now must not cancel a request that reuses the id.
+        expect(yield* system.cancel("expired")).toBe(false)
+        expect((yield* system.run(chat("hi again", { requestId: "expired" }))).error).toBeUndefined()
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("one"), ScriptedEngine.reply("two")])))
+    )
   })
 
   describe("failures", () => {

@@ -236,15 +236,18 @@ const openAiErrorJson = (error: SystemError) => ({
 // Runs tied to their connection
 // ---------------------------------------------------------------------------
 
-/** Ends a run whose caller went away: cancel (CANCELLED_SIGNAL), wait a little, then interrupt. */
+/**
+ * Ends a run whose caller went away: cancel (CANCELLED_SIGNAL), wait a little, then
+ * interrupt. The wait holds even when the facade has not registered the request
+ * yet (a client that hung up at once): its cancel stays pending and is applied
+ * when the request starts, so that run too records its CANCELLED transition.
+ */
 const stopRun = (system: Facade, requestId: string, fiber: Fiber.RuntimeFiber<unknown>): Effect.Effect<void> =>
   Effect.flatMap(Fiber.poll(fiber), (done) =>
     Option.isSome(done)
       ? Effect.void
       : system.cancel(requestId).pipe(
-          Effect.flatMap((cancelled) =>
-            cancelled ? Effect.ignore(Effect.timeout(Fiber.await(fiber), cancelGrace)) : Effect.void
-          ),
+          Effect.zipRight(Effect.ignore(Effect.timeout(Fiber.await(fiber), cancelGrace))),
           Effect.zipRight(Fiber.interrupt(fiber)),
           Effect.asVoid
         )

@@ -83,7 +83,13 @@ export interface Options {
   readonly planPolicy?: Plan.PlanPolicy
   /** Independent plan steps at once. Default 4. */
   readonly planConcurrency?: number
+  /** How long a cancel that came before its request stays pending. Default 5 seconds. */
+  readonly pendingCancelWindow?: Duration.DurationInput
 }
+
+const defaultPendingCancelWindow: Duration.DurationInput = "5 seconds"
+/** At most this many pending cancels and finished ids are remembered (oldest dropped first). */
+const maxRemembered = 1024
 
 /** What a request produced, before it is shaped into a response. */
 interface Outcome {
@@ -123,7 +129,13 @@ export interface Facade {
   readonly runUnknown: (input: unknown, options?: RunOptions) => Effect.Effect<SystemResponse>
   /** `run`, also returning the ExecutionState and the lifecycle moves. */
   readonly execute: (request: SystemRequest, options?: RunOptions) => Effect.Effect<Execution>
-  /** Cancels a running request; it answers CANCELLED_SIGNAL. False when no such request runs. */
+  /**
+   * Cancels a running request; it answers CANCELLED_SIGNAL. False when no such
+   * request runs. A cancel that comes before its request starts (a client that hangs
+   * up at once) is kept for `pendingCancelWindow` and applied when a request with
+   * that id starts, so it too ends in CANCELLED; a cancel for a request that already
+   * finished is dropped.
+   */
   readonly cancel: (requestId: string) => Effect.Effect<boolean>
 }
 
@@ -207,6 +219,14 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       ...(present.validate ? [PlanExecutor.validate()] : [])
     ]
     const signals = yield* Ref.make<ReadonlyMap<string, Deferred.Deferred<void>>>(new Map())
+    // Cancels that came before their request (id -> expiry, ms) and the ids of recently
+    // finished requests (a late cancel for them must not hit a later request reusing the id).
+    const pendingCancels = new Map<string, number>()
+    const finishedIds = new Set<string>()
+    const pendingWindowMs = Duration.toMillis(options.pendingCancelWindow ?? defaultPendingCancelWindow)
+    const remember = <K>(set: { readonly size: number; delete: (k: K) => boolean; keys: () => IterableIterator<K> }) => {
+      while (set.size > maxRemembered) set.delete(set.keys().next().value!)
+    }
 
     // -- INIT checks ------------------------------------------------------------
     const checkEnvelope = (request: SystemRequest): Effect.Effect<void, ConfigurationFailure> => {
@@ -496,6 +516,10 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         const partial = yield* Ref.make("")
         const signal = yield* Deferred.make<void>()
         yield* Ref.update(signals, (m) => new Map(m).set(requestId, signal))
+        finishedIds.delete(requestId)
+        const pendingUntil = pendingCancels.get(requestId)
+        pendingCancels.delete(requestId)
+        const cancelledEarly = pendingUntil !== undefined && pendingUntil >= startedAt
 
         const timeout = request.hints.timeout
         const body = route(request, sessionId, partial, tracker, run)
@@ -507,13 +531,15 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
                 onTimeout: () =>
                   Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
               })
-        const cancellable = Effect.raceFirst(
-          timed,
-          Effect.zipRight(
-            Deferred.await(signal),
-            Effect.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
+        const cancellable = cancelledEarly
+          ? Effect.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
+          : Effect.raceFirst(
+            timed,
+            Effect.zipRight(
+              Deferred.await(signal),
+              Effect.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
+            )
           )
-        )
 
         const exit = yield* Effect.exit(
           cancellable.pipe(
@@ -526,6 +552,11 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           const copy = new Map(m)
           copy.delete(requestId)
           return copy
+        })
+        yield* Effect.sync(() => {
+          finishedIds.delete(requestId)
+          finishedIds.add(requestId)
+          remember(finishedIds)
         })
 
         const base = {
@@ -617,7 +648,15 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       cancel: (requestId) =>
         Effect.flatMap(Ref.get(signals), (m) => {
           const signal = m.get(requestId)
-          return signal === undefined ? Effect.succeed(false) : Deferred.succeed(signal, undefined)
+          if (signal !== undefined) return Deferred.succeed(signal, undefined)
+          return Effect.map(Clock.currentTimeMillis, (now) => {
+            if (!finishedIds.has(requestId)) {
+              for (const [id, expiry] of pendingCancels) if (expiry < now) pendingCancels.delete(id)
+              pendingCancels.set(requestId, now + pendingWindowMs)
+              remember(pendingCancels)
+            }
+            return false
+          })
         })
     } satisfies Facade
   })
