@@ -73,26 +73,33 @@ const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
 // node-llama-cpp called directly, with the engine's settings
 // ---------------------------------------------------------------------------
 
+/** The bundled model and a context of `sequences` on node-llama-cpp alone, released with the scope. */
+const loadDirect = (sequences: number, contextSize?: number) =>
+  Effect.gen(function*() {
+    const modelPath = LlamaEngine.bundledModelPath()
+    const llama = yield* Effect.acquireRelease(
+      Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: THREADS })),
+      (llama) => Effect.promise(() => llama.dispose())
+    )
+    const model = yield* Effect.acquireRelease(
+      Effect.promise(() => llama.loadModel({ modelPath, gpuLayers: 0 })),
+      (model) => Effect.promise(() => model.dispose())
+    )
+    const context = yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        model.createContext({
+          sequences,
+          contextSize: contextSize ?? Math.min(model.trainContextSize, LlamaEngine.DEFAULT_MAX_CONTEXT_SIZE),
+          threads: THREADS
+        })
+      ),
+      (context) => Effect.promise(() => context.dispose())
+    )
+    return { llama, model, context }
+  })
+
 const direct = Effect.gen(function*() {
-  const modelPath = LlamaEngine.bundledModelPath()
-  const llama = yield* Effect.acquireRelease(
-    Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: THREADS })),
-    (llama) => Effect.promise(() => llama.dispose())
-  )
-  const model = yield* Effect.acquireRelease(
-    Effect.promise(() => llama.loadModel({ modelPath, gpuLayers: 0 })),
-    (model) => Effect.promise(() => model.dispose())
-  )
-  const context = yield* Effect.acquireRelease(
-    Effect.promise(() =>
-      model.createContext({
-        sequences: SEQUENCES,
-        contextSize: Math.min(model.trainContextSize, LlamaEngine.DEFAULT_MAX_CONTEXT_SIZE),
-        threads: THREADS
-      })
-    ),
-    (context) => Effect.promise(() => context.dispose())
-  )
+  const { context, llama } = yield* loadDirect(SEQUENCES)
   const chat = new LlamaChat({ contextSequence: context.getSequence(), chatWrapper: new PaganticChatWrapper() })
   const endless = new LlamaGrammar(llama, { grammar: ENDLESS })
   const generate = (prompt: string, maxTokens: number, grammar: boolean) =>
@@ -303,19 +310,7 @@ const redundant = (rounds: number, label = "sentiment vote", prompt: (key: numbe
  */
 const batchCeiling = (steps: number) =>
   Effect.gen(function*() {
-    const modelPath = LlamaEngine.bundledModelPath()
-    const llama = yield* Effect.acquireRelease(
-      Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: THREADS })),
-      (llama) => Effect.promise(() => llama.dispose())
-    )
-    const model = yield* Effect.acquireRelease(
-      Effect.promise(() => llama.loadModel({ modelPath, gpuLayers: 0 })),
-      (model) => Effect.promise(() => model.dispose())
-    )
-    const context = yield* Effect.acquireRelease(
-      Effect.promise(() => model.createContext({ sequences: 5, contextSize: 1024, threads: THREADS })),
-      (context) => Effect.promise(() => context.dispose())
-    )
+    const { context, model } = yield* loadDirect(5, 1024)
     const sequences = Array.from({ length: 5 }, () => context.getSequence())
     const start = model.tokenize("Classify the sentiment of the review: the food was cold.")
     yield* Effect.promise(() => Promise.all(sequences.map((s) => s.evaluateWithoutGeneratingNewTokens(start))))
