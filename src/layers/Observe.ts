@@ -28,6 +28,7 @@ export const makeEventLog: Effect.Effect<EventLogService> = Effect.map(
 export const eventLogMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeEventLog)
 
 export const eventLogNoop: Layer.Layer<EventLog> = Layer.succeed(EventLog, {
+  enabled: false,
   record: () => Effect.void,
   events: Effect.succeed([])
 })

@@ -532,12 +532,12 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
                   Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
               })
         const cancellable = cancelledEarly
-          ? Effect.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
+          ? Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
           : Effect.raceFirst(
             timed,
             Effect.zipRight(
               Deferred.await(signal),
-              Effect.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
+              Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller", { requestId }))
             )
           )
 

@@ -105,7 +105,9 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
         ? Effect.zipRight(Effect.sync(() => span.value.attribute("pagantic.lifecycle.interrupted", true)), endSpan(span.value))
         : Effect.void
     ),
-    stepCompleted: (name) => Ref.update(state, (s) => new ExecutionState({ ...s, totalSteps: s.totalSteps + 1, lastStep: name })),
+    // States below are built from a valid state and typed fields: not validated again (hot path).
+    stepCompleted: (name) =>
+      Ref.update(state, (s) => new ExecutionState({ ...s, totalSteps: s.totalSteps + 1, lastStep: name }, true)),
     transition: (to, reason, fields = {}) =>
       lock.withPermits(1)(
         Effect.gen(function* () {
@@ -121,7 +123,7 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
               enteredAt,
               attempt,
               ...(fields.error === undefined ? {} : { lastError: fields.error })
-            })
+            }, true)
           )
           yield* Ref.update(history, (h) => [...h, { from: current.current, to }])
           yield* record(current.current, to, attempt, reason)

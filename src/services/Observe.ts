@@ -23,6 +23,8 @@ export const currentCorrelation: FiberRef.FiberRef<CorrelationContext> = FiberRe
 
 export interface EventLogService {
   readonly record: (event: Event) => Effect.Effect<void>
+  /** False for a log that keeps nothing: `recordEvent` then does not even build the event. */
+  readonly enabled?: boolean
   /** A copy of the events recorded so far, in order. */
   readonly events: Effect.Effect<ReadonlyArray<Event>>
 }
@@ -67,7 +69,7 @@ export interface EventBase {
  */
 export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<void> =>
   Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
-    log._tag === "None"
+    log._tag === "None" || log.value.enabled === false
       ? Effect.void
       : Effect.flatMap(
           Effect.zip(FiberRef.get(currentCorrelation), Clock.currentTimeMillis),
@@ -80,7 +82,7 @@ export const withCorrelation =
   (fields: Partial<CorrelationContext>) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.flatMap(FiberRef.get(currentCorrelation), (current) =>
-      Effect.locally(effect, currentCorrelation, new CorrelationContext({ ...current, ...fields }))
+      Effect.locally(effect, currentCorrelation, new CorrelationContext({ ...current, ...fields }, true))
     )
 
 /** Applies `f` to the Metrics service when one is in the context. */
