@@ -423,8 +423,22 @@ describe("Facade", () => {
         }
         const withId = yield* system.runUnknown({ requestId: "mine", mode: "nope", messages: [] })
         expect(withId.requestId).toBe("mine")
+        // A wrong optional field is one issue at its own path, not also "expected undefined" above it.
+        const negative = yield* system.runUnknown({ mode: "chat", messages: [{ role: "user", content: "x" }], hints: { maxTokens: -5 } })
+        expect(negative.error?.details).toEqual({ issues: ["hints.maxTokens: expected a non-negative number | undefined, got -5"] })
         expect(yield* ScriptedEngine.requests).toHaveLength(0)
       }).pipe(Effect.provide(base([])))
+    )
+
+    it.effect("a tool the request names but nobody registered is TOOL_NOT_FOUND, before any inference", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(chat("What is 2 plus 2?", { tools: ["nope"] }))
+        expect(response.error).toMatchObject({ code: "TOOL_NOT_FOUND", category: "ToolFailure", retryable: false })
+        expect(response.error?.message).toMatch(/not registered: nope \(registered: none\)/)
+        expect(response.error?.details).toMatchObject({ unknownTools: ["nope"] })
+        expect(yield* ScriptedEngine.requests).toHaveLength(0)
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("4")])))
     )
   })
 

@@ -355,7 +355,6 @@ describe("adapters/Http", () => {
     withServer(
       [
         ScriptedEngine.reply("Still 5."),
-        ScriptedEngine.reply("ok"),
         // structured mode with tools registered: a tool phase, then the structured answer
         ScriptedEngine.reply('{"answer": 42}'),
         ScriptedEngine.reply('{"answer": 42}')
@@ -382,13 +381,16 @@ describe("adapters/Http", () => {
           expect(first.messages[1]).toMatchObject({ toolCalls: [{ id: "c1", name: "calculator", arguments: { expression: "2+3" } }] })
           expect(first.messages[2]).toMatchObject({ toolCallId: "c1", name: "calculator", content: "5" })
 
-          // a whitelisted name the server does not register: the model is offered no tool
+          // a tool the server does not register: TOOL_NOT_FOUND (422) before any inference
+          // (tools run server-side here, so the model could never use it)
           const unknownTool = yield* post(`${url}/v1/chat/completions`, {
             messages: [{ role: "user", content: "hi" }],
             tools: [{ type: "function", function: { name: "weather" } }]
           })
-          expect(unknownTool.status, unknownTool.text).toBe(200)
-          expect((yield* requests)[1]!.tools).toEqual([])
+          expect(unknownTool.status, unknownTool.text).toBe(422)
+          expect(unknownTool.json.error).toMatchObject({ code: "TOOL_NOT_FOUND" })
+          expect(unknownTool.json.error.message).toMatch(/not registered: weather \(registered: calculator\)/)
+          expect(yield* requests).toHaveLength(1)
 
           const structured = yield* post(`${url}/v1/chat/completions`, {
             messages: [{ role: "user", content: "The answer?" }],

@@ -30,7 +30,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import type { Failure } from "../domain/Failure.js"
-import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
+import { Cancellation, ConfigurationFailure, OrchestrationFailure, ToolFailure } from "../domain/Failure.js"
 import type { ExecutionState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
 import type * as Plan from "../domain/Plan.js"
@@ -171,6 +171,12 @@ const describeIssues = (error: ParseResult.ParseError): ReadonlyArray<string> =>
       : type.includes("Struct") || type.includes("<->")
         ? where === "the request" ? "a SystemRequest object" : "an object"
         : type
+  // An optional field that is present but wrong reports twice: the real problem at the
+  // deeper path, and "expected undefined" at the field itself. Keep the first.
+  for (const [where, messages] of byPath) {
+    const onlyUndefined = messages.every((m) => /^Expected undefined, actual /s.test(m))
+    if (onlyUndefined && [...byPath.keys()].some((other) => other.startsWith(`${where}.`))) byPath.delete(where)
+  }
   return [...byPath.entries()].map(([where, messages]) => {
     const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
     if (expected.every((m) => m !== null)) {
@@ -205,8 +211,9 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const loopContext = Context.add(context, ConversationStore, store)
     const planner = yield* Effect.serviceOption(Planner)
     const fileSystem = yield* Effect.serviceOption(FileSystem.FileSystem)
+    const registry = yield* Effect.serviceOption(ToolRegistry)
     const present = {
-      tool: Option.isSome(yield* Effect.serviceOption(ToolRegistry)),
+      tool: Option.isSome(registry),
       retrieve: Option.isSome(yield* Effect.serviceOption(Retriever)),
       rerank: Option.isSome(yield* Effect.serviceOption(Reranker)),
       validate: Option.isSome(yield* Effect.serviceOption(Validator))
@@ -229,7 +236,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     }
 
     // -- INIT checks ------------------------------------------------------------
-    const checkEnvelope = (request: SystemRequest): Effect.Effect<void, ConfigurationFailure> => {
+    const checkEnvelope = (request: SystemRequest): Effect.Effect<void, ConfigurationFailure | ToolFailure> => {
       if (Option.isNone(engine)) {
         return Effect.fail(
           new ConfigurationFailure({
@@ -251,6 +258,22 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       }
       if (request.mode !== "plan" && Option.isNone(lastUser(request.messages))) {
         return Effect.fail(invalid(`Mode "${request.mode}" needs messages ending with a user message`))
+      }
+      // A tool the request names but nobody registered would silently leave the model without it.
+      const unknownTools = request.tools.filter((name) => Option.isNone(registry) || !registry.value.has(name))
+      if (unknownTools.length > 0) {
+        const available = Option.isNone(registry) ? [] : registry.value.definitions().map((d) => d.name)
+        return Effect.fail(
+          new ToolFailure({
+            code: "TOOL_NOT_FOUND",
+            retryable: false,
+            tool: unknownTools[0]!,
+            message: `The request names tools that are not registered: ${unknownTools.join(", ")} (registered: ${
+              available.length === 0 ? "none" : available.join(", ")
+            })`,
+            details: { unknownTools, available }
+          })
+        )
       }
       return Effect.void
     }

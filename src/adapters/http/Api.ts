@@ -100,7 +100,8 @@ const OptionalInt = Schema.optional(Schema.NullOr(Schema.Int))
 /**
  * The request body of `/v1/chat/completions`. `tools` are matched by name against
  * the server's registered tools (a whitelist: the server runs them itself, so
- * their descriptions and parameters are not used); unknown fields are ignored.
+ * their descriptions and parameters are not used; an unregistered name is
+ * TOOL_NOT_FOUND); unknown fields are ignored.
  */
 export const ChatCompletionRequest = Schema.Struct({
   model: Schema.optional(Schema.String),

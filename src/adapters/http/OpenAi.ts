@@ -9,7 +9,7 @@
  *   and their JSON `arguments` are parsed; a `tool` message takes its tool name
  *   from the assistant call it answers.
  * - `tools`: their names are the request's whitelist over the tools the server
- *   registered; the server runs them itself in the facade's tool loop, so the
+ *   registered (a name it does not register is TOOL_NOT_FOUND, 422); the server runs them itself in the facade's tool loop, so the
  *   answer is the final text (tools run are listed under `pagantic.toolCallsMade`)
  *   and never asks the client to run a tool. No `tools` means every registered tool
  *   (a SystemRequest cannot say "none"), and `tool_choice` is ignored. A
