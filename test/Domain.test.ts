@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
+import * as Issues from "../src/domain/Issues.js"
 import * as Lifecycle from "../src/domain/Lifecycle.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
@@ -167,5 +168,30 @@ describe("Lifecycle", () => {
     expect(Lifecycle.canTransition("INIT", "EXECUTE")).toBe(false)
     expect(Lifecycle.canTransition("COMPLETE", "EXECUTE")).toBe(false)
     expect(Lifecycle.canTransition("ERROR", "CANCELLED")).toBe(false)
+  })
+})
+
+describe("Issues.describe", () => {
+  const Body = Schema.Struct({
+    mode: Schema.Literal("chat", "structured"),
+    hints: Schema.optional(Schema.Struct({ maxTokens: Schema.optional(Schema.NonNegative) })),
+    tools: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({ name: Schema.String }))))
+  })
+  const issues = (input: unknown) => {
+    const decoded = Schema.decodeUnknownEither(Body, { errors: "all" })(input)
+    return decoded._tag === "Left" ? Issues.describe(decoded.left, "a body") : []
+  }
+
+  it("says one line per path: a literal union once, a missing field, the root by its name", () => {
+    expect(issues({ mode: "dance" })).toEqual(['mode: expected "chat" | "structured", got "dance"'])
+    expect(issues({})).toEqual(["mode: is missing"])
+    expect(issues("text")).toEqual(['the request: expected a body, got "text"'])
+  })
+
+  it("a wrong optional or nullable field is reported at its deepest path only", () => {
+    expect(issues({ mode: "chat", hints: { maxTokens: -1 } })).toEqual([
+      "hints.maxTokens: expected a non-negative number | undefined, got -1"
+    ])
+    expect(issues({ mode: "chat", tools: [{}] })).toEqual(["tools.0.name: is missing"])
   })
 })

@@ -415,8 +415,18 @@ describe("adapters/Http", () => {
           const missing = yield* post(`${url}/v1/chat/completions`, { model: "x" })
           expect(missing.status).toBe(400)
           expect(missing.json).toEqual({
-            error: { message: expect.stringMatching(/messages/), type: "invalid_request_error", code: "CONFIG_INVALID_REQUEST", param: null }
+            error: {
+              message: "Invalid chat completion request: messages: is missing",
+              type: "invalid_request_error",
+              code: "CONFIG_INVALID_REQUEST",
+              param: null
+            }
           })
+          // one line per wrong path, not the schema's decoding tree
+          const badRole = yield* post(`${url}/v1/chat/completions`, { messages: [{ role: "wizard", content: "hi" }] })
+          expect(badRole.json.error.message).toBe(
+            'Invalid chat completion request: messages.0.role: expected "system" | "developer" | "user" | "assistant" | "tool", got "wizard"'
+          )
           const badFormat = yield* post(`${url}/v1/chat/completions`, {
             messages: [{ role: "user", content: "x" }],
             response_format: { type: "yaml" }

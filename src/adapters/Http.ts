@@ -35,6 +35,7 @@ import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { createServer } from "node:http"
+import * as Issues from "../domain/Issues.js"
 import { SystemError, SystemResponse } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Facade } from "../programs/Facade.js"
@@ -178,13 +179,13 @@ const withTimeout = (hints: unknown, limitMs: number | undefined): unknown => {
 // Errors
 // ---------------------------------------------------------------------------
 
-const invalidRequest = (message: string): SystemError =>
+const invalidRequest = (message: string, details: Record<string, unknown> = {}): SystemError =>
   new SystemError({
     code: "CONFIG_INVALID_REQUEST",
     category: "ConfigurationFailure",
     retryable: false,
     message,
-    details: {}
+    details
   })
 
 const failedResponse = (requestId: string, error: SystemError): SystemResponse =>
@@ -351,7 +352,8 @@ const handlers = (options: Options) =>
           }
           const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body.right)
           if (Either.isLeft(decoded)) {
-            return chatFailure(invalidRequest(`Invalid chat completion request: ${decoded.left.message}`))
+            const issues = Issues.describe(decoded.left, "a chat completion request object")
+            return chatFailure(invalidRequest(`Invalid chat completion request: ${issues.join("; ")}`, { issues }))
           }
           const completion = decoded.right
           const envelope = OpenAi.toEnvelope(completion, {

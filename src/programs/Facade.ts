@@ -24,12 +24,12 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import type { Failure } from "../domain/Failure.js"
+import * as Issues from "../domain/Issues.js"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure, ToolFailure } from "../domain/Failure.js"
 import type { ExecutionState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
@@ -151,41 +151,6 @@ const invalid = (message: string, details: Record<string, unknown> = {}) =>
 
 const describeDefect = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : String(defect)
-
-/**
- * One line per offending path ("mode: expected one of "chat" | ... , got "dance""),
- * instead of the schema's whole decoding tree.
- */
-const describeIssues = (error: ParseResult.ParseError): ReadonlyArray<string> => {
-  const byPath = new Map<string, Array<string>>()
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const where = issue.path.length > 0 ? issue.path.join(".") : "the request"
-    const messages = byPath.get(where) ?? []
-    messages.push(issue.message)
-    byPath.set(where, messages)
-  }
-  // schema names of composite types are long and internal: say what shape was wanted
-  const simplify = (where: string, type: string) =>
-    type.startsWith("ReadonlyArray<")
-      ? "an array"
-      : type.includes("Struct") || type.includes("<->")
-        ? where === "the request" ? "a SystemRequest object" : "an object"
-        : type
-  // An optional field that is present but wrong reports twice: the real problem at the
-  // deeper path, and "expected undefined" at the field itself. Keep the first.
-  for (const [where, messages] of byPath) {
-    const onlyUndefined = messages.every((m) => /^Expected undefined, actual /s.test(m))
-    if (onlyUndefined && [...byPath.keys()].some((other) => other.startsWith(`${where}.`))) byPath.delete(where)
-  }
-  return [...byPath.entries()].map(([where, messages]) => {
-    const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
-    if (expected.every((m) => m !== null)) {
-      const types = [...new Set(expected.map((m) => simplify(where, m![1]!)))]
-      return `${where}: expected ${types.join(" | ")}, got ${expected[0]![2]}`
-    }
-    return `${where}: ${messages.join("; ")}`
-  })
-}
 
 const lastUser = (messages: ReadonlyArray<Message.Message>) => {
   const last = messages.at(-1)
@@ -658,7 +623,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
         return Effect.map(nextId("req"), (generated) => {
           const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
-          const issues = describeIssues(decoded.left)
+          const issues = Issues.describe(decoded.left, "a SystemRequest object")
           const error = toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues }))
           return new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty, error })
         })

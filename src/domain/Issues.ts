@@ -1,0 +1,43 @@
+/**
+ * Decoding errors said the way a caller can act on them: one line per offending
+ * path ("mode: expected "chat" | "structured" | ..., got "dance""), instead of the
+ * schema's whole decoding tree with every composite type spelled out.
+ */
+import * as ParseResult from "effect/ParseResult"
+
+/** Composite type names are long and internal: say what shape was wanted. */
+const simplify = (type: string, atRoot: boolean, root: string): string =>
+  type.startsWith("ReadonlyArray<")
+    ? "an array"
+    : type.includes("Struct") || type.includes("<->") || type.startsWith("{")
+    ? atRoot ? root : "an object"
+    : type
+
+/**
+ * One line per path. `root` names the whole input in messages about it (e.g. "a
+ * SystemRequest object"). An optional field that is present but wrong is reported
+ * once, at the deepest path that explains it (a union's "expected undefined" at the
+ * field itself, and a nullable's "expected null", are dropped when a deeper path says more), and a union of literals is
+ * listed once ("expected "a" | "b", got "c"").
+ */
+export const describe = (error: ParseResult.ParseError, root = "an object"): ReadonlyArray<string> => {
+  const byPath = new Map<string, Array<string>>()
+  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
+    const where = issue.path.length > 0 ? issue.path.join(".") : "the request"
+    const messages = byPath.get(where) ?? []
+    messages.push(issue.message)
+    byPath.set(where, messages)
+  }
+  for (const [where, messages] of byPath) {
+    const onlyUndefined = messages.every((m) => /^Expected (undefined|null), actual /s.test(m))
+    if (onlyUndefined && [...byPath.keys()].some((other) => other.startsWith(`${where}.`))) byPath.delete(where)
+  }
+  return [...byPath.entries()].map(([where, messages]) => {
+    const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
+    if (expected.every((m) => m !== null)) {
+      const types = [...new Set(expected.map((m) => simplify(m![1]!, where === "the request", root)))]
+      return `${where}: expected ${types.join(" | ")}, got ${expected[0]![2]}`
+    }
+    return `${where}: ${messages.join("; ")}`
+  })
+}
