@@ -8,6 +8,7 @@
 // domain
 export * as Event from "./domain/Event.js"
 export * as Failure from "./domain/Failure.js"
+export * as Issues from "./domain/Issues.js"
 export * as JsonSchema from "./domain/JsonSchema.js"
 export * as Lifecycle from "./domain/Lifecycle.js"
 export * as Message from "./domain/Message.js"
@@ -32,6 +33,7 @@ export * as ValidatorService from "./services/Validator.js"
 // layers
 export * as ConstraintLayer from "./layers/Constraint.js"
 export * as ContextBuilder from "./layers/ContextBuilder.js"
+export * as GrammarChecker from "./layers/GrammarChecker.js"
 export * as LlamaEngine from "./layers/LlamaEngine.js"
 export * as MemoryLayer from "./layers/Memory.js"
 export * as ObserveLayer from "./layers/Observe.js"
