@@ -243,8 +243,11 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
   const pool = yield* SequencePool.make(workers, {
     maxPinnedSessions: Math.max(0, options.pinnedSessions ?? sequences - 1)
   })
+  // Sequences inside a generation: no prompt donors until it ends.
+  const generating = new Set<LlamaContextSequence>()
   const sharing = PromptSharing.make(workers.map((worker) => worker.sequence), {
-    minTokens: Math.max(0, options.shareMinTokens ?? PromptSharing.DEFAULT_MIN_TOKENS)
+    minTokens: Math.max(0, options.shareMinTokens ?? PromptSharing.DEFAULT_MIN_TOKENS),
+    isGenerating: (sequence) => generating.has(sequence)
   })
 
   const ids = yield* Effect.serviceOption(IdGenerator)
@@ -378,7 +381,9 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         // the sequence goes back to the pool, so no two generations ever share it.
         const response = yield* Effect.async<LlamaChatResponse<ChatModelFunctions>, InferenceFailure>((resume) => {
           const controller = new AbortController()
+          generating.add(sequence)
           const done = chat.generateResponse(history, { ...generateOptions, signal: controller.signal })
+          void done.finally(() => generating.delete(sequence)).catch(() => undefined)
           done.then(
             (response) => resume(Effect.succeed(response)),
             (error) => resume(Effect.fail(fromGenerationError(error, { promptTokens, contextWindow })))

@@ -32,6 +32,12 @@ export type Outcome =
 export interface Options {
   /** The fewest tokens a copy must save (default 32); 0 disables sharing. */
   readonly minTokens: number
+  /**
+   * Whether a sequence is generating right now. Such a sequence is no donor: its
+   * tokens run ahead of its cells mid-decode, llama.cpp would refuse the copy, and
+   * the refusal costs the borrower its own prefix.
+   */
+  readonly isGenerating?: (sequence: LlamaContextSequence) => boolean
 }
 
 export interface PromptSharing {
@@ -82,6 +88,7 @@ export const make = (
     for (const other of sequences) {
       // A leader's sequence is being written: wait for its leader instead.
       if (other === sequence || [...leaders].some((leader) => leader.sequence === other)) continue
+      if (options.isGenerating?.(other) === true) continue
       const n = commonPrefixLength(other.contextTokens, prompt)
       if (n > length) {
         donor = other
