@@ -96,7 +96,7 @@ describe("LlamaEngine prompt sharing (bundled model)", () => {
       })
     ), 60_000)
 
-  it.live("copying from a sequence that is still generating never changes the answer", () =>
+  it.live("requests that share a system prompt with a running generation answer as if alone", () =>
     both((shared, unshared) =>
       Effect.gen(function*() {
         const busy = yield* Effect.fork(
