@@ -108,9 +108,7 @@ class GGUFWriter:
         for key, typ, payload in self.kv:
             out += _str(key) + struct.pack("<I", typ) + payload
         offset = 0
-        offsets = []
         for name, shape, ggml_type, data in self.tensors:
-            offsets.append(offset)
             dims = list(reversed(shape))
             out += _str(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
             out += struct.pack("<IQ", ggml_type, offset)
