@@ -27,12 +27,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as path from "node:path"
 import * as readline from "node:readline"
+import * as Issues from "../domain/Issues.js"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { ExecutionPlan } from "../domain/Plan.js"
@@ -159,7 +159,7 @@ const loadSchema = (value: string) =>
     const what = inline ? "the inline schema" : `the schema file ${value}`
     const json = yield* parseJson(inline ? value : yield* readText(value, "the schema file"), what)
     const decoded = yield* Schema.decodeUnknown(JsonSchema)(json).pipe(
-      Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${issues(e)}` }))
+      Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${Issues.describe(e, "a JSON schema object", "the schema").join("; ")}` }))
     )
     if (decoded.type === undefined && decoded.properties === undefined && decoded.enum === undefined) {
       return yield* fail(`${what} is not a schema: it needs a "type", "properties" or "enum"`)
@@ -167,30 +167,10 @@ const loadSchema = (value: string) =>
     return json
   })
 
-/** The decoding issues, one per path: `hints.temperature: Expected a number between 0 and 2, actual 5`. */
-const issues = (error: ParseResult.ParseError): string => {
-  const byPath = new Map<string, Array<string>>()
-  for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    if (issue.message.startsWith("Expected undefined")) continue
-    const key = issue.path.join(".")
-    byPath.set(key, [...(byPath.get(key) ?? []), issue.message])
-  }
-  return [...byPath.entries()]
-    .map(([key, messages]) => {
-      // the alternatives of a literal union: one line instead of one per literal
-      const expected = messages.map((m) => /^Expected (.+), actual (.+)$/.exec(m))
-      const message = messages.length > 1 && expected.every((m) => m !== null)
-        ? `Expected ${expected.map((m) => m![1]).join(" | ")}, actual ${expected[0]![2]}`
-        : messages.join("; ")
-      return key.length === 0 ? message : `${key}: ${message}`
-    })
-    .join("; ")
-}
-
 /** Decodes a wire-form request, so that bad input fails before a model is loaded. */
 const decodeRequest = (wire: unknown) =>
   Schema.decodeUnknown(SystemRequest)(wire).pipe(
-    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${issues(e)}` }))
+    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${Issues.describe(e, "a SystemRequest object").join("; ")}` }))
   )
 
 /** @effect/cli takes an unknown `--flag` before a free-text argument as that text; refuse it instead. */
@@ -568,7 +548,7 @@ const planCommand = Command.make(
       const wire = yield* parseJson(yield* readText(args.file, "the plan file"), `the plan file ${args.file}`)
       const plan = yield* Schema.decodeUnknown(ExecutionPlan)(wire).pipe(
         Effect.mapError((e) =>
-          new CliFailure({ message: `the plan file ${args.file} is not a plan: ${issues(e)}` })
+          new CliFailure({ message: `the plan file ${args.file} is not a plan: ${Issues.describe(e, "a plan object", "the plan").join("; ")}` })
         )
       )
       const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })

@@ -9,21 +9,25 @@ import * as ParseResult from "effect/ParseResult"
 const simplify = (type: string, atRoot: boolean, root: string): string =>
   type.startsWith("ReadonlyArray<")
     ? "an array"
-    : type.includes("Struct") || type.includes("<->") || type.startsWith("{")
+    : type.includes("Struct") || type.includes("<->") || type.startsWith("{") || type.endsWith("(Encoded side)")
     ? atRoot ? root : "an object"
     : type
 
 /**
- * One line per path. `root` names the whole input in messages about it (e.g. "a
- * SystemRequest object"). An optional field that is present but wrong is reported
+ * One line per path. `root` names the shape the whole input should have (e.g. "a
+ * SystemRequest object") and `whole` the place of an issue with no path. An optional field that is present but wrong is reported
  * once, at the deepest path that explains it (a union's "expected undefined" at the
  * field itself, and a nullable's "expected null", are dropped when a deeper path says more), and a union of literals is
  * listed once ("expected "a" | "b", got "c"").
  */
-export const describe = (error: ParseResult.ParseError, root = "an object"): ReadonlyArray<string> => {
+export const describe = (
+  error: ParseResult.ParseError,
+  root = "an object",
+  whole = "the request"
+): ReadonlyArray<string> => {
   const byPath = new Map<string, Array<string>>()
   for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const where = issue.path.length > 0 ? issue.path.join(".") : "the request"
+    const where = issue.path.length > 0 ? issue.path.join(".") : whole
     const messages = byPath.get(where) ?? []
     messages.push(issue.message)
     byPath.set(where, messages)
@@ -35,7 +39,7 @@ export const describe = (error: ParseResult.ParseError, root = "an object"): Rea
   return [...byPath.entries()].map(([where, messages]) => {
     const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
     if (expected.every((m) => m !== null)) {
-      const types = [...new Set(expected.map((m) => simplify(m![1]!, where === "the request", root)))]
+      const types = [...new Set(expected.map((m) => simplify(m![1]!, where === whole, root)))]
       return `${where}: expected ${types.join(" | ")}, got ${expected[0]![2]}`
     }
     return `${where}: ${messages.join("; ")}`

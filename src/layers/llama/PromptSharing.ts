@@ -43,8 +43,6 @@ export interface Options {
 export interface PromptSharing {
   /** Fills `sequence` with as much of `prompt` as another sequence holds or is about to hold. */
   readonly prepare: (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>) => Effect.Effect<Outcome>
-  /** Totals since the engine started: copies made, tokens they saved, prompts led. */
-  readonly stats: Effect.Effect<{ readonly copies: number; readonly copiedTokens: number; readonly leads: number }>
 }
 
 export const DEFAULT_MIN_TOKENS = 32
@@ -77,9 +75,6 @@ export const make = (
   options: Options
 ): PromptSharing => {
   const leaders = new Set<Leader>()
-  let copies = 0
-  let copiedTokens = 0
-  let leads = 0
 
   /** The other sequence holding the longest prefix of `prompt`, if longer than `atLeast`. */
   const donorFor = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>, atLeast: number) => {
@@ -128,8 +123,6 @@ export const make = (
       const before = commonPrefixLength(sequence.contextTokens, prefix)
       const copied = await sequence._copyStateFromOtherSequence(donor, prefix.length).catch(() => false)
       if (copied && commonPrefixLength(sequence.contextTokens, prefix) === prefix.length) {
-        copies++
-        copiedTokens += prefix.length - before
         return { _tag: "Copied", tokens: prefix.length - before, waited }
       }
       await sequence.clearHistory().catch(() => undefined)
@@ -173,7 +166,6 @@ export const make = (
         }).pipe(Effect.uninterruptible)
         const release = Effect.sync(() => leaders.delete(leader)).pipe(Effect.zipRight(Deferred.succeed(done, undefined)))
         leaders.add(leader)
-        leads++
         const exit = yield* Effect.exit(Effect.ensuring(evaluate, release))
         // Let the followers copy before this sequence moves on to generating.
         yield* Effect.forEach(leader.copied, Deferred.await, { discard: true })
@@ -183,8 +175,5 @@ export const make = (
       })
     })
 
-  return {
-    prepare,
-    stats: Effect.sync(() => ({ copies, copiedTokens, leads }))
-  }
+  return { prepare }
 }
