@@ -30,6 +30,7 @@ import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import type { Failure } from "../domain/Failure.js"
 import * as Issues from "../domain/Issues.js"
+import * as Text from "../domain/Text.js"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure, ToolFailure } from "../domain/Failure.js"
 import type { ExecutionState } from "../domain/Lifecycle.js"
 import * as Message from "../domain/Message.js"
@@ -48,11 +49,12 @@ import type { Constraint } from "../services/Constraint.js"
 import { Retriever } from "../services/Context.js"
 import { Engine, InferenceResult } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
+import type { ConversationStoreService } from "../services/Memory.js"
 import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
 import { withCorrelation, withMetrics } from "../services/Observe.js"
 import { Planner } from "../services/Planner.js"
 import { Reranker } from "../services/Reranker.js"
-import { ToolRegistry } from "../services/ToolRegistry.js"
+import { restrict, ToolRegistry } from "../services/ToolRegistry.js"
 import { Validator } from "../services/Validator.js"
 import * as AgentLoop from "./AgentLoop.js"
 import * as Spans from "./internal/Spans.js"
@@ -152,9 +154,51 @@ const invalid = (message: string, details: Record<string, unknown> = {}) =>
 const describeDefect = (defect: unknown): string =>
   defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : String(defect)
 
+/**
+ * A tool message must answer a call an earlier assistant message made (engines
+ * refuse a history where it does not); a message saying which one does not.
+ */
+const unansweredToolMessage = (messages: ReadonlyArray<Message.Message>): string | undefined => {
+  const calls = new Set<string>()
+  for (const [i, m] of messages.entries()) {
+    if (Message.isAssistant(m)) for (const call of m.toolCalls) calls.add(call.id)
+    else if (Message.isTool(m) && !calls.has(m.toolCallId)) {
+      return `messages.${i}: the tool message answers call "${Text.excerpt(m.toolCallId)}", which no earlier assistant message made`
+    }
+  }
+  return undefined
+}
+
 const lastUser = (messages: ReadonlyArray<Message.Message>) => {
   const last = messages.at(-1)
   return last !== undefined && Message.isUser(last) ? Option.some(last) : Option.none()
+}
+
+/**
+ * One session of `store` seen through a staging copy: reads and writes of that
+ * session stay in the copy (seeded with `seed` when given) until `commit` writes
+ * it to the store; other sessions pass through.
+ */
+const stagedSession = (
+  store: ConversationStoreService,
+  sessionId: string,
+  seed: ReadonlyArray<Message.Message> | undefined
+) => {
+  let copy: ReadonlyArray<Message.Message> | undefined = seed
+  const staged: ConversationStoreService = {
+    load: (id) => (id === sessionId && copy !== undefined ? Effect.sync(() => copy!.slice()) : store.load(id)),
+    save: (id, messages) => (id === sessionId ? Effect.sync(() => void (copy = messages.slice())) : store.save(id, messages)),
+    append: (id, messages) =>
+      id === sessionId
+        ? Effect.flatMap(staged.load(id), (base) => staged.save(id, [...base, ...messages]))
+        : store.append(id, messages),
+    clear: (id) => (id === sessionId ? Effect.sync(() => void (copy = [])) : store.clear(id)),
+    sessions: store.sessions
+  }
+  return {
+    store: staged,
+    commit: Effect.suspend(() => (copy === undefined ? Effect.void : store.save(sessionId, copy)))
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -228,18 +272,21 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       const unknownTools = request.tools.filter((name) => Option.isNone(registry) || !registry.value.has(name))
       if (unknownTools.length > 0) {
         const available = Option.isNone(registry) ? [] : registry.value.definitions().map((d) => d.name)
+        const named = unknownTools.slice(0, 8).map((name) => Text.excerpt(name))
         return Effect.fail(
           new ToolFailure({
             code: "TOOL_NOT_FOUND",
             retryable: false,
-            tool: unknownTools[0]!,
-            message: `The request names tools that are not registered: ${unknownTools.join(", ")} (registered: ${
-              available.length === 0 ? "none" : available.join(", ")
-            })`,
-            details: { unknownTools, available }
+            tool: named[0]!,
+            message: `The request names tools that are not registered: ${named.join(", ")}${
+              unknownTools.length > named.length ? ` and ${unknownTools.length - named.length} more` : ""
+            } (registered: ${available.length === 0 ? "none" : available.join(", ")})`,
+            details: { unknownTools: named, available }
           })
         )
       }
+      const unanswered = unansweredToolMessage(request.messages)
+      if (unanswered !== undefined) return Effect.fail(invalid(unanswered))
       return Effect.void
     }
 
@@ -258,9 +305,12 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         const user = Option.getOrThrow(lastUser(request.messages))
         const prior = request.messages.slice(0, -1)
         const existing = yield* store.load(sessionId)
-        if (existing.length === 0 && prior.length > 0) yield* store.save(sessionId, prior)
+        // The turn writes to a staged copy of its session; the store sees it only when
+        // the turn is answered, so a request that fails keeps nothing (a 900 KB history
+        // that does not fit the context is not stored).
+        const staged = stagedSession(store, sessionId, existing.length === 0 && prior.length > 0 ? prior : undefined)
         const systemPrompt = prior.length === 0 ? options.defaultSystemPrompt : undefined
-        const agent = yield* AgentLoop.make({
+        const agent = yield* Effect.provideService(AgentLoop.make({
           sessionId,
           ...(systemPrompt === undefined ? {} : { systemPrompt }),
           ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations }),
@@ -269,7 +319,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature }),
           ...(request.hints.topP === undefined ? {} : { topP: request.hints.topP }),
           ...(request.tools.length === 0 ? {} : { allowTools: request.tools })
-        })
+        }), ConversationStore, staged.store)
         yield* tracker.transition("EXECUTE", "chat turn")
         const finished = yield* Ref.make<Option.Option<AgentLoop.TurnResult>>(Option.none())
         yield* Stream.runForEach(
@@ -294,6 +344,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           }
         )
         const turn = Option.getOrThrow(yield* Ref.get(finished))
+        yield* staged.commit
         return {
           content: turn.content,
           toolCallsMade: turn.toolCalls,
@@ -529,10 +580,14 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
             )
           )
 
+        // the request's whitelist holds in every mode and every step kind
+        const requestContext = Option.isSome(registry) && request.tools.length > 0
+          ? Context.add(loopContext, ToolRegistry, restrict(registry.value, request.tools))
+          : loopContext
         const exit = yield* Effect.exit(
           cancellable.pipe(
             Lifecycle.tracked(tracker),
-            Effect.provide(loopContext as Context.Context<Engine | Constraint>),
+            Effect.provide(requestContext as Context.Context<Engine | Constraint>),
             Effect.onInterrupt(() => tracker.interrupted)
           )
         )
@@ -618,11 +673,16 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
       })
 
     const runUnknown = (input: unknown, run: RunOptions = {}): Effect.Effect<SystemResponse> =>
-      Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest)(input)), (decoded) => {
+      Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest, { errors: "all" })(input)), (decoded) => {
         if (decoded._tag === "Right") return Effect.map(execute(decoded.right, run), (e) => e.response)
         const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
         return Effect.map(nextId("req"), (generated) => {
           const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
+          // the request is over: a cancel that waited for it must not hit a later one reusing the id
+          pendingCancels.delete(requestId)
+          finishedIds.delete(requestId)
+          finishedIds.add(requestId)
+          remember(finishedIds)
           const issues = Issues.describe(decoded.left, "a SystemRequest object")
           const error = toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues }))
           return new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty, error })

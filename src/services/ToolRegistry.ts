@@ -10,9 +10,10 @@
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Schema from "effect/Schema"
-import type { ToolFailure } from "../domain/Failure.js"
+import { ToolFailure } from "../domain/Failure.js"
+import * as Text from "../domain/Text.js"
 import type { ToolCall, ToolDefinition } from "../domain/Message.js"
 
 /** A tool with typed parameters. `R` is what the handler needs; the registry layer provides it. */
@@ -59,3 +60,32 @@ export interface Service {
 
 /** The tool registry. */
 export class ToolRegistry extends Context.Tag("pagantic/ToolRegistry")<ToolRegistry, Service>() {}
+
+/**
+ * The registry as a request may see it: only `names` exist (absent or empty: all).
+ * Every way into the registry is narrowed (definitions, `has`, `execute`), so a
+ * per-request whitelist holds for every loop and every plan step handler,
+ * including handlers written by users.
+ */
+export const restrict = (registry: Service, names: ReadonlyArray<string> | undefined): Service => {
+  if (names === undefined || names.length === 0) return registry
+  const permitted = (name: string, allow: ReadonlyArray<string> | undefined) =>
+    names.includes(name) && (allow === undefined || allow.length === 0 || allow.includes(name))
+  return {
+    definitions: (allow) => registry.definitions(names).filter((d) => permitted(d.name, allow)),
+    has: (name, allow) => permitted(name, allow) && registry.has(name),
+    execute: (call, options = {}) =>
+      permitted(call.name, options.allow)
+        ? registry.execute(call, options)
+        : Effect.fail(
+          new ToolFailure({
+            code: "TOOL_NOT_FOUND",
+            tool: call.name,
+            toolCallId: call.id,
+            retryable: false,
+            message: `Tool "${Text.excerpt(call.name)}" is not allowed for this request (allowed: ${names.join(", ")})`,
+            details: {}
+          })
+        )
+  }
+}
