@@ -1,9 +1,11 @@
 /**
- * Memory layers: the in-memory ConversationStore and SessionState as layers.
- * Histories are immutable arrays swapped atomically in a Ref, so concurrent
- * sessions never see a half-written turn and every read is a copy.
+ * Memory layers: the in-memory ConversationStore and SessionState as layers,
+ * bounded by session count and approximate bytes (`InMemoryOptions`; defaults
+ * 10,000 sessions and 64 MiB each). Writes are synchronous steps, so concurrent
+ * sessions never see a half-written turn, and every read is a copy.
  */
 import * as Layer from "effect/Layer"
+import type { InMemoryOptions } from "../services/Memory.js"
 import {
   ConversationStore,
   makeInMemoryConversationStore,
@@ -16,14 +18,22 @@ export const conversationStoreMemory: Layer.Layer<ConversationStore> = Layer.eff
   makeInMemoryConversationStore()
 )
 
-/** A store keeping at most `maxSessions` sessions (the least recently written dropped first). */
-export const conversationStoreBounded = (maxSessions: number): Layer.Layer<ConversationStore> =>
-  Layer.effect(ConversationStore, makeInMemoryConversationStore({ maxSessions }))
+/** A store within `options`' bounds (the least recently written sessions dropped first). */
+export const conversationStoreBounded = (options: InMemoryOptions): Layer.Layer<ConversationStore> =>
+  Layer.effect(ConversationStore, makeInMemoryConversationStore(options))
 
-export const sessionStateMemory: Layer.Layer<SessionState> = Layer.effect(SessionState, makeInMemorySessionState)
+export const sessionStateMemory: Layer.Layer<SessionState> = Layer.effect(SessionState, makeInMemorySessionState())
 
-/** Both in memory. */
+/** Session state within `options`' bounds (the least recently written sessions dropped first). */
+export const sessionStateBounded = (options: InMemoryOptions): Layer.Layer<SessionState> =>
+  Layer.effect(SessionState, makeInMemorySessionState(options))
+
+/** Both in memory, with the default bounds. */
 export const layerMemory: Layer.Layer<ConversationStore | SessionState> = Layer.merge(
   conversationStoreMemory,
   sessionStateMemory
 )
+
+/** Both in memory, each within `options`' bounds. */
+export const layerBounded = (options: InMemoryOptions): Layer.Layer<ConversationStore | SessionState> =>
+  Layer.merge(conversationStoreBounded(options), sessionStateBounded(options))
