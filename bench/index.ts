@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
 import * as HttpBench from "./http.bench.js"
+import * as ObserveBench from "./observe.bench.js"
 
 const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
   const header = ["benchmark", "ours", "baseline", "ratio", "IQR", "goal", "met"]
@@ -27,6 +28,8 @@ const main = Effect.gen(function*() {
   yield* Console.log(table(rows))
   yield* Console.log(`\nHTTP adapter: canned answers (ScriptedEngine, and an engine that records nothing), ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
   yield* Console.log(table(yield* HttpBench.run))
+  yield* Console.log("\nIn-memory event log, metrics and conversation store: 1,000 writes into a full store against a small one (O(1): ~1.0)")
+  yield* Console.log(table(yield* ObserveBench.run))
   yield* Console.log(`load average after: ${load()}`)
 })
 
