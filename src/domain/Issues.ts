@@ -4,6 +4,23 @@
  * schema's whole decoding tree with every composite type spelled out.
  */
 import * as ParseResult from "effect/ParseResult"
+import * as Text from "./Text.js"
+
+/** At most this many lines: a body with 10,000 wrong values gets the first ones. */
+const maxIssues = 20
+
+/**
+ * A message that is not "Expected X, actual Y" (a refinement, a transformation):
+ * schema-tree notation ("(Struct (Encoded side) <-> ...)") is replaced by words
+ * and the whole cut to an excerpt.
+ */
+const plain = (message: string): string =>
+  Text.excerpt(
+    message
+      .replace(/\((?:[^()]|\([^()]*\))*(?:Encoded side|Type side|<->)(?:[^()]|\([^()]*\))*\)/g, "the value")
+      .replace(/\s+/g, " "),
+    200
+  )
 
 /** Composite type names are long and internal: say what shape was wanted. */
 const simplify = (type: string, atRoot: boolean, root: string): string =>
@@ -23,11 +40,12 @@ const simplify = (type: string, atRoot: boolean, root: string): string =>
 export const describe = (
   error: ParseResult.ParseError,
   root = "an object",
-  whole = "the request"
+  whole = "the request",
+  rename: (path: string) => string = (path) => path
 ): ReadonlyArray<string> => {
   const byPath = new Map<string, Array<string>>()
   for (const issue of ParseResult.ArrayFormatter.formatErrorSync(error)) {
-    const where = issue.path.length > 0 ? issue.path.join(".") : whole
+    const where = issue.path.length > 0 ? rename(issue.path.map((key) => Text.excerpt(String(key), 40)).join(".")) : whole
     const messages = byPath.get(where) ?? []
     messages.push(issue.message)
     byPath.set(where, messages)
@@ -40,8 +58,8 @@ export const describe = (
     const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))
     if (expected.every((m) => m !== null)) {
       const types = [...new Set(expected.map((m) => simplify(m![1]!, where === whole, root)))]
-      return `${where}: expected ${types.join(" | ")}, got ${expected[0]![2]}`
+      return `${where}: expected ${types.join(" | ")}, got ${Text.excerpt(expected[0]![2]!, 60)}`
     }
-    return `${where}: ${messages.join("; ")}`
-  })
+    return `${where}: ${messages.map((m) => plain(m)).join("; ")}`
+  }).slice(0, maxIssues)
 }

@@ -94,8 +94,9 @@ export const ResponseFormat = Schema.Union(
   })
 )
 
-const OptionalNumber = Schema.optional(Schema.NullOr(Schema.Number))
-const OptionalInt = Schema.optional(Schema.NullOr(Schema.Int))
+const OptionalBetween = (min: number, max: number) =>
+  Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(min, max))))
+const OptionalCount = Schema.optional(Schema.NullOr(Schema.NonNegativeInt))
 
 /**
  * The request body of `/v1/chat/completions`. `tools` are matched by name against
@@ -111,11 +112,11 @@ export const ChatCompletionRequest = Schema.Struct({
   response_format: Schema.optional(Schema.NullOr(ResponseFormat)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
   stream_options: Schema.optional(Schema.Unknown),
-  max_tokens: OptionalInt,
-  max_completion_tokens: OptionalInt,
-  temperature: OptionalNumber,
-  top_p: OptionalNumber,
-  n: OptionalInt,
+  max_tokens: OptionalCount,
+  max_completion_tokens: OptionalCount,
+  temperature: OptionalBetween(0, 2),
+  top_p: OptionalBetween(0, 1),
+  n: OptionalCount,
   user: Schema.optional(Schema.String)
 })
 export type ChatCompletionRequest = typeof ChatCompletionRequest.Type

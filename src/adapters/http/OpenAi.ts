@@ -50,6 +50,28 @@ const parseArguments = (raw: string, where: string): Either.Either<Record<string
   }
 }
 
+const clientFields: ReadonlyArray<readonly [string, string]> = [
+  ["hints.maxTokens", "max_tokens"],
+  ["hints.temperature", "temperature"],
+  ["hints.topP", "top_p"],
+  ["hints", "the request"],
+  ["output.schema", "response_format.json_schema.schema"],
+  ["output", "response_format"]
+]
+
+/**
+ * A path of the envelope as the client wrote it: `hints.maxTokens` is the
+ * client's `max_tokens`, `output.schema.x` its `response_format.json_schema.schema.x`.
+ * Messages keep their index (one envelope message per client message).
+ */
+export const clientField = (path: string): string => {
+  for (const [ours, theirs] of clientFields) {
+    if (path === ours) return theirs
+    if (path.startsWith(`${ours}.`)) return theirs + path.slice(ours.length)
+  }
+  return path
+}
+
 /** Whether the client asked for structured output. */
 export const isStructured = (request: ChatCompletionRequest): boolean =>
   request.response_format?.type === "json_schema" || request.response_format?.type === "json_object"

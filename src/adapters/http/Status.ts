@@ -13,8 +13,11 @@
  *        after repair and retries), ORCHESTRATION_* but DEFECT
  *   499  CANCELLED_SIGNAL (the caller went away; nginx's "client closed request")
  *   500  ORCHESTRATION_DEFECT (a bug, labelled; never a stack trace)
- *   502  INFERENCE_ENGINE_ERROR, INFERENCE_MALFORMED_RESPONSE,
- *        TOOL_EXECUTION_FAILED (a dependency behind the server failed)
+ *   502  INFERENCE_ENGINE_ERROR, INFERENCE_MALFORMED_RESPONSE, a retryable
+ *        TOOL_EXECUTION_FAILED (a dependency behind the server failed); a
+ *        TOOL_EXECUTION_FAILED that is not retryable is 422: the call as the
+ *        client made it cannot succeed (a plan's tool step with wrong arguments,
+ *        a calculator asked to divide by zero)
  *   503  INFERENCE_MODEL_UNAVAILABLE, TOOL_UNAVAILABLE, CONFIG_NO_ENGINE (the
  *        server is not able to serve now; not the client's fault)
  *   504  CANCELLED_TIMEOUT, TOOL_TIMEOUT
@@ -59,8 +62,12 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
   }
 }
 
+/** The status of an error: its code's, but a non-retryable TOOL_EXECUTION_FAILED is the caller's input (422). */
+export const statusOfError = (error: { readonly code: FailureCode; readonly retryable: boolean }): ErrorStatus =>
+  error.code === "TOOL_EXECUTION_FAILED" && !error.retryable ? 422 : statusOf(error.code)
+
 /** OpenAI's error `type` for a status. */
-export const openAiErrorType = (status: ErrorStatus): string =>
+export const openAiErrorType = (status: number): string =>
   status === 504 ? "timeout_error" : status >= 500 ? "server_error" : "invalid_request_error"
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/

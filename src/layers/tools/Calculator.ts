@@ -7,6 +7,8 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import { ToolFailure } from "../../domain/Failure.js"
+import { excerpt } from "../../domain/Text.js"
 import * as Tool from "../../services/ToolRegistry.js"
 
 /** Why an expression could not be evaluated. */
@@ -15,9 +17,30 @@ export class CalculatorError extends Schema.TaggedError<CalculatorError>()("Calc
   message: Schema.String
 }) {}
 
+/** Longest expression evaluated, in characters. */
+export const maxLength = 1_000
+/** Most parentheses and powers nested in an expression. */
+export const maxNesting = 64
+
 /** Evaluates an expression, or explains what is wrong with it. */
 export const evaluate = (expression: string): Effect.Effect<number, CalculatorError> =>
   Effect.suspend(() => {
+    // the parser recurses per parenthesis and power: bound the input before it runs
+    if (expression.length > maxLength) {
+      return Effect.fail(
+        new CalculatorError({ expression: expression.slice(0, 40), message: `the expression is longer than ${maxLength} characters` })
+      )
+    }
+    let depth = 0
+    for (const c of expression) {
+      if (c === "(" || c === "^") depth++
+      if (depth > maxNesting) {
+        return Effect.fail(
+          new CalculatorError({ expression: expression.slice(0, 40), message: `the expression nests deeper than ${maxNesting} levels` })
+        )
+      }
+      if (c === ")") depth = Math.max(0, depth - 1)
+    }
     const tokens = expression.match(/\d+(?:\.\d+)?|[-+*/%^()]|\S/g) ?? []
     let i = 0
     let error: string | undefined
@@ -77,11 +100,27 @@ export const evaluate = (expression: string): Effect.Effect<number, CalculatorEr
 export const format = (value: number): string =>
   Number.isInteger(value) ? String(value) : String(Number(value.toFixed(6)))
 
-/** The tool. Idempotent: a pure function may be retried. */
+/**
+ * The tool. Idempotent: a pure function may be retried; but an expression that
+ * does not evaluate never will, so that failure is not retryable (over HTTP: the
+ * caller's input, 422, not a failing dependency).
+ */
 export const calculator = Tool.make({
   name: "calculator",
   description: "Evaluate an arithmetic expression",
   parameters: Schema.Struct({ expression: Schema.String }),
   idempotent: true,
-  handler: ({ expression }) => Effect.map(evaluate(expression), format)
+  handler: ({ expression }) =>
+    evaluate(expression).pipe(
+      Effect.map(format),
+      Effect.mapError((error) =>
+        new ToolFailure({
+          code: "TOOL_EXECUTION_FAILED",
+          tool: "calculator",
+          retryable: false,
+          message: `Tool "calculator" failed: ${error.message}`,
+          details: { expression: excerpt(error.expression) }
+        })
+      )
+    )
 })

@@ -1,0 +1,238 @@
+/**
+ * The edge of the HTTP server, around every route: who may call (an API key),
+ * through which name (the Host header of a loopback server, against DNS
+ * rebinding), what an unknown path or a wrong method gets (JSON, like every other
+ * error), and what a bug gets (a JSON 500 that names an error id, logged with it;
+ * never an empty body, never a stack trace to the client).
+ *
+ * Errors are shaped by the endpoint a client called: OpenAI's `{ error }` under
+ * `/v1/chat/completions`, a SystemResponse with its SystemError everywhere else.
+ */
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import { createHash, timingSafeEqual } from "node:crypto"
+import { SystemError, SystemResponse } from "../../domain/System.js"
+import * as Text from "../../domain/Text.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+
+/** The routes and their methods (for 404 against 405). */
+const routes: Readonly<Record<string, string>> = {
+  "/v1/run": "POST",
+  "/v1/chat/completions": "POST",
+  "/health": "GET"
+}
+
+export interface EdgeOptions {
+  /** When set, every route but /health needs `Authorization: Bearer <key>`. */
+  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /**
+   * Host header names accepted (without port). Default for a loopback bind:
+   * localhost, 127.0.0.1, ::1 (a web page that rebinds its own name to 127.0.0.1
+   * still sends its own name, and is refused). Default for other binds: any.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
+}
+
+const loopbackNames = ["localhost", "127.0.0.1", "::1", "[::1]"]
+
+/** Whether a bind address is loopback only. */
+export const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/** The Host names a server bound to `host` accepts, or undefined for any. */
+export const hostsFor = (host: string, allowed: ReadonlyArray<string> | undefined): ReadonlyArray<string> | undefined =>
+  allowed !== undefined && allowed.length > 0
+    ? allowed.map((h) => h.toLowerCase())
+    : isLoopback(host)
+    ? loopbackNames
+    : undefined
+
+const hostnameOf = (header: string): string => {
+  const h = header.trim().toLowerCase()
+  if (h.startsWith("[")) return h.slice(0, h.indexOf("]") + 1)
+  const colon = h.lastIndexOf(":")
+  return colon === -1 ? h : h.slice(0, colon)
+}
+
+const digest = (text: string) => createHash("sha256").update(text).digest()
+
+/** Compares a presented key with the configured one in constant time. */
+const keyMatches = (presented: string, key: Redacted.Redacted<string>): boolean =>
+  timingSafeEqual(digest(presented), digest(Redacted.value(key)))
+
+const encodeResponse = Schema.encodeSync(SystemResponse)
+
+/** A failure as the endpoint at `path` shapes its errors. */
+export const errorResponse = (
+  path: string,
+  status: number,
+  error: SystemError,
+  requestId: string,
+  headers: Record<string, string> = {},
+  /** The failed response with its partial output, when there is one. */
+  partial?: SystemResponse
+): HttpServerResponse.HttpServerResponse => {
+  const safe = forClient(error)
+  const response = partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })
+  return HttpServerResponse.unsafeJson(
+    path === "/v1/chat/completions"
+      ? { error: { message: safe.message, type: openAiType(status), code: safe.code, param: null } }
+      : encodeResponse(new SystemResponse({ ...response, error: safe }, true)),
+    { status, headers: { "x-request-id": requestId, ...headers } }
+  )
+}
+
+const openAiType = (status: number): string =>
+  status === 504 ? "timeout_error" : status >= 500 ? "server_error" : status === 401 ? "authentication_error" : "invalid_request_error"
+
+/**
+ * An error as a client may see it: the message and every string in the details
+ * cut to a short excerpt, nesting and counts bounded, stack-frame lines dropped.
+ */
+export const forClient = (error: SystemError): SystemError =>
+  new SystemError(
+    {
+      ...error,
+      message: Text.excerpt(error.message, 1_000),
+      details: Text.bounded(withoutStacks(error.details), { maxString: 200, maxDepth: 5, maxItems: 20 }) as Record<string, unknown>,
+      ...(error.causedBy === undefined ? {} : { causedBy: Text.excerpt(error.causedBy, 200) })
+    },
+    true
+  )
+
+const STACK_FRAME = /^\s*at\s.*(\(.*\)|:\d+:\d+)\s*$/
+
+const withoutStacks = (details: Record<string, unknown>): Record<string, unknown> =>
+  Object.fromEntries(
+    Object.entries(details).map(([k, v]) => [
+      k,
+      typeof v === "string" ? v.split("\n").filter((line) => !STACK_FRAME.test(line)).join("\n") : v
+    ])
+  )
+
+/** A client's mistake at the edge (CONFIG_INVALID_REQUEST, not retryable). */
+export const invalidRequest = (message: string, details: Record<string, unknown> = {}): SystemError =>
+  new SystemError({
+    code: "CONFIG_INVALID_REQUEST",
+    category: "ConfigurationFailure",
+    retryable: false,
+    message,
+    details
+  })
+
+const newErrorId = Effect.sync(() => `req_${globalThis.crypto.randomUUID()}`)
+
+/**
+ * The edge as a middleware over the API's app: host and key first, then the
+ * routes; an unknown route is 404 (405 with `Allow` for a known path), a defect
+ * anywhere below is a logged JSON 500.
+ */
+export const middleware = (options: EdgeOptions & { readonly host: string }) => {
+  const hosts = hostsFor(options.host, options.allowedHosts)
+  return (app: HttpApp.Default): HttpApp.Default =>
+    Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const path = pathOf(request.url)
+      if (hosts !== undefined) {
+        const header = request.headers["host"]
+        if (header === undefined || !hosts.includes(hostnameOf(header))) {
+          return errorResponse(
+            path,
+            403,
+            invalidRequest(
+              `The Host header ${header === undefined ? "is missing" : JSON.stringify(Text.excerpt(header, 60))}: this server answers to ${
+                hosts.join(", ")
+              } (set allowedHosts / PAGANTIC_ALLOWED_HOSTS to add a name)`,
+              { field: "Host" }
+            ),
+            yield* newErrorId
+          )
+        }
+      }
+      if (options.apiKey !== undefined && path !== "/health") {
+        const header = request.headers["authorization"] ?? ""
+        const match = /^Bearer\s+(.+)$/i.exec(header.trim())
+        if (match === null || !keyMatches(match[1]!, options.apiKey)) {
+          return errorResponse(
+            path,
+            401,
+            invalidRequest(
+              match === null
+                ? "This server needs an API key: send Authorization: Bearer <key>"
+                : "The API key in the Authorization header is not valid",
+              { field: "Authorization" }
+            ),
+            yield* newErrorId,
+            { "www-authenticate": "Bearer" }
+          )
+        }
+      }
+      return yield* app
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.gen(function* () {
+          if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const path = pathOf(request.url)
+          const failure = Cause.failureOption(cause)
+          if (Option.isSome(failure) && isRouteNotFound(failure.value)) {
+            const allowed = routes[path]
+            return allowed === undefined
+              ? errorResponse(
+                path,
+                404,
+                invalidRequest(`No route ${request.method} ${Text.excerpt(path, 80)}: the routes are ${describeRoutes()}`, {
+                  field: "path"
+                }),
+                yield* newErrorId
+              )
+              : errorResponse(
+                path,
+                405,
+                invalidRequest(`${Text.excerpt(request.method, 20)} is not allowed on ${path}: use ${allowed}`, {
+                  field: "method"
+                }),
+                yield* newErrorId,
+                { allow: allowed }
+              )
+          }
+          const errorId = yield* newErrorId
+          yield* Effect.logError("HTTP request failed with a defect").pipe(
+            Effect.annotateLogs({ errorId, method: request.method, path: Text.excerpt(path, 80) }),
+            Effect.annotateLogs("cause", Text.excerpt(Cause.pretty(cause), 2_000))
+          )
+          return errorResponse(
+            path,
+            500,
+            new SystemError({
+              code: "ORCHESTRATION_DEFECT",
+              category: "OrchestrationFailure",
+              retryable: false,
+              message: `Internal error (logged as ${errorId})`,
+              details: {}
+            }),
+            errorId
+          )
+        })
+      )
+    )
+}
+
+const isRouteNotFound = (e: unknown): boolean =>
+  typeof e === "object" && e !== null && (e as { readonly _tag?: unknown })._tag === "RouteNotFound"
+
+const describeRoutes = () =>
+  Object.entries(routes)
+    .map(([path, method]) => `${method} ${path}`)
+    .join(", ")
+
+const pathOf = (url: string): string => {
+  const q = url.indexOf("?")
+  return q === -1 ? url : url.slice(0, q)
+}
