@@ -25,7 +25,7 @@ export interface EventLogService {
   readonly record: (event: Event) => Effect.Effect<void>
   /** False for a log that keeps nothing: `recordEvent` then does not even build the event. */
   readonly enabled?: boolean
-  /** A copy of the events recorded so far, in order. */
+  /** A copy of the events kept (a bounded log drops the oldest first), in the order recorded. */
   readonly events: Effect.Effect<ReadonlyArray<Event>>
 }
 
@@ -33,6 +33,7 @@ export interface EventLogService {
 export class EventLog extends Context.Tag("pagantic/EventLog")<EventLog, EventLogService>() {}
 
 export interface MetricsSnapshot {
+  /** Per layer, the latencies in milliseconds in the order recorded (a bounded implementation keeps the most recent). */
   readonly latencies: Readonly<Record<string, ReadonlyArray<number>>>
   readonly counters: Readonly<Record<string, number>>
   readonly promptTokens: number
