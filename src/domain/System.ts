@@ -40,12 +40,30 @@ export class OutputContract extends Schema.Class<OutputContract>("OutputContract
   strictValidation: Schema.optionalWith(Schema.Boolean, { default: () => false })
 }) {}
 
-/** Beyond seed 03: how a redundant request votes (defaults: 3 replicas, a majority quorum, majority voting). */
-export class Redundancy extends Schema.Class<Redundancy>("Redundancy")({
-  n: Schema.optional(Schema.Int.pipe(Schema.between(1, 32))),
-  quorum: Schema.optional(Schema.Int.pipe(Schema.positive())),
-  voting: Schema.optional(Schema.Literal("majority", "unanimity"))
-}) {}
+/** Replicas of a redundant request when `redundancy.n` is absent. */
+export const defaultReplicas = 3
+
+/**
+ * Beyond seed 03: how a redundant request votes (defaults: 3 replicas, a majority
+ * quorum, majority voting). A quorum above the replicas could never be met, so it
+ * is refused, not clamped.
+ */
+export class Redundancy extends Schema.Class<Redundancy>("Redundancy")(
+  Schema.Struct({
+    n: Schema.optional(Schema.Int.pipe(Schema.between(1, 32))),
+    quorum: Schema.optional(Schema.Int.pipe(Schema.positive())),
+    voting: Schema.optional(Schema.Literal("majority", "unanimity"))
+  }).pipe(
+    Schema.filter((r) =>
+      r.quorum === undefined || r.quorum <= (r.n ?? defaultReplicas)
+        ? undefined
+        : {
+          path: ["quorum"],
+          message: `the quorum (${r.quorum}) cannot be more than the replicas (n = ${r.n ?? defaultReplicas})`
+        }
+    )
+  )
+) {}
 
 /** Input from adapters into the system. */
 export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")({

@@ -26,8 +26,13 @@ export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceR
   /** GBNF grammar for decoder-level constraint; takes precedence over `schema` for decoding. */
   grammar: Schema.optional(Schema.String),
   maxTokens: Schema.optional(Schema.NonNegativeInt),
-  temperature: Schema.optional(Schema.Number),
-  topP: Schema.optional(Schema.Number),
+  /**
+   * Not negative and finite. Clients of the HTTP API are held to ExecutionHints'
+   * 0 to 2 wherever they send one (hints, plan steps); in code, higher is allowed.
+   */
+  temperature: Schema.optional(Schema.NonNegative.pipe(Schema.finite())),
+  /** 0 to 1, as ExecutionHints. */
+  topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
   seed: Schema.optional(Schema.Int),
   /**
    * A stable key for a conversation (e.g. the session id). Engines that keep

@@ -132,6 +132,12 @@ const checkGrammar = (grammar: unknown, field: string, limits: Limits): Problem 
   return Either.isLeft(checked) ? { field, message: checked.left } : undefined
 }
 
+/** The same ranges as ExecutionHints, for the places a client sets sampling outside hints (plan steps). */
+const outOfRange = (value: unknown, min: number, max: number, field: string): Problem | undefined =>
+  value === undefined || (typeof value === "number" && value >= min && value <= max)
+    ? undefined
+    : { field, message: `expected a number ${max === Number.MAX_SAFE_INTEGER ? `of at least ${min}` : `from ${min} to ${max}`}, got ${Text.excerpt(JSON.stringify(value) ?? String(value), 40)}` }
+
 const checkMessages = (messages: unknown, limits: Limits): Problem | undefined =>
   Array.isArray(messages) && messages.length > limits.maxMessages
     ? {
@@ -178,7 +184,10 @@ export const checkRun = (body: unknown, limits: Limits = defaultLimits): Either.
         const input = isRecord(step) && isRecord(step.input) ? step.input : undefined
         if (input === undefined) continue
         const where = `plan.steps.${i}.input`
-        const problem = (input.schema === undefined ? undefined : checkSchema(input.schema, `${where}.schema`, limits)) ??
+        const problem = outOfRange(input.temperature, 0, 2, `${where}.temperature`) ??
+          outOfRange(input.topP, 0, 1, `${where}.topP`) ??
+          outOfRange(input.maxTokens, 0, Number.MAX_SAFE_INTEGER, `${where}.maxTokens`) ??
+          (input.schema === undefined ? undefined : checkSchema(input.schema, `${where}.schema`, limits)) ??
           checkGrammar(input.grammar, `${where}.grammar`, limits) ??
           checkMessages(input.messages, limits)
         if (problem !== undefined) return problem
