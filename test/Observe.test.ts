@@ -107,14 +107,10 @@ describe("Observe layers", () => {
 })
 
 describe("Observe bounds", () => {
+  const correlation = new CorrelationContext({ requestId: "r" })
+  /** Built without validation: 50,000 of them are recorded below. */
   const event = (i: number, text = "") =>
-    new Event.Custom({
-      timestamp: i,
-      layer: "test",
-      action: text === "" ? String(i) : text,
-      correlation: new CorrelationContext({ requestId: `r${i}` }),
-      data: {}
-    })
+    new Event.Custom({ timestamp: i, layer: "test", action: text === "" ? String(i) : text, correlation, data: {} }, true)
   const recordAll = (count: number, make: (i: number) => Event.Event) =>
     Effect.flatMap(EventLog, (log) => Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) => log.record(make(i)), { discard: true }))
 
@@ -200,6 +196,18 @@ describe("Observe bounds", () => {
     expect(list.slice(0, 3)).toEqual([0, 1, 2])
     expect(bytes).toBeLessThan(2_000)
     expect(data.list).toHaveLength(1_000)
+  })
+
+  it("a data key named __proto__ stays an own key when its value is cut", () => {
+    const data = JSON.parse(`{"__proto__": "${"p".repeat(5_000)}", "a": 1}`) as Record<string, unknown>
+    const { event: kept } = Observe.boundEvent(
+      new Event.Custom({ timestamp: 0, layer: "t", action: "a", correlation: new CorrelationContext({ requestId: "r" }), data }, true),
+      2_048
+    )
+    const out = (kept as Event.Custom).data
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype)
+    expect(Object.keys(out)).toEqual(["__proto__", "a"])
+    expect((out["__proto__"] as string).length).toBeLessThan(2_100)
   })
 
   it("an event within bounds is kept as it was recorded", () => {

@@ -154,17 +154,21 @@ const boundData = (value: unknown, max: number, budget: Budget, depth: number): 
     const v = boundData(value[key], max, budget, depth + 1)
     if (out === undefined && (k !== key || v !== value[key])) {
       out = {}
-      for (let j = 0; j < i; j++) Object.defineProperty(out, keys[j]!, { value: value[keys[j]!], enumerable: true, writable: true, configurable: true })
+      for (let j = 0; j < i; j++) define(out, keys[j]!, value[keys[j]!])
     }
-    if (out !== undefined) Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true })
+    if (out !== undefined) define(out, k, v)
   }
   if (n < keys.length) {
     out ??= Object.fromEntries(keys.slice(0, n).map((k) => [k, value[k]]))
-    Object.defineProperty(out, ELIDED, { value: `${keys.length - n} more keys`, enumerable: true, writable: true, configurable: true })
-    budget.bytes += ELIDED.length + 16
+    define(out, ELIDED, `${keys.length - n} more keys`)
+    budget.bytes += ELIDED.length + SLOT_BYTES
   }
   return out ?? value
 }
+
+/** An own data property, even for a key such as `__proto__`. */
+const define = (target: Record<string, unknown>, key: string, value: unknown): void =>
+  void Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
 
 /** The correlation with every string field cut to `max` characters; the same value when none is longer. */
 const boundCorrelation = (correlation: CorrelationContext, max: number, budget: Budget): CorrelationContext => {
