@@ -153,5 +153,9 @@ describe("Gbnf.checkSchema", () => {
       Either.left('the schema has a NUL character in the string "a\\u0000b"')
     )
     expect(Either.isLeft(Gbnf.checkSchema({ type: "object", properties: { "k\u0000": { type: "string" } } }))).toBe(true)
+    expect(Gbnf.checkSchema({ enum: ["a\u001fb"] })).toEqual(
+      Either.left('the schema has the control character U+001F in the string "a\\u001fb"')
+    )
+    expect(Either.isRight(Gbnf.checkSchema({ enum: ["tab\there", "line\nbreak"], description: "a\r\nb" }))).toBe(true)
   })
 })

@@ -9,6 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { ConstraintFailure } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import * as ConstraintLive from "../src/layers/Constraint.js"
@@ -77,7 +79,34 @@ layer(GrammarCheckerLive.layer)("GrammarChecker (llama.cpp's grammar engine)", (
       const checker = yield* GrammarChecker
       const failure = yield* Effect.flip(checker.matches("x", "root ::= (unclosed"))
       expect(failure).toMatchObject({ _tag: "ConstraintFailure", code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false })
-      expect(failure.message).toMatch(/does not parse/)
+      expect(failure.message).toMatch(/cannot be used: the grammar leaves a parenthesis open/)
+      // Refused by llama.cpp itself (left recursion passes the pre-check): the same failure.
+      const recursive = yield* Effect.flip(checker.matches("a", 'root ::= root "a"'))
+      expect(recursive).toMatchObject({ code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false, details: { kind: "grammar_invalid" } })
+      expect(recursive.message).toMatch(/left recursion/)
+    }))
+
+  it.effect("parentheses nested 20,000 deep are refused before llama.cpp; the process lives", () =>
+    Effect.gen(function*() {
+      const checker = yield* GrammarChecker
+      const grammar = "root ::= " + "(".repeat(20_000) + '"a"' + ")".repeat(20_000)
+      const failure = yield* Effect.flip(checker.matches("a", grammar))
+      expect(failure).toMatchObject({ code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false })
+      expect(failure.message).toMatch(/nests parentheses more than 64 deep/)
+      expect(yield* checker.matches("a", "root ::= " + "(".repeat(64) + '"a"' + ")".repeat(64))).toBe(true)
+    }))
+
+  it.effect("a 10 MB grammar is refused without being echoed: the failure is the problem and the size", () =>
+    Effect.gen(function*() {
+      const checker = yield* GrammarChecker
+      const grammar = 'root ::= "' + "a".repeat(10 * 1024 * 1024) + '"'
+      const failure = yield* Effect.flip(checker.matches("a", grammar))
+      expect(failure.details).toEqual({
+        kind: "grammar_invalid",
+        problem: "the grammar is larger than 64.0 KiB (10.0 MiB or more)",
+        bytes: grammar.length
+      })
+      expect(JSON.stringify(Schema.encodeSync(ConstraintFailure)(failure)).length).toBeLessThan(1_000)
     }))
 })
 

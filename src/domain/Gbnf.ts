@@ -250,19 +250,29 @@ const stringBytes = (text: string, max: number): number => utf8Length(text, max)
 
 /**
  * Checks a JSON schema (any JSON value) against `limits` (merged over
- * `defaultSchemaLimits`) without recursion: its size, its nesting, and no NUL in
- * any string or key (a NUL ends llama.cpp's copy of the generated grammar). The
+ * `defaultSchemaLimits`) without recursion: its size, its nesting, and no control
+ * character but tab, line feed and carriage return in any string or key. The
  * schema itself when it passes, else a short problem in plain words.
  */
 export const checkSchema = <A>(schema: A, limits: Partial<SchemaLimits> = {}): Either.Either<A, string> => {
   const { maxBytes, maxDepth } = { ...defaultSchemaLimits, ...limits }
   const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: schema, depth: 0 }]
   let bytes = 0
-  const nul = (text: string) => text.includes("\u0000")
+  // NUL ends llama.cpp's copy of the grammar; node-llama-cpp escapes tab, line feed
+  // and carriage return in literals but no other control character, so the model's
+  // JSON would carry it raw: invalid JSON, a schema no answer can satisfy.
+  const control = (text: string): string | undefined => {
+    for (let i = 0; i < text.length; i++) {
+      const code = text.charCodeAt(i)
+      if (code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) return controlName(code)
+    }
+    return undefined
+  }
   while (stack.length > 0) {
     const { depth, value } = stack.pop()!
     if (typeof value === "string") {
-      if (nul(value)) return Either.left(`the schema has a NUL character in the string ${excerpt(value, 0)}`)
+      const found = control(value)
+      if (found !== undefined) return Either.left(`the schema has ${found} in the string ${excerpt(value, 0)}`)
       bytes += stringBytes(value, maxBytes)
     } else if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") {
       bytes += String(value).length
@@ -278,7 +288,8 @@ export const checkSchema = <A>(schema: A, limits: Partial<SchemaLimits> = {}): E
         }
       } else {
         for (const [key, item] of Object.entries(value)) {
-          if (nul(key)) return Either.left(`the schema has a NUL character in the key ${excerpt(key, 0)}`)
+          const found = control(key)
+          if (found !== undefined) return Either.left(`the schema has ${found} in the key ${excerpt(key, 0)}`)
           bytes += stringBytes(key, maxBytes) + 2
           stack.push({ value: item, depth: depth + 1 })
         }

@@ -2,20 +2,20 @@
  * The GBNF checker on llama.cpp's own grammar engine: the grammar is parsed by
  * llama.cpp exactly as for constrained decoding, and the text is fed to it code
  * point by code point; the text matches when the grammar accepts all of it and
- * is complete at the end. Parsed grammars are kept per text (a bounded map).
+ * is complete at the end. A grammar passes domain/Gbnf's pre-check before
+ * llama.cpp sees it; parsed grammars are kept per text (a small LRU cache).
  *
  * It loads the llama.cpp binding (no model), so it works beside any engine,
  * including remote ones that may not enforce a grammar at all.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { getLlama, LlamaGrammar, LlamaLogLevel } from "node-llama-cpp"
-import type { Llama } from "node-llama-cpp"
+import { getLlama, LlamaLogLevel } from "node-llama-cpp"
+import type { Llama, LlamaGrammar } from "node-llama-cpp"
 import { ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
 import { GrammarChecker } from "../services/Constraint.js"
 import type { GrammarCheckerService } from "../services/Constraint.js"
-
-const MAX_CACHED = 64
+import * as Grammars from "./llama/Grammars.js"
 
 /** node-llama-cpp's grammar test (llama_grammar_accept over the text); internal in 3.x. */
 interface Testable {
@@ -26,45 +26,35 @@ const testable = (grammar: LlamaGrammar): grammar is LlamaGrammar & Testable =>
 
 const errorMessage = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
-const invalidGrammar = (grammar: string, cause: unknown) =>
+/** The grammar itself is unusable: the caller's input, not retryable; the problem and size, never the text. */
+const invalidGrammar = (problem: string, bytes: number | undefined, cause?: unknown) =>
   new ConstraintFailure({
     code: "CONSTRAINT_GRAMMAR_REJECTED",
     retryable: false,
-    message: `the GBNF grammar does not parse: ${errorMessage(cause)}`,
-    details: { grammar, kind: "grammar_invalid" },
+    message: `the GBNF grammar cannot be used: ${problem}`,
+    details: { kind: "grammar_invalid", problem, ...(bytes === undefined ? {} : { bytes }) },
     cause
   })
 
-/** A checker on an already loaded llama.cpp binding. */
-export const fromLlama = (llama: Llama): GrammarCheckerService => {
-  const parsed = new Map<string, LlamaGrammar & Testable>()
+/** A checker on an already loaded llama.cpp binding; `cacheSize` parsed grammars are kept (default 64). */
+export const fromLlama = (llama: Llama, options: { readonly cacheSize?: number | undefined } = {}): GrammarCheckerService => {
+  const grammars = Grammars.make(llama, { capacity: options.cacheSize })
   const compile = (grammar: string): Effect.Effect<LlamaGrammar & Testable, ConstraintFailure> =>
-    Effect.suspend(() => {
-      const cached = parsed.get(grammar)
-      if (cached !== undefined) return Effect.succeed(cached)
-      return Effect.try({
-        try: () => new LlamaGrammar(llama, { grammar }),
-        catch: (cause) => invalidGrammar(grammar, cause)
-      }).pipe(
-        Effect.flatMap((compiled) =>
-          testable(compiled)
-            ? Effect.succeed(compiled)
-            : Effect.dieMessage("this node-llama-cpp version cannot test text against a grammar")
-        ),
-        Effect.tap((compiled) =>
-          Effect.sync(() => {
-            if (parsed.size >= MAX_CACHED) parsed.delete(parsed.keys().next().value!)
-            parsed.set(grammar, compiled)
-          })
-        )
+    grammars.gbnf(grammar).pipe(
+      Effect.mapError((rejected) => invalidGrammar(rejected.problem, rejected.bytes, rejected.cause)),
+      Effect.flatMap((compiled) =>
+        testable(compiled)
+          ? Effect.succeed(compiled)
+          : Effect.dieMessage("this node-llama-cpp version cannot test text against a grammar")
       )
-    })
+    )
   return {
     matches: (text, grammar) =>
       Effect.flatMap(compile(grammar), (compiled) =>
         Effect.try({
           try: () => compiled._testText(text),
-          catch: (cause) => invalidGrammar(grammar, cause)
+          catch: (cause) =>
+            invalidGrammar(`llama.cpp failed to match the text: ${errorMessage(cause)}`, Buffer.byteLength(grammar), cause)
         }))
   }
 }
