@@ -4,6 +4,8 @@
  * whether the model is well trained or not, and every generation is bounded.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
+import { vi } from "vitest"
+import * as Either from "effect/Either"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Context from "effect/Context"
@@ -17,11 +19,17 @@ import * as Stream from "effect/Stream"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import type { ChatWrapperGenerateContextStateOptions } from "node-llama-cpp"
+import { getLlama, LlamaGrammar, LlamaLogLevel } from "node-llama-cpp"
+import type { ChatWrapperGenerateContextStateOptions, Llama } from "node-llama-cpp"
+import * as Schema from "effect/Schema"
+import { InferenceFailure as InferenceFailureSchema } from "../src/domain/Failure.js"
 import type { InferenceFailure } from "../src/domain/Failure.js"
+import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { toChatHistory } from "../src/layers/llama/ChatHistory.js"
+import * as Gguf from "../src/layers/llama/Gguf.js"
+import * as Grammars from "../src/layers/llama/Grammars.js"
 import * as SequencePool from "../src/layers/llama/SequencePool.js"
 import {
   BUNDLED_CALCULATOR_TOOL,
@@ -163,6 +171,78 @@ describe("LlamaEngine sequence pool", () => {
 })
 
 // ---------------------------------------------------------------------------
+// Request grammars: checked, compiled quietly, cached in a bounded LRU
+// ---------------------------------------------------------------------------
+
+describe("LlamaEngine request grammars", () => {
+  it("the LRU keeps its capacity, refreshes what is read and drops the stalest", () => {
+    const lru = new Grammars.Lru<string, number>(3)
+    for (const [i, key] of ["a", "b", "c"].entries()) lru.set(key, i)
+    expect(lru.get("a")).toBe(0)
+    lru.set("d", 3)
+    expect(lru.size).toBe(3)
+    expect(lru.get("b")).toBeUndefined()
+    expect([lru.get("a"), lru.get("c"), lru.get("d")]).toEqual([0, 2, 3])
+  })
+
+  const withLlama = <A, E>(use: (llama: Llama, logs: Array<string>) => Effect.Effect<A, E>) => {
+    const logs: Array<string> = []
+    return Effect.acquireUseRelease(
+      Effect.promise(() =>
+        getLlama({
+          gpu: false,
+          build: "never",
+          logLevel: LlamaLogLevel.error,
+          progressLogs: false,
+          logger: (_level, message) => logs.push(message)
+        })
+      ),
+      (llama) => use(llama, logs),
+      (llama) => Effect.promise(() => llama.dispose())
+    )
+  }
+
+  // First of the file to create a binding: once a Llama has been disposed, node-llama-cpp
+  // no longer routes native log lines to the loggers of later ones in the process.
+  it.live("llama.cpp's error log stays quiet while a grammar is parsed; the log level is restored", () =>
+    withLlama((llama, logs) =>
+      Effect.gen(function*() {
+        const grammars = Grammars.make(llama)
+        const rejected = yield* Effect.flip(grammars.gbnf('root ::= root "a"'))
+        expect(rejected.problem).toMatch(/left recursion/)
+        expect(llama.logLevel).toBe(LlamaLogLevel.error)
+        yield* Effect.sleep("100 millis")
+        expect(logs).toEqual([])
+        // The same grammar parsed without the guard does log: the check above can fail.
+        expect(() => new LlamaGrammar(llama, { grammar: 'root ::= root "a"' })).toThrow()
+        yield* Effect.sleep("100 millis")
+        expect(logs.join("\n")).toMatch(/left recursion/)
+      })
+    ))
+
+  it.live("the cache stays bounded after 500 distinct grammars; a failed compile stores nothing", () =>
+    withLlama((llama) =>
+      Effect.gen(function*() {
+        const grammars = Grammars.make(llama)
+        for (let i = 0; i < 500; i++) yield* grammars.gbnf(`root ::= "answer ${i}"`)
+        for (let i = 0; i < 500; i++) yield* grammars.schema(JsonSchema.enumOf([`a${i}`, "b"]))
+        expect(grammars.size()).toBe(Grammars.DEFAULT_CAPACITY)
+        // The most recent one is served from the cache: the same compiled object.
+        expect(yield* grammars.gbnf('root ::= "answer 499"')).toBe(yield* grammars.gbnf('root ::= "answer 499"'))
+
+        const small = Grammars.make(llama, { capacity: 4 })
+        yield* small.gbnf('root ::= "kept"')
+        for (const grammar of ['root ::= root "a"', "root ::= (", "", 'root ::= "a"\u0000']) {
+          const rejected = yield* Effect.flip(small.gbnf(grammar))
+          expect(rejected._tag).toBe("Rejected")
+        }
+        yield* Effect.flip(small.schema(JsonSchema.enumOf(["a\u0000"])))
+        expect(small.size()).toBe(1)
+      })
+    ))
+})
+
+// ---------------------------------------------------------------------------
 // Against the bundled model
 // ---------------------------------------------------------------------------
 
@@ -211,12 +291,59 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       }
     }))
 
-  it.effect("a grammar llama.cpp rejects is a typed engine error", () =>
+  it.effect("a grammar that does not parse is a typed, non-retryable failure that names the problem", () =>
     Effect.gen(function*() {
-      const failure = yield* Effect.flip((yield* Engine).infer(request({ grammar: "root ::= undefined-rule", maxTokens: 5 })))
+      const engine = yield* Engine
+      const failure = yield* Effect.flip(engine.infer(request({ grammar: "root ::= undefined-rule", maxTokens: 5 })))
       expect(failure.code).toBe("INFERENCE_ENGINE_ERROR")
       expect(failure.retryable).toBe(false)
-      expect(failure.details["kind"]).toBe("grammar")
+      expect(failure.details).toMatchObject({ kind: "grammar", source: "gbnf", bytes: 23 })
+      expect(failure.message).toMatch(/uses the rule "undefined-rule", which it does not define/)
+      // Caught by the pre-check or by llama.cpp itself: each one refused, none retryable.
+      for (const grammar of ["", "hello", 'root ::= "a\u0000b"', "root ::= (unclosed", 'root ::= root "a"']) {
+        const refused = yield* Effect.flip(engine.infer(request({ grammar, maxTokens: 5 })))
+        expect(refused).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: false, details: { kind: "grammar" } })
+      }
+      const recursive = yield* Effect.flip(engine.infer(request({ grammar: 'root ::= root "a"', maxTokens: 5 })))
+      expect(recursive.message).toMatch(/left recursion/)
+    }))
+
+  it.effect("parentheses nested 20,000 deep are refused before llama.cpp (whose parser would crash the process)", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const grammar = "root ::= " + "(".repeat(20_000) + "\"a\"" + ")".repeat(20_000)
+      const failure = yield* Effect.flip(engine.infer(request({ grammar, maxTokens: 5 })))
+      expect(failure).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: false, details: { kind: "grammar" } })
+      expect(failure.message).toMatch(/nests parentheses more than 64 deep/)
+      // The process lives and the engine answers.
+      const next = yield* engine.infer(request({ grammar: 'root ::= "yes" | "no"', maxTokens: 3 }))
+      expect(["yes", "no"]).toContain(next.content)
+    }))
+
+  it.effect("a 10 MB grammar or a 700-level schema is refused without being echoed", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const grammar = 'root ::= "' + "a".repeat(10 * 1024 * 1024) + '"'
+      const failure = yield* Effect.flip(engine.infer(request({ grammar, maxTokens: 5 })))
+      expect(failure.message).toMatch(/larger than 64\.0 KiB/)
+      expect(failure.details["bytes"]).toBe(grammar.length)
+      expect(JSON.stringify(failure).length).toBeLessThan(1_000)
+      expect(JSON.stringify(Schema.encodeSync(InferenceFailureSchema)(failure)).length).toBeLessThan(1_000)
+
+      let schema: JsonSchema.JsonSchema = { type: "string" }
+      for (let i = 0; i < 700; i++) schema = { type: "object", properties: { a: schema } }
+      const deep = yield* Effect.flip(engine.infer(request({ schema, maxTokens: 5 })))
+      expect(deep).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: false, details: { kind: "grammar", source: "schema" } })
+      expect(deep.message).toMatch(/nested more than 64 levels/)
+      expect(JSON.stringify(deep).length).toBeLessThan(1_000)
+
+      const nul = yield* Effect.flip(engine.infer(request({ schema: JsonSchema.enumOf(["ok", "a\u0000b"]), maxTokens: 5 })))
+      expect(nul.message).toMatch(/NUL character/)
+      const control = yield* Effect.flip(engine.infer(request({ schema: JsonSchema.enumOf(["ok", "a\u0001b"]), maxTokens: 5 })))
+      expect(control.message).toMatch(/control character U\+0001/)
+      // Tabs and line breaks are escaped in the grammar: the answer is JSON.
+      const escaped = yield* engine.infer(request({ schema: JsonSchema.enumOf(["a\nb", "c\td"]), maxTokens: 20 }))
+      expect(["a\nb", "c\td"]).toContain(JSON.parse(escaped.content))
     }))
 
   it.effect("maxTokens bounds the output and reports length", () =>
@@ -265,15 +392,29 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       expect(typeof call.arguments["expression"]).toBe("string")
     }))
 
-  it.effect("a tool call cut off by maxTokens is INFERENCE_MALFORMED_RESPONSE, not an empty answer", () =>
+  it.effect("a tool call cut off by maxTokens is an answer with finish reason length, no calls and the text before it", () =>
     Effect.gen(function*() {
-      const failure = yield* Effect.flip((yield* Engine).infer(request({
+      const engine = yield* Engine
+      const result = yield* engine.infer(request({ prompt: "What is 12 plus 7?", tools: [calculator], maxTokens: 4 }))
+      expect(result.finishReason).toBe("length")
+      expect(result.toolCalls).toEqual([])
+      expect(result.content).not.toMatch(/calculator|expression/)
+      expect(result.usage.outputTokens).toBe(4)
+      // Every budget short of a whole call: an answer, never a failure.
+      for (let maxTokens = 1; maxTokens <= 16; maxTokens++) {
+        const cut = yield* engine.infer(request({ prompt: "What is 12 plus 7?", tools: [calculator], maxTokens }))
+        expect(cut.finishReason === "length" || cut.finishReason === "tool_calls").toBe(true)
+        if (cut.finishReason === "length") expect(cut.toolCalls).toEqual([])
+      }
+      // Streamed, the same: deltas, then one Finish with finish reason length.
+      const parts = Chunk.toReadonlyArray(yield* Stream.runCollect(engine.stream(request({
         prompt: "What is 12 plus 7?",
         tools: [calculator],
         maxTokens: 4
-      })))
-      expect(failure.code).toBe("INFERENCE_MALFORMED_RESPONSE")
-      expect(failure.details["kind"]).toBe("truncated_tool_call")
+      }))))
+      const last = parts.at(-1)
+      expect(last?._tag).toBe("Finish")
+      if (last?._tag === "Finish") expect(last.result).toMatchObject({ finishReason: "length", toolCalls: [] })
     }))
 
   it.effect("a streamed tool call arrives as a ToolCallPart before Finish", () =>
@@ -401,6 +542,87 @@ describe("LlamaEngine loading", () => {
       fs.rmSync(file, { force: true })
       expect(failure.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
     }))
+
+  /** Runs `effect` and returns what reached the console or stderr meanwhile (llama.cpp logs through both). */
+  const captureLogs = <A, E>(effect: Effect.Effect<A, E>) =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const record = (...args: Array<unknown>) => {
+        lines.push(args.map(String).join(" "))
+      }
+      const spies = [
+        vi.spyOn(console, "warn").mockImplementation(record),
+        vi.spyOn(console, "error").mockImplementation(record),
+        vi.spyOn(console, "log").mockImplementation(record),
+        vi.spyOn(process.stderr, "write").mockImplementation((chunk: unknown) => {
+          record(chunk)
+          return true
+        })
+      ]
+      const exit = yield* Effect.exit(effect)
+      yield* Effect.sleep("100 millis") // llama.cpp's log lines arrive on a later tick
+      for (const spy of spies) spy.mockRestore()
+      return { exit, lines }
+    })
+
+  const modelCopy = (name: string, bytes: Buffer) => {
+    const file = path.join(os.tmpdir(), `pagantic-${name}-${process.pid}.gguf`)
+    fs.writeFileSync(file, bytes)
+    return file
+  }
+
+  it.live("a truncated copy of the bundled model is not a valid GGUF file, and llama.cpp logs nothing", () =>
+    Effect.gen(function*() {
+      const model = fs.readFileSync(LlamaEngine.bundledModelPath())
+      for (const [name, length, reason] of [
+        ["half", Math.floor(model.length / 2), /it is truncated: it has [\d,]+ bytes, its tensors need at least [\d,]+$/],
+        ["last-bytes", model.length - 100, /it is truncated/],
+        ["metadata", 20_000, /runs past the end of the file|ends inside/],
+        ["header", 10, /fewer than a GGUF header/]
+      ] as const) {
+        const file = modelCopy(`truncated-${name}`, model.subarray(0, length))
+        const { exit, lines } = yield* captureLogs(buildFailure({ modelPath: file, sequences: 1 }))
+        fs.rmSync(file, { force: true })
+        expect(Exit.isSuccess(exit)).toBe(true)
+        if (!Exit.isSuccess(exit)) continue
+        expect(exit.value.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(exit.value.message).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is not a valid GGUF file: `))
+        expect(exit.value.message).toMatch(reason)
+        expect(lines.filter((line) => /llama|gguf/i.test(line))).toEqual([])
+      }
+    }))
+
+  it.live("a GGUF header followed by random bytes is not a valid GGUF file (no allocation of what it claims)", () =>
+    Effect.gen(function*() {
+      const model = fs.readFileSync(LlamaEngine.bundledModelPath())
+      for (const seed of [1, 2, 3, 4, 5]) {
+        // A seeded generator: the same bytes on every run.
+        let state = seed
+        const random = Buffer.alloc(100_000)
+        for (let i = 0; i < random.length; i++) {
+          state = (state * 1103515245 + 12345) >>> 0
+          random[i] = state >>> 24
+        }
+        for (const header of [model.subarray(0, 24), model.subarray(0, 8)]) {
+          const file = modelCopy(`random-${seed}`, Buffer.concat([header, random]))
+          const { exit, lines } = yield* captureLogs(buildFailure({ modelPath: file, sequences: 1 }))
+          fs.rmSync(file, { force: true })
+          expect(Exit.isSuccess(exit)).toBe(true)
+          if (!Exit.isSuccess(exit)) continue
+          expect(exit.value.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+          expect(exit.value.message).toContain(" is not a valid GGUF file: ")
+          expect(exit.value.message).not.toMatch(/out of range/)
+          expect(lines.filter((line) => /llama|gguf/i.test(line))).toEqual([])
+        }
+      }
+    }))
+
+  it("the bundled model and a foreign one pass the GGUF check whole", () => {
+    expect(Gguf.inspect(LlamaEngine.bundledModelPath())).toEqual(
+      Either.right({ version: 3, tensors: 39, keys: 27, complete: true })
+    )
+    expect(Either.isRight(Gguf.inspect(writeTinyModel({ name: "gguf-check" })))).toBe(true)
+  })
 
   it.live("the model is disposed when the layer's scope closes", () =>
     Effect.gen(function*() {

@@ -26,19 +26,11 @@ import * as Take from "effect/Take"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import {
-  getLlama,
-  LlamaChat,
-  LlamaGrammar,
-  LlamaJsonSchemaValidationError,
-  LlamaLogLevel,
-  resolveChatWrapper
-} from "node-llama-cpp"
+import { getLlama, LlamaChat, LlamaJsonSchemaValidationError, LlamaLogLevel, resolveChatWrapper } from "node-llama-cpp"
 import type {
   ChatHistoryItem,
   ChatModelFunctions,
   ChatWrapper,
-  GbnfJsonSchema,
   Llama,
   LlamaChatResponse,
   LlamaChatResponseFunctionCallParamsChunk,
@@ -54,7 +46,9 @@ import * as TokenUsage from "../domain/TokenUsage.js"
 import { Engine, InferenceResult, StreamPart } from "../services/Engine.js"
 import type { FinishReason, InferenceRequest, Service } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
-import { toChatFunctions, toChatHistory, toGbnfSchema } from "./llama/ChatHistory.js"
+import { toChatFunctions, toChatHistory } from "./llama/ChatHistory.js"
+import * as Gguf from "./llama/Gguf.js"
+import * as Grammars from "./llama/Grammars.js"
 import { BUNDLED_MODEL_FILE, BUNDLED_MODEL_NAME, PaganticChatWrapper } from "./llama/PaganticChatWrapper.js"
 import * as PromptSharing from "./llama/PromptSharing.js"
 import * as SequencePool from "./llama/SequencePool.js"
@@ -87,6 +81,8 @@ export interface Options {
    * saves at least this many tokens (default 32; 0 turns sharing off).
    */
   readonly shareMinTokens?: number
+  /** Compiled grammars kept for reuse, least recently used out first (default 64). */
+  readonly grammarCacheSize?: number | undefined
 }
 
 export const DEFAULT_SEQUENCES = 6
@@ -127,13 +123,23 @@ const fromGenerationError = (error: unknown, details: Record<string, unknown>): 
   return InferenceFailure.engineError(`llama.cpp generation failed: ${errorMessage(error)}`, details, error)
 }
 
-const grammarRejected = (message: string, details: Record<string, unknown>, cause: unknown): InferenceFailure =>
+/**
+ * A grammar or schema of the request that is refused before or by llama.cpp: the
+ * caller's input, not retryable. Its message and details carry the problem and
+ * the size, never the text.
+ */
+const grammarRejected = (rejected: Grammars.Rejected): InferenceFailure =>
   new InferenceFailure({
     code: "INFERENCE_ENGINE_ERROR",
     retryable: false,
-    message,
-    details: { kind: "grammar", ...details },
-    cause
+    message: `${rejected.source === "gbnf" ? "the GBNF grammar" : "the JSON schema"} cannot be used: ${rejected.problem}`,
+    details: {
+      kind: "grammar",
+      source: rejected.source,
+      problem: rejected.problem,
+      ...(rejected.bytes === undefined ? {} : { bytes: rejected.bytes })
+    },
+    cause: rejected.cause
   })
 
 const finishReasonOf = (response: LlamaChatResponse<ChatModelFunctions>): FinishReason => {
@@ -179,6 +185,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
     catch: (cause) =>
       InferenceFailure.modelUnavailable(`model file not found or not readable: ${modelPath}`, { modelPath }, cause)
   })
+  // Before any native code: llama.cpp logs its way through a broken file, node-llama-cpp trusts its lengths.
+  yield* Gguf.validate(modelPath)
 
   const llama: Llama = yield* Effect.acquireRelease(
     Effect.tryPromise({
@@ -264,31 +272,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
     supportsTools: true
   })
 
-  // -------------------------------------------------------------------------
-  // Grammars, compiled once per text
-  // -------------------------------------------------------------------------
-
-  const grammars = new Map<string, LlamaGrammar>()
-
-  const gbnfGrammar = (grammar: string): Effect.Effect<LlamaGrammar, InferenceFailure> => {
-    const cached = grammars.get(`gbnf:${grammar}`)
-    if (cached !== undefined) return Effect.succeed(cached)
-    return Effect.try({
-      try: () => new LlamaGrammar(llama, { grammar }),
-      catch: (cause) => grammarRejected(`llama.cpp rejected the GBNF grammar: ${errorMessage(cause)}`, { grammar }, cause)
-    }).pipe(Effect.tap((compiled) => Effect.sync(() => grammars.set(`gbnf:${grammar}`, compiled))))
-  }
-
-  const schemaGrammar = (schema: NonNullable<InferenceRequest["schema"]>): Effect.Effect<LlamaGrammar, InferenceFailure> => {
-    const key = `schema:${JSON.stringify(schema)}`
-    const cached = grammars.get(key)
-    if (cached !== undefined) return Effect.succeed(cached)
-    return Effect.tryPromise({
-      try: () => llama.createGrammarForJsonSchema<GbnfJsonSchema>(toGbnfSchema(schema)),
-      catch: (cause) =>
-        grammarRejected(`cannot build a grammar for the JSON schema: ${errorMessage(cause)}`, { schema }, cause)
-    }).pipe(Effect.tap((compiled) => Effect.sync(() => grammars.set(key, compiled))))
-  }
+  // Grammars and schemas of requests: checked, then compiled once per text (a small LRU cache).
+  const grammars = Grammars.make(llama, { capacity: options.grammarCacheSize })
 
   // -------------------------------------------------------------------------
   // One generation
@@ -315,9 +300,9 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
       const grammar = functions !== undefined
         ? undefined
         : request.grammar !== undefined
-        ? yield* gbnfGrammar(request.grammar)
+        ? yield* Effect.mapError(grammars.gbnf(request.grammar), grammarRejected)
         : request.schema !== undefined
-        ? yield* schemaGrammar(request.schema)
+        ? yield* Effect.mapError(grammars.schema(request.schema), grammarRejected)
         : undefined
 
       const prompt = yield* Effect.try({
@@ -397,21 +382,12 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
         const elapsedNanos = (yield* Clock.currentTimeNanos) - start
         const used = sequence.tokenMeter.diff(before)
         const calls = response.functionCalls ?? []
-        if (functions !== undefined && calls.length === 0 && response.metadata.stopReason === "maxTokens") {
-          const cut = [...partialCalls.values()].find((chunk) => !chunk.done)
-          const explained = response.response !== "" ||
-            response.fullResponse.some((part) => typeof part !== "string")
-          if (cut !== undefined || (!explained && used.usedOutputTokens > 0)) {
-            return yield* InferenceFailure.malformed(
-              `the model's tool call was cut off after ${used.usedOutputTokens} tokens (maxTokens ${maxTokens})`,
-              {
-                kind: "truncated_tool_call",
-                maxTokens,
-                outputTokens: used.usedOutputTokens,
-                ...(cut === undefined ? {} : { functionName: cut.functionName })
-              }
-            )
-          }
+        // A tool call cut off by maxTokens is the caller's limit, as with text: the
+        // answer is what came before the call, with finish reason "length" (what
+        // OpenAI clients expect), not an error to retry. The span records the cut.
+        const cut = [...partialCalls.values()].find((chunk) => !chunk.done)
+        if (cut !== undefined && calls.length === 0) {
+          yield* Effect.annotateCurrentSpan("pagantic.tool_call.cut_off", cut.functionName)
         }
         const toolCalls: Array<ToolCall> = []
         for (const call of calls) {
