@@ -444,7 +444,7 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
 }
 
 /** A warning at start when the server listens beyond loopback without an API key. */
-const warnIfOpen = (options: Options): Layer.Layer<never> => {
+export const warnIfOpen = (options: Options): Layer.Layer<never> => {
   const host = options.host ?? defaults.host
   return Edge.isLoopback(host) || options.apiKey !== undefined
     ? Layer.empty

@@ -29,18 +29,21 @@ import type { JsonSchema } from "./JsonSchema.js"
 export const BuiltinStepType = Schema.Literal("infer", "tool", "retrieve", "rerank", "validate")
 export type BuiltinStepType = typeof BuiltinStepType.Type
 
-/** What kind of work a step performs: a built-in type or a registered custom one. */
-export const StepType = Schema.NonEmptyTrimmedString.annotations({ identifier: "StepType" })
+/** A step's name: trimmed, 1 to 128 characters (messages quote it; it is an id, not a text). */
+export const StepName = Schema.NonEmptyTrimmedString.pipe(Schema.maxLength(128)).annotations({ identifier: "StepName" })
+
+/** What kind of work a step performs: a built-in type or a registered custom one (at most 64 characters). */
+export const StepType = Schema.NonEmptyTrimmedString.pipe(Schema.maxLength(64)).annotations({ identifier: "StepType" })
 export type StepType = typeof StepType.Type
 
 /** One unit of work in a plan. */
 export class Step extends Schema.Class<Step>("Step")({
-  name: Schema.NonEmptyTrimmedString,
+  name: StepName,
   type: StepType,
   /** Explicit input; absent means the output of the step(s) this one depends on. */
   input: Schema.optional(Schema.Unknown),
   /** Absent: the previous step. `[]`: none (a root). Otherwise the named steps. */
-  dependsOn: Schema.optional(Schema.Array(Schema.NonEmptyTrimmedString))
+  dependsOn: Schema.optional(Schema.Array(StepName))
 }) {}
 
 /** Metadata about how a plan was made, for observability. */
@@ -228,7 +231,7 @@ export class PlanDraft extends Schema.Class<PlanDraft>("PlanDraft")({
       name: Schema.NonEmptyTrimmedString,
       type: StepType,
       input: Schema.optional(Schema.String),
-      dependsOn: Schema.optional(Schema.Array(Schema.NonEmptyTrimmedString))
+      dependsOn: Schema.optional(Schema.Array(StepName))
     })
   )
 }) {}

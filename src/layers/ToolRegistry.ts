@@ -13,11 +13,12 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ToolFailure } from "../domain/Failure.js"
+import * as Issues from "../domain/Issues.js"
 import { fromSchema } from "../domain/JsonSchema.js"
 import { ToolDefinition } from "../domain/Message.js"
+import * as Text from "../domain/Text.js"
 import type { ExecuteOptions, Service, Tool, ToolOutput } from "../services/ToolRegistry.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 
@@ -85,7 +86,7 @@ export const make = <R = never>(
           toolCallId: call.id,
           retryable,
           message,
-          details: { arguments: call.arguments },
+          details: { arguments: Text.bounded(call.arguments) },
           ...(cause === undefined ? {} : { cause })
         })
       if (tool === undefined || !allowed(call.name, opts.allow)) {
@@ -109,7 +110,7 @@ export const make = <R = never>(
           Effect.mapError((error) =>
             fail(
               "TOOL_EXECUTION_FAILED",
-              `Invalid arguments for tool "${call.name}": ${ParseResult.TreeFormatter.formatErrorSync(error)}`,
+              `Invalid arguments for tool "${call.name}": ${Issues.describe(error, "an object of arguments", "the arguments").join("; ")}`,
               false
             )
           )

@@ -57,7 +57,9 @@ import * as Event from "../domain/Event.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { ConstraintFailure, Failure, ValidationFailure } from "../domain/Failure.js"
 import { Cancellation, OrchestrationFailure } from "../domain/Failure.js"
+import * as Issues from "../domain/Issues.js"
 import * as Message from "../domain/Message.js"
+import * as Text from "../domain/Text.js"
 import * as Plan from "../domain/Plan.js"
 import { ContextProvider, Retriever } from "../services/Context.js"
 import { Engine, InferenceRequest, InferenceResult } from "../services/Engine.js"
@@ -434,7 +436,7 @@ const mismatch = (
     code: "ORCHESTRATION_STEP_MISMATCH",
     retryable: false,
     message: `step "${step.name}" (${step.type}): ${side} does not match the handler's schema: ${
-      ParseResult.TreeFormatter.formatErrorSync(error)
+      Issues.describe(error, `the step's ${side}`, side).join("; ")
     }`,
     details: {
       step: step.name,
@@ -442,7 +444,7 @@ const mismatch = (
       side,
       issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
         path: pathText(i.path),
-        message: i.message
+        message: Text.excerpt(i.message, 200)
       }))
     }
   })
