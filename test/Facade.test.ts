@@ -383,6 +383,14 @@ describe("Facade", () => {
         expect(missing.response.error).toMatchObject({ code: "CONFIG_GRAMMAR_NOT_FOUND", category: "ConfigurationFailure" })
         expect(missing.response.error?.message).toContain("missing.gbnf")
         expect(missing.state.current).toBe("ERROR")
+        // never read whole: a device that never ends, a directory, a file over the grammar limit
+        const large = path.join(dir, "large.gbnf")
+        fs.writeFileSync(large, "x".repeat(70 * 1024))
+        for (const [where, reason] of [["/dev/zero", "not a regular file"], [dir, "not a regular file"], [large, "more than"]] as const) {
+          const refused = yield* system.run(request(where))
+          expect(refused.error?.code, where).toBe("CONFIG_GRAMMAR_NOT_FOUND")
+          expect(refused.error?.message).toContain(reason)
+        }
         expect(yield* ScriptedEngine.requests).toHaveLength(1)
         fs.rmSync(dir, { recursive: true, force: true })
       }).pipe(

@@ -29,6 +29,7 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import type { Failure } from "../domain/Failure.js"
+import * as Gbnf from "../domain/Gbnf.js"
 import * as Issues from "../domain/Issues.js"
 import * as Text from "../domain/Text.js"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure, ToolFailure } from "../domain/Failure.js"
@@ -490,8 +491,19 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
           details: { grammarFile: file }
         })
       if (Option.isNone(fileSystem)) return Effect.fail(notFound("no FileSystem is provided"))
-      return fileSystem.value.readFileString(file).pipe(
+      const fs = fileSystem.value
+      // a regular file of bounded size only: /dev/zero or a 64 MiB file is never read whole
+      return fs.stat(file).pipe(
         Effect.mapError((e) => notFound(e.message)),
+        Effect.filterOrFail(
+          (info) => info.type === "File",
+          (info) => notFound(`it is not a regular file (${info.type})`)
+        ),
+        Effect.filterOrFail(
+          (info) => Number(info.size) <= Gbnf.defaultLimits.maxBytes,
+          (info) => notFound(`it is ${Number(info.size)} bytes, more than the ${Gbnf.defaultLimits.maxBytes} a grammar may have`)
+        ),
+        Effect.zipRight(Effect.mapError(fs.readFileString(file), (e) => notFound(e.message))),
         Effect.map(
           (grammar) => new SystemRequest({ ...request, output: new OutputContract({ ...request.output, grammar }) })
         )
