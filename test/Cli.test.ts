@@ -1,6 +1,8 @@
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -53,7 +55,10 @@ const runCli = (
     readonly script?: ReadonlyArray<ScriptedEngine.Step>
     readonly stdin?: ReadonlyArray<string>
     readonly loadFailure?: InferenceFailure
+    /** The engine's construction dies with this defect (a bug, not a failure). */
+    readonly loadDefect?: unknown
     readonly whenExhausted?: "fail" | "repeat-last"
+    readonly colors?: boolean
   } = {}
 ): Effect.Effect<Run> =>
   Effect.gen(function* () {
@@ -72,7 +77,8 @@ const runCli = (
         Effect.zipRight(
           Ref.update(out, (o) => o + prompt),
           Effect.sync(() => Option.fromNullable(input.shift()))
-        )
+        ),
+      colors: options.colors ?? false
     })
     const engines = Cli.CliEngine.of({
       make: (settings) =>
@@ -80,7 +86,11 @@ const runCli = (
           Engine,
           Effect.zipRight(
             Ref.update(loads, (l) => [...l, settings]),
-            options.loadFailure === undefined ? Effect.succeed(engine) : Effect.fail(options.loadFailure)
+            options.loadDefect !== undefined
+              ? Effect.die(options.loadDefect)
+              : options.loadFailure === undefined
+              ? Effect.succeed(engine)
+              : Effect.fail(options.loadFailure)
           )
         )
     })
@@ -370,14 +380,13 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.requests).toEqual([])
     }))
 
-  it.effect("unknown flags: @effect/cli's ValidationError, or refused before they become prompt text", () =>
+  it.effect("unknown flags are named, wherever they are, and never become prompt text", () =>
     Effect.gen(function* () {
       const demo = yield* runCli(["demo", "--bogus"])
-      expect(Exit.isFailure(demo.exit)).toBe(true)
-      expect(failureOf(demo)).toBeDefined()
-      expect(failureOf(demo)?._tag).not.toBe("CliFailure")
+      expect(failureOf(demo)).toMatchObject({ _tag: "CliFailure" })
+      expect(demo.err).toEqual(["error: unknown option --bogus for pagantic demo; see pagantic demo --help"])
       const chat = yield* runCli(["chat", "--bogus", "hi"])
-      expect(chat.err[0]).toContain("unknown option --bogus")
+      expect(chat.err[0]).toContain("unknown option --bogus for pagantic chat")
       expect(chat.requests).toEqual([])
     }))
 
@@ -415,6 +424,200 @@ describe("Cli (in process, ScriptedEngine)", () => {
 })
 
 // ---------------------------------------------------------------------------
+// Bad input: one clear line on stderr, a failure, no model loaded
+// ---------------------------------------------------------------------------
+
+/** Runs a command line that must be refused, and returns its one error line. */
+const refused = (args: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const run = yield* runCli(args)
+    expect(Exit.isFailure(run.exit), args.join(" ")).toBe(true)
+    expect(run.err, args.join(" ")).toHaveLength(1)
+    expect(run.loads, args.join(" ")).toEqual([])
+    expect(run.requests).toEqual([])
+    return run.err[0]!
+  })
+
+describe("Cli: bad input (in process)", () => {
+  it.effect("an empty or blank message is refused by every command that sends one; chat does not turn interactive", () =>
+    Effect.gen(function* () {
+      for (
+        const args of [
+          ["chat", ""],
+          ["chat", "   "],
+          ["chat", "", ""],
+          ["chat", "--json", "\t"],
+          ["extract", "--schema", sentimentSchema, ""],
+          ["extract", "--schema", sentimentSchema, " ", " "],
+          ["vote", "--schema", sentimentSchema, ""],
+          ["vote", "--schema", sentimentSchema, "-n", "3", "  "]
+        ]
+      ) {
+        const run = yield* runCli(args, { stdin: ["hello"] })
+        expect(run.err, args.join(" ")).toEqual(["error: the message is empty"])
+        expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+        expect(run.out).not.toContain("pagantic chat:")
+        expect(run.loads).toEqual([])
+      }
+      // no argument at all is still the interactive session
+      const interactive = yield* runCli(["chat"], { stdin: [], script: [] })
+      expect(Exit.isSuccess(interactive.exit)).toBe(true)
+      expect(interactive.out).toContain("pagantic chat:")
+    }))
+
+  it.effect("empty text options are refused: --system, --model, --schema, --host", () =>
+    Effect.gen(function* () {
+      expect(yield* refused(["chat", "--system", "", "hi"])).toBe("error: --system is empty")
+      expect(yield* refused(["--model", "", "chat", "hi"])).toBe("error: --model is empty")
+      expect(yield* refused(["extract", "--schema", " ", "text"])).toBe("error: --schema is empty")
+      expect(yield* refused(["serve", "--host", ""])).toBe("error: --host is empty")
+    }))
+
+  it.effect("an unknown option before the command is named (not 'Invalid subcommand'), with a suggestion when close", () =>
+    Effect.gen(function* () {
+      expect(yield* refused(["--frobnicate", "chat", "hi"])).toBe(
+        "error: unknown option --frobnicate for pagantic; see pagantic --help"
+      )
+      expect(yield* refused(["--modle", "m.gguf", "chat", "hi"])).toContain(
+        "unknown option --modle for pagantic (did you mean --model?)"
+      )
+      expect(yield* refused(["chat", "--jsno", "hi"])).toContain("unknown option --jsno for pagantic chat (did you mean --json?)")
+      expect(yield* refused(["plan", "--bogus", "plan.json"])).toContain("unknown option --bogus for pagantic plan")
+      expect(yield* refused(["frob", "hi"])).toBe(
+        `error: unknown command "frob": the commands are chat, extract, vote, plan, demo, serve`
+      )
+      expect(yield* refused(["chat", "-x marks the spot"])).toContain(`put text that starts with "-" after --`)
+    }))
+
+  it.effect("after --, words that look like options are the message", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "--", "--json", "-x marks the spot"], { script: [ScriptedEngine.reply("ok")] })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.requests[0]!.messages.at(-1)).toMatchObject({ role: "user", content: "--json -x marks the spot" })
+    }))
+
+  it.effect("numeric flags: not a number, out of range, or missing their value, each named", () =>
+    Effect.gen(function* () {
+      const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+        [["--threads", "-1", "chat", "hi"], "--threads must be from 1 to 1024, got -1"],
+        [["chat", "--threads", "0", "hi"], "--threads must be from 1 to 1024, got 0"],
+        [["--threads", "x", "chat", "hi"], `--threads expects an integer, got "x"`],
+        [["--threads=1.5", "chat", "hi"], `--threads expects an integer, got "1.5"`],
+        [["chat", "hi", "--threads"], "--threads needs a value (integer)"],
+        [["chat", "--max-tokens", "0", "hi"], "--max-tokens must be at least 1, got 0"],
+        [["extract", "--schema", sentimentSchema, "--max-tokens", "-3", "t"], "--max-tokens must be at least 1, got -3"],
+        [["chat", "--temperature", "abc", "hi"], `--temperature expects a number, got "abc"`],
+        [["chat", "--temperature", "NaN", "hi"], `--temperature expects a number, got "NaN"`],
+        [["chat", "--temperature", "5", "hi"], "invalid request: --temperature: expected a number between 0 and 2, got 5"],
+        [["vote", "--schema", sentimentSchema, "-n", "0", "t"], "invalid request: -n: expected a number between 1 and 32, got 0"],
+        [["vote", "--schema", sentimentSchema, "--n", "x", "t"], `-n expects an integer, got "x"`],
+        [["vote", "--schema", sentimentSchema, "--quorum", "0", "t"], "invalid request: --quorum: expected a positive number, got 0"],
+        [["vote", "--schema", sentimentSchema, "-n", "3", "--quorum", "4", "t"], "--quorum 4 is more than the 3 replicas (-n) that vote"],
+        [["vote", "--schema", sentimentSchema, "--voting", "most", "t"], `--voting expects one of majority, unanimity, got "most"`],
+        [["serve", "--port", "70000"], "--port must be from 0 to 65535, got 70000"],
+        [["serve", "--port", "-1"], "--port must be from 0 to 65535, got -1"]
+      ]
+      for (const [args, message] of cases) {
+        expect(yield* refused(args), args.join(" ")).toBe(`error: ${message}`)
+      }
+    }))
+
+  it.effect("schema and plan files: a directory, an empty file, a huge one, a device, not UTF-8, nested too deeply", () =>
+    Effect.gen(function* () {
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-cli-"))
+      const huge = tempFile("huge.json", `{"type":"string","description":"${"x".repeat(1024 * 1024)}"}`)
+      const empty = tempFile("empty.json", "  \n")
+      const binary = path.join(dir, "binary.json")
+      fs.writeFileSync(binary, Buffer.from([0xff, 0xfe, 0x00, 0x7b]))
+      const deep = tempFile("deep.json", "[".repeat(5000) + "]".repeat(5000))
+      for (const [what, args] of [["the schema file", ["extract", "--schema"]], ["the plan file", ["plan"]]] as const) {
+        const tail = what === "the plan file" ? [] : ["text"]
+        expect(yield* refused([...args, dir, ...tail])).toBe(`error: cannot read ${what} ${dir}: it is a directory`)
+        expect(yield* refused([...args, empty, ...tail])).toBe(`error: ${what} ${empty} is empty`)
+        expect(yield* refused([...args, huge, ...tail])).toBe(`error: ${what} ${huge} is larger than 1 MiB`)
+        if (fs.existsSync("/dev/zero")) {
+          expect(yield* refused([...args, "/dev/zero", ...tail])).toBe(`error: ${what} /dev/zero is larger than 1 MiB`)
+        }
+        expect(yield* refused([...args, binary, ...tail])).toBe(`error: ${what} ${binary} is not UTF-8 text`)
+        expect(yield* refused([...args, deep, ...tail])).toBe(
+          `error: ${what} ${deep} is nested too deeply (more than 64 levels of objects and arrays)`
+        )
+        expect(yield* refused([...args, path.join(dir, "missing.json"), ...tail])).toBe(
+          `error: cannot read ${what} ${path.join(dir, "missing.json")}: no such file`
+        )
+      }
+      expect(yield* refused(["extract", "--schema", "[".repeat(100) + "]".repeat(100), "t"])).toContain(
+        "the inline schema is nested too deeply"
+      )
+    }))
+
+  it.effect("a missing option or argument: @effect/cli's message, one plain line", () =>
+    Effect.gen(function* () {
+      expect(yield* refused(["extract", "text"])).toBe("error: missing option --schema")
+      expect(yield* refused(["plan"])).toBe("error: Missing argument <plan.json>")
+    }))
+
+  it.effect("a defect (a bug) is one line too, without a stack", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["chat", "hi"], { loadDefect: new Error("native crash\n    at somewhere (file.ts:1:1)") })
+      expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
+      expect(run.err).toEqual(["error: unexpected failure: native crash at somewhere (file.ts:1:1)"])
+    }))
+
+  it.effect("help is plain text unless colours are allowed (a terminal, NO_COLOR unset)", () =>
+    Effect.gen(function* () {
+      for (const args of [["--help"], ["chat", "--help"], ["serve", "-h"]]) {
+        const plain = yield* runCli(args)
+        expect(Exit.isSuccess(plain.exit)).toBe(true)
+        expect(plain.out).toContain("USAGE")
+        expect(plain.out).not.toContain("\x1b")
+        const coloured = yield* runCli(args, { colors: true })
+        expect(coloured.out).toContain("\x1b[")
+        expect(coloured.out.replace(/\x1b\[[0-9;]*m/g, "")).toBe(plain.out)
+      }
+    }))
+})
+
+describe("Cli.serveOptions: each flag given wins, the rest from the environment", () => {
+  const resolve = (flags: { readonly port?: number; readonly host?: string }, env: Record<string, string>) =>
+    Cli.serveOptions({ port: Option.fromNullable(flags.port), host: Option.fromNullable(flags.host) }).pipe(
+      Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+    )
+
+  it.effect("--host without --port: the host is honoured, the port from PAGANTIC_PORT or Http's default", () =>
+    Effect.gen(function* () {
+      expect(yield* resolve({ host: "0.0.0.0" }, {})).toEqual({ host: "0.0.0.0" })
+      expect(yield* resolve({ host: "0.0.0.0" }, { PAGANTIC_PORT: "9090", PAGANTIC_HOST: "127.0.0.1" })).toEqual({
+        host: "0.0.0.0",
+        port: 9090
+      })
+    }))
+
+  it.effect("--port without --host: the host from PAGANTIC_HOST; the body limit and time limit from the environment", () =>
+    Effect.gen(function* () {
+      expect(
+        yield* resolve({ port: 0 }, {
+          PAGANTIC_HOST: "::1",
+          PAGANTIC_PORT: "9090",
+          PAGANTIC_MAX_BODY_BYTES: "2048",
+          PAGANTIC_REQUEST_TIMEOUT: "90 seconds"
+        })
+      ).toEqual({ port: 0, host: "::1", maxBodyBytes: 2048, requestTimeout: Duration.seconds(90) })
+      expect(yield* resolve({}, {})).toEqual({})
+    }))
+
+  it.effect("a bad environment is a clear failure", () =>
+    Effect.gen(function* () {
+      const port = yield* Effect.flip(resolve({}, { PAGANTIC_PORT: "70000" }))
+      expect(port).toMatchObject({ _tag: "CliFailure", message: "PAGANTIC_PORT must be from 0 to 65535, got 70000" })
+      const host = yield* Effect.flip(resolve({}, { PAGANTIC_HOST: " " }))
+      expect(host).toMatchObject({ _tag: "CliFailure", message: "PAGANTIC_HOST is empty" })
+      const notNumber = yield* Effect.flip(resolve({ host: "127.0.0.1" }, { PAGANTIC_PORT: "http" }))
+      expect(notNumber._tag).not.toBe("CliFailure")
+    }))
+})
+
+// ---------------------------------------------------------------------------
 // The real launcher, as a subprocess
 // ---------------------------------------------------------------------------
 
@@ -424,12 +627,16 @@ interface Completed {
   readonly stderr: string
 }
 
-const launch = (args: ReadonlyArray<string>, timeout = 30_000): Promise<Completed> =>
+const launch = (
+  args: ReadonlyArray<string>,
+  timeout = 30_000,
+  env: Record<string, string | undefined> = { NO_COLOR: "1" }
+): Promise<Completed> =>
   new Promise((resolve) => {
     execFile(
       process.execPath,
       [launcher, ...args],
-      { cwd: root, timeout, env: { ...process.env, NO_COLOR: "1" } },
+      { cwd: root, timeout, env: { ...process.env, ...env } },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
         resolve({ code, stdout, stderr })
@@ -449,6 +656,39 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(run.code).not.toBe(0)
     expect(run.stderr).toContain("--bogus")
   })
+
+  it("bad command lines: exit 1, one line on stderr naming the problem, no stack, nothing on stdout", async () => {
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, string]> = [
+      [["--frobnicate", "chat", "hi"], "error: unknown option --frobnicate for pagantic; see pagantic --help"],
+      [["--threads", "-1", "chat", "hi"], "error: --threads must be from 1 to 1024, got -1"],
+      // with stdin left open: an empty message must not wait for interactive input
+      [["chat", ""], "error: the message is empty"],
+      [["plan", os.tmpdir()], `error: cannot read the plan file ${os.tmpdir()}: it is a directory`]
+    ]
+    // one at a time: each is a Node process compiling the CLI
+    for (const [args, message] of cases) {
+      const run = await launch(args)
+      expect({ args, code: run.code, stderr: run.stderr, stdout: run.stdout }).toEqual({
+        args,
+        code: 1,
+        stderr: `${message}\n`,
+        stdout: ""
+      })
+    }
+  }, 150_000)
+
+  it("help has no ANSI escapes with NO_COLOR=1, nor when stdout is not a terminal", async () => {
+    const noColor = await launch(["--help"], 30_000, { NO_COLOR: "1" })
+    const piped = await launch(["chat", "--help"], 30_000, { NO_COLOR: undefined, FORCE_COLOR: undefined })
+    const error = await launch(["chat", "--threads", "x", "hi"], 30_000, { NO_COLOR: undefined })
+    expect(noColor.code).toBe(0)
+    expect(noColor.stdout).toContain("USAGE")
+    expect(noColor.stdout).not.toContain("\x1b")
+    expect(piped.code).toBe(0)
+    expect(piped.stdout).toContain("USAGE")
+    expect(piped.stdout).not.toContain("\x1b")
+    expect(error.stderr).toBe(`error: --threads expects an integer, got "x"\n`)
+  }, 100_000)
 
   it("a schema file that is not JSON: exit 1 with a clear message", async () => {
     const file = tempFile("schema.json", "sentiment: positive | negative")

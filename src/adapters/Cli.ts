@@ -9,18 +9,29 @@
  * / `--threads` choice; the facade is composed around it with `Live.layer`), so
  * tests run the handlers in process on a ScriptedEngine and capture what they print.
  *
- * Bad input is a `CliFailure` with a readable message (printed on stderr by `run`,
- * exit code 1 at the edge): a schema or plan file that is not JSON or not a
- * schema/plan, a model that cannot load (INFERENCE_MODEL_UNAVAILABLE), a response
- * that carries a SystemError. Unknown flags are @effect/cli's ValidationError.
+ * Bad input is one line on stderr (printed by `run`) and exit code 1 at the edge:
+ * a `CliFailure` (an empty message, a schema or plan file that is not readable,
+ * too large, not JSON or not a schema/plan, a model that cannot load, a response
+ * that carries a SystemError) or @effect/cli's ValidationError (a flag value out of
+ * range). The command line is checked before @effect/cli parses it
+ * (`checkCommandLine`), so an unknown option or command is named as such. Help is
+ * plain text unless standard output is a terminal and NO_COLOR is unset.
  */
 import * as Args from "@effect/cli/Args"
+import * as AutoCorrect from "@effect/cli/AutoCorrect"
+import * as CliConfig from "@effect/cli/CliConfig"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
-import type * as ValidationError from "@effect/cli/ValidationError"
+import type * as Usage from "@effect/cli/Usage"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as FileSystem from "@effect/platform/FileSystem"
+import type * as PlatformError from "@effect/platform/Error"
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
+import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
+import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
@@ -61,6 +72,8 @@ export interface Io {
   readonly error: (line: string) => Effect.Effect<void>
   /** Shows `prompt` and reads one line of input; None at end of input. */
   readonly readLine: (prompt: string) => Effect.Effect<Option.Option<string>>
+  /** Whether standard output may carry ANSI colours (the help): a terminal, and NO_COLOR unset. */
+  readonly colors: boolean
 }
 
 export class CliIo extends Context.Tag("pagantic/CliIo")<CliIo, Io>() {}
@@ -109,8 +122,11 @@ export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
       return Effect.as(Ref.set(input, Option.some({ rl, lines })), lines)
     })
     const write = (text: string) => Effect.sync(() => void process.stdout.write(text))
+    // https://no-color.org: set and not empty means no colours
+    const noColor = yield* Effect.orElseSucceed(Config.string("NO_COLOR").pipe(Config.withDefault("")), () => "")
     return CliIo.of({
       write,
+      colors: noColor === "" && process.stdout.isTTY === true,
       error: (line) => Effect.sync(() => void process.stderr.write(`${line}\n`)),
       readLine: (prompt) =>
         Effect.gen(function* () {
@@ -140,17 +156,69 @@ const fromLayerFailure = (error: InferenceFailure | ConfigError.ConfigError): Cl
 // Decoding input
 // ---------------------------------------------------------------------------
 
+/** The largest schema or plan file read (as the HTTP adapter's default body limit). */
+const MAX_FILE_BYTES = 1024 * 1024
+
+/** The deepest nesting of objects and arrays accepted in a schema or plan. */
+const MAX_JSON_DEPTH = 64
+
+/** Nesting depth of a parsed JSON value, counted without recursion (stops past `limit`). */
+const depthOf = (value: unknown, limit: number): number => {
+  let deepest = 0
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!
+    if (typeof v !== "object" || v === null) continue
+    deepest = Math.max(deepest, depth + 1)
+    if (deepest > limit) return deepest
+    for (const child of Object.values(v)) stack.push([child, depth + 1])
+  }
+  return deepest
+}
+
 const parseJson = (text: string, what: string) =>
-  Effect.try({
-    try: () => JSON.parse(text) as unknown,
-    catch: (e) => new CliFailure({ message: `${what} is not JSON: ${e instanceof Error ? e.message : String(e)}` })
+  Effect.gen(function* () {
+    if (text.trim().length === 0) return yield* fail(`${what} is empty`)
+    const json = yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (e) => new CliFailure({ message: `${what} is not JSON: ${e instanceof Error ? e.message : String(e)}` })
+    })
+    if (depthOf(json, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
+      return yield* fail(`${what} is nested too deeply (more than ${MAX_JSON_DEPTH} levels of objects and arrays)`)
+    }
+    return json
   })
 
+const unreadable = (what: string, file: string) => (e: PlatformError.PlatformError) =>
+  new CliFailure({
+    message: e._tag === "SystemError" && e.reason === "NotFound"
+      ? `cannot read ${what} ${file}: no such file`
+      : e._tag === "SystemError" && e.reason === "PermissionDenied"
+      ? `cannot read ${what} ${file}: permission denied`
+      : `cannot read ${what} ${file}: ${e.message}`
+  })
+
+/**
+ * A schema or plan file as UTF-8 text: at most MAX_FILE_BYTES are read, so a huge
+ * file or a device (/dev/zero) is refused without being read whole; a pipe works.
+ */
 const readText = (file: string, what: string) =>
-  Effect.flatMap(FileSystem.FileSystem, (fs) =>
-    fs.readFileString(file).pipe(
-      Effect.mapError((e) => new CliFailure({ message: `cannot read ${what} ${file}: ${e.message}` }))
-    ))
+  Effect.gen(function* () {
+    const fs = yield* FileSystem.FileSystem
+    if (file.length === 0) return yield* fail(`${what} is an empty path`)
+    const info = yield* fs.stat(file).pipe(Effect.mapError(unreadable(what, file)))
+    if (info.type === "Directory") return yield* fail(`cannot read ${what} ${file}: it is a directory`)
+    const chunks = yield* fs.stream(file, { bytesToRead: MAX_FILE_BYTES + 1 }).pipe(
+      Stream.runCollect,
+      Effect.mapError(unreadable(what, file))
+    )
+    const bytes = Buffer.concat([...chunks])
+    if (bytes.length > MAX_FILE_BYTES) return yield* fail(`${what} ${file} is larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB`)
+    return yield* Effect.try({
+      try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
+      catch: () => new CliFailure({ message: `${what} ${file} is not UTF-8 text` })
+    })
+  })
 
 /** `--schema`: inline JSON (starting with `{` or `[`) or the path of a JSON file. */
 const loadSchema = (value: string) =>
@@ -167,18 +235,33 @@ const loadSchema = (value: string) =>
     return json
   })
 
+/** The flag each request field comes from, so that a refused value is named as the user typed it. */
+const flagOfField: Record<string, string> = {
+  "hints.temperature": "--temperature",
+  "hints.maxTokens": "--max-tokens",
+  "redundancy.n": "-n",
+  "redundancy.quorum": "--quorum",
+  "redundancy.voting": "--voting"
+}
+
+const nameFlag = (line: string): string => {
+  const field = Object.keys(flagOfField).find((f) => line.startsWith(`${f}: `) || line.startsWith(`${f}.`))
+  // an absent flag is no alternative the user can act on
+  return field === undefined ? line : `${flagOfField[field]}${line.slice(field.length)}`.replace(" | undefined, got", ", got")
+}
+
 /** Decodes a wire-form request, so that bad input fails before a model is loaded. */
 const decodeRequest = (wire: unknown) =>
   Schema.decodeUnknown(SystemRequest)(wire).pipe(
-    Effect.mapError((e) => new CliFailure({ message: `invalid request: ${Issues.describe(e, "a SystemRequest object").join("; ")}` }))
+    Effect.mapError((e) =>
+      new CliFailure({ message: `invalid request: ${Issues.describe(e, "a SystemRequest object").map(nameFlag).join("; ")}` })
+    )
   )
 
-/** @effect/cli takes an unknown `--flag` before a free-text argument as that text; refuse it instead. */
-const textArgument = (words: ReadonlyArray<string>) => {
-  const flag = words.find((w) => /^--?[A-Za-z]/.test(w))
-  return flag === undefined
-    ? Effect.succeed(words.join(" "))
-    : fail(`unknown option ${flag} (to send text that starts with "-", quote it after the other arguments)`)
+/** The message of a command: its words joined; none, or only spaces, is refused. */
+const messageText = (words: ReadonlyArray<string>) => {
+  const text = words.join(" ")
+  return text.trim().length === 0 ? fail("the message is empty") : Effect.succeed(text)
 }
 
 const messages = (text: string, system: Option.Option<string>) => [
@@ -253,14 +336,40 @@ const streamProgress = (io: Io): Facade.RunOptions => {
 // Running a request on the system chosen by the global options
 // ---------------------------------------------------------------------------
 
+/** An integer option whose value outside `min..max` is refused with a message naming the flag. */
+const integerIn = (name: string, min: number, max?: number) =>
+  Options.integer(name).pipe(
+    Options.mapEffect((n) =>
+      n >= min && (max === undefined || n <= max)
+        ? Effect.succeed(n)
+        : Effect.fail(ValidationError.invalidValue(HelpDoc.p(
+          `${name.length === 1 ? "-" : "--"}${name} must be ${max === undefined ? `at least ${min}` : `from ${min} to ${max}`}, got ${n}`
+        )))
+    )
+  )
+
+/** A text option whose empty (or blank) value is refused: an empty path or prompt is a mistake. */
+const textFlag = (name: string) =>
+  Options.text(name).pipe(
+    Options.mapEffect((text) =>
+      text.trim().length > 0 ? Effect.succeed(text) : Effect.fail(ValidationError.invalidValue(HelpDoc.p(`--${name} is empty`)))
+    )
+  )
+
+const maxTokensOption = integerIn("max-tokens", 1).pipe(
+  Options.withDescription("tokens per inference"),
+  Options.optional
+)
+
+const systemOption = textFlag("system").pipe(Options.withDescription("a system prompt"), Options.optional)
+
 const globalOptions = {
-  model: Options.text("model").pipe(
+  model: textFlag("model").pipe(
     Options.withPseudoName("file.gguf"),
     Options.withDescription("a GGUF model file (default: the bundled model, or PAGANTIC_MODEL_PATH)"),
     Options.optional
   ),
-  threads: Options.integer("threads").pipe(
-    Options.withPseudoName("n"),
+  threads: integerIn("threads", 1, 1024).pipe(
     Options.withDescription("CPU threads for llama.cpp (default 1, or PAGANTIC_THREADS)"),
     Options.optional
   )
@@ -393,22 +502,22 @@ const chat = Command.make(
   "chat",
   {
     ...globalOptions,
-    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
+    system: systemOption,
     temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature (0..2)"), Options.optional),
-    maxTokens: Options.integer("max-tokens").pipe(Options.withDescription("tokens per inference"), Options.optional),
+    maxTokens: maxTokensOption,
     json: jsonOption,
     prompt: Args.text({ name: "prompt" }).pipe(Args.withDescription("one message; without it, an interactive session"), Args.repeated)
   },
   (args) =>
     Effect.gen(function* () {
-      const text = yield* textArgument(args.prompt)
       const base = { mode: "chat", hints: hints(args) }
-      if (text.length === 0) {
+      if (args.prompt.length === 0) {
         const system = Option.map(args.system, (content) => [{ role: "system", content }])
         // check the flags before loading the model
         yield* decodeRequest({ ...base, messages: [{ role: "user", content: "check" }] })
         return yield* withSystem(args, toolsFor.chat, () => repl({ ...base, messages: Option.getOrElse(system, () => []) }))
       }
+      const text = yield* messageText(args.prompt)
       const request = yield* decodeRequest({ ...base, messages: messages(text, args.system) })
       yield* withSystem(args, toolsFor.chat, () =>
         args.json ? respond(request, true, () => Effect.void) : Effect.flatMap(chatTurn(request), failOnError))
@@ -419,7 +528,7 @@ const chat = Command.make(
 // extract
 // ---------------------------------------------------------------------------
 
-const schemaOption = Options.text("schema").pipe(
+const schemaOption = textFlag("schema").pipe(
   Options.withPseudoName("file.json | json"),
   Options.withDescription("the output's JSON schema: a .json file or inline JSON")
 )
@@ -439,15 +548,15 @@ const extract = Command.make(
   {
     ...globalOptions,
     schema: schemaOption,
-    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
+    system: systemOption,
     temperature: Options.float("temperature").pipe(Options.optional),
-    maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    maxTokens: maxTokensOption,
     json: jsonOption,
     text: Args.text({ name: "text" }).pipe(Args.withDescription("the text to extract from"), Args.atLeast(1))
   },
   (args) =>
     Effect.gen(function* () {
-      const text = yield* textArgument(args.text)
+      const text = yield* messageText(args.text)
       const schema = yield* loadSchema(args.schema)
       const request = yield* decodeRequest({
         mode: "structured",
@@ -482,14 +591,17 @@ const vote = Command.make(
     quorum: Options.integer("quorum").pipe(Options.withDescription("valid answers needed (default: a majority of n)"), Options.optional),
     voting: Options.choice("voting", ["majority", "unanimity"]).pipe(Options.withDefault("majority" as const)),
     temperature: Options.float("temperature").pipe(Options.withDescription("sampling temperature"), Options.withDefault(0.8)),
-    system: Options.text("system").pipe(Options.withDescription("a system prompt"), Options.optional),
-    maxTokens: Options.integer("max-tokens").pipe(Options.optional),
+    system: systemOption,
+    maxTokens: maxTokensOption,
     json: jsonOption,
     text: Args.text({ name: "text" }).pipe(Args.atLeast(1))
   },
   (args) =>
     Effect.gen(function* () {
-      const text = yield* textArgument(args.text)
+      const text = yield* messageText(args.text)
+      if (Option.isSome(args.quorum) && args.quorum.value > args.n) {
+        return yield* fail(`--quorum ${args.quorum.value} is more than the ${args.n} replicas (-n) that vote`)
+      }
       const schema = yield* loadSchema(args.schema)
       const request = yield* decodeRequest({
         mode: "redundant",
@@ -690,28 +802,74 @@ const demo = Command.make("demo", globalOptions, (args) =>
   })
 ).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan"))
 
+// ---------------------------------------------------------------------------
+// serve
+// ---------------------------------------------------------------------------
+
+/** The flags `serve` takes, as parsed. */
+export interface ServeFlags {
+  readonly port: Option.Option<number>
+  readonly host: Option.Option<string>
+}
+
+/**
+ * The server's options: each flag given wins, the others come from the
+ * environment as `Http.layerConfig` reads it (PAGANTIC_PORT, PAGANTIC_HOST,
+ * PAGANTIC_MAX_BODY_BYTES, PAGANTIC_REQUEST_TIMEOUT); what neither sets is left to
+ * `Http.layer`'s defaults (127.0.0.1:8080).
+ */
+export const serveOptions = (flags: ServeFlags): Effect.Effect<Http.Options, CliFailure | ConfigError.ConfigError> =>
+  Effect.gen(function* () {
+    const env = yield* Config.all({
+      port: Config.option(Config.integer("PAGANTIC_PORT")),
+      host: Config.option(Config.string("PAGANTIC_HOST")),
+      maxBodyBytes: Config.option(Config.integer("PAGANTIC_MAX_BODY_BYTES")),
+      requestTimeout: Config.option(Config.duration("PAGANTIC_REQUEST_TIMEOUT"))
+    })
+    const port = Option.orElse(flags.port, () => env.port)
+    const host = Option.orElse(flags.host, () => env.host)
+    // (the flags are checked when parsed)
+    if (Option.isSome(port) && !(port.value >= 0 && port.value <= 65535)) {
+      return yield* fail(`PAGANTIC_PORT must be from 0 to 65535, got ${port.value}`)
+    }
+    if (Option.isSome(host) && host.value.trim().length === 0) {
+      return yield* fail("PAGANTIC_HOST is empty")
+    }
+    return {
+      ...(Option.isSome(port) ? { port: port.value } : {}),
+      ...(Option.isSome(host) ? { host: host.value } : {}),
+      ...(Option.isSome(env.maxBodyBytes) ? { maxBodyBytes: env.maxBodyBytes.value } : {}),
+      ...(Option.isSome(env.requestTimeout) ? { requestTimeout: env.requestTimeout.value } : {})
+    }
+  })
+
 const serve = Command.make(
   "serve",
   {
     ...globalOptions,
-    port: Options.integer("port").pipe(
-      Options.withDescription("TCP port (default: PAGANTIC_PORT, else 8080)"),
+    port: integerIn("port", 0, 65535).pipe(
+      Options.withDescription("TCP port, 0 for any free one (default: PAGANTIC_PORT, else 8080)"),
       Options.optional
     ),
-    host: Options.text("host").pipe(Options.withDescription("interface to listen on"), Options.withDefault("127.0.0.1"))
+    host: textFlag("host").pipe(
+      Options.withDescription("interface to listen on (default: PAGANTIC_HOST, else 127.0.0.1)"),
+      Options.optional
+    )
   },
   (args) =>
     Effect.gen(function* () {
       const engines = yield* CliEngine
       const settings = yield* settingsOf(args)
+      const options = yield* serveOptions(args)
       // the engine as it is (not the recording one): a server runs for long
-      return yield* Http.serve(
-        Live.layer({ engine: engines.make(settings) }),
-        Option.isSome(args.port) ? { port: args.port.value, host: args.host } : undefined
-      )
+      return yield* Http.serve(Live.layer({ engine: engines.make(settings) }), options)
     }).pipe(
       Effect.mapError((e) =>
-        e._tag === "ServeError" ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` }) : fromLayerFailure(e)
+        e._tag === "CliFailure"
+          ? e
+          : e._tag === "ServeError"
+          ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` })
+          : fromLayerFailure(e)
       )
     )
 ).pipe(Command.withDescription("serve the HTTP API (/v1/run, /v1/chat/completions, /health) on the model, on 127.0.0.1"))
@@ -724,13 +882,181 @@ export const command = root.pipe(Command.withSubcommands([chat, extract, vote, p
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
 
+// ---------------------------------------------------------------------------
+// The command line, checked before @effect/cli parses it
+// ---------------------------------------------------------------------------
+
 /**
- * Runs the CLI on `process.argv`-style arguments. A CliFailure is printed on
- * stderr before the effect fails with it; @effect/cli prints its own ValidationErrors.
- * `--n` is accepted for vote's `-n` (@effect/cli spells one-letter options with one dash).
+ * A command's options by name (lower case), each with the kind of value it takes,
+ * if any: "integer", "float", "a | b" for choices, "text", or the option's pseudo
+ * name (which replaces the kind: numeric options keep none, so they are checked).
+ */
+type Flags = ReadonlyMap<string, Option.Option<string>>
+
+const flagsOf = (usage: Usage.Usage, into = new Map<string, Option.Option<string>>()): Flags => {
+  switch (usage._tag) {
+    case "Named":
+      for (const name of usage.names) if (name.startsWith("-")) into.set(name.toLowerCase(), usage.acceptedValues)
+      break
+    case "Optional":
+    case "Repeated":
+      flagsOf(usage.usage, into)
+      break
+    case "Alternation":
+    case "Concat":
+      flagsOf(usage.left, into)
+      flagsOf(usage.right, into)
+      break
+  }
+  return into
+}
+
+/** @effect/cli's own options, accepted everywhere. */
+const builtInFlags: Flags = new Map([
+  ["--help", Option.none()],
+  ["-h", Option.none()],
+  ["--version", Option.none()],
+  ["--wizard", Option.none()],
+  ["--completions", Option.some("sh | bash | fish | zsh")],
+  ["--log-level", Option.some("all | trace | debug | info | warning | error | fatal | none")]
+])
+
+const rootFlags = flagsOf(Command.getUsage(root))
+const commandFlags: Record<string, Flags> = {
+  chat: flagsOf(Command.getUsage(chat)),
+  extract: flagsOf(Command.getUsage(extract)),
+  vote: flagsOf(Command.getUsage(vote)),
+  plan: flagsOf(Command.getUsage(planCommand)),
+  demo: flagsOf(Command.getUsage(demo)),
+  serve: flagsOf(Command.getUsage(serve))
+}
+
+/** The commands whose arguments are free text (a message). */
+const takesText = new Set(["chat", "extract", "vote"])
+
+/** A user's word quoted in a message: JSON-escaped, and cut short when long. */
+const quote = (word: string) => JSON.stringify(word.length > 60 ? `${word.slice(0, 60)}…` : word)
+
+const closest = (name: string, flags: Flags): string | undefined => {
+  const ranked = [...flags.keys(), ...builtInFlags.keys()]
+    .map((known) => [known, AutoCorrect.levensteinDistance(name.toLowerCase(), known, CliConfig.defaultConfig)] as const)
+    .filter(([, distance]) => distance <= 2)
+    .sort((a, b) => a[1] - b[1])
+  return ranked[0]?.[0]
+}
+
+/** Why `value` is no value of this kind (integer, float or one of "a | b"), if it is not. */
+const badValue = (flag: string, kind: string, value: string): string | undefined => {
+  if (kind === "integer") return /^[+-]?\d+$/.test(value) ? undefined : `${flag} expects an integer, got ${quote(value)}`
+  if (kind === "float") {
+    return /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(value) ? undefined : `${flag} expects a number, got ${quote(value)}`
+  }
+  // (a pseudo name replaces the kind: `file.json | json` is a description, not choices)
+  const choices = kind.split(" | ")
+  return choices.length < 2 || !choices.every((c) => /^[a-z0-9-]+$/.test(c)) || choices.includes(value.toLowerCase())
+    ? undefined
+    : `${flag} expects one of ${choices.join(", ")}, got ${quote(value)}`
+}
+
+/**
+ * What is wrong with a command line (the arguments after the executable) that
+ * @effect/cli would misreport: an unknown option (it says "Invalid subcommand",
+ * or takes the option as the message), an unknown command, an option without its
+ * value, a value that is not a number or not one of the choices. Undefined when
+ * none of these; anything else is left to @effect/cli. After `--` every word is text.
+ */
+export const checkCommandLine = (args: ReadonlyArray<string>): string | undefined => {
+  let current: string | undefined = undefined
+  for (let i = 0; i < args.length; i++) {
+    const word = args[i]!
+    if (word === "--") return undefined
+    const where = current === undefined ? "pagantic" : `pagantic ${current}`
+    if (/^--?[A-Za-z]/.test(word)) {
+      const equals = word.startsWith("--") ? word.indexOf("=") : -1
+      const name = equals < 0 ? word : word.slice(0, equals)
+      if (/\s/.test(name)) return `${quote(word)} reads as an option: put text that starts with "-" after -- (${where} -- ${quote(word)})`
+      const flags = current === undefined ? rootFlags : commandFlags[current]!
+      const takes = flags.get(name.toLowerCase()) ?? builtInFlags.get(name.toLowerCase())
+      if (takes === undefined) {
+        const suggestion = closest(name, flags)
+        return `unknown option ${quote(name).slice(1, -1)} for ${where}` +
+          (suggestion === undefined ? "" : ` (did you mean ${suggestion}?)`) +
+          `; see ${where} --help` +
+          (current !== undefined && takesText.has(current) ? `; text that starts with "-" goes after --` : "")
+      }
+      if (Option.isNone(takes)) continue
+      const value = equals < 0 ? args[++i] : word.slice(equals + 1)
+      if (value === undefined) return `${name} needs a value (${takes.value})`
+      const problem = badValue(name, takes.value, value)
+      if (problem !== undefined) return problem
+      continue
+    }
+    if (current === undefined) {
+      if (!(word in commandFlags)) return `unknown command ${quote(word)}: the commands are ${Object.keys(commandFlags).join(", ")}`
+      current = word
+    }
+  }
+  return undefined
+}
+
+// ---------------------------------------------------------------------------
+// Running
+// ---------------------------------------------------------------------------
+
+const ANSI_ESCAPE = /\x1b\[[0-9;]*[A-Za-z]/g
+
+/** A message as one line on a terminal: no escapes, no line breaks, no control characters, bounded. */
+const oneLine = (message: string): string => {
+  // eslint-disable-next-line no-control-regex
+  const flat = message.replace(ANSI_ESCAPE, "").replace(/\s*[\r\n]+\s*/g, " ").replace(/[\x00-\x1f\x7f]/g, "?").trim()
+  return flat.length > 1000 ? `${flat.slice(0, 1000)}…` : flat
+}
+
+/** What a ValidationError says, as plain text (its help document, without colours). */
+const validationMessage = (error: ValidationError.ValidationError): string => {
+  const text = oneLine(HelpDoc.toAnsiText(error.error)).replace(/^Expected to find option: '(.*)'$/, "missing option $1")
+  return text.length > 0 ? text : `invalid command line (${error._tag})`
+}
+
+/**
+ * @effect/cli prints through the Console: the help and version go to `io.write`,
+ * without colours unless `io.colors`; its error messages are dropped, since `run`
+ * prints every failure itself, on one line.
+ */
+const throughIo = (io: Io) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Console.consoleWith((base) =>
+    Console.withConsole(self, {
+      ...base,
+      log: (...args: ReadonlyArray<unknown>) => {
+        const text = `${args.map(String).join(" ")}\n`
+        return io.write(io.colors ? text : text.replace(ANSI_ESCAPE, ""))
+      },
+      error: () => Effect.void
+    })
+  )
+
+/**
+ * Runs the CLI on `process.argv`-style arguments. Every failure is printed on
+ * stderr as one line (`error: ...`) before the effect fails with it: a CliFailure,
+ * a ValidationError of @effect/cli, or a defect (as a CliFailure: an unexpected
+ * failure, without its stack). `--n` is accepted for vote's `-n` (@effect/cli
+ * spells one-letter options with one dash).
  */
 export const run = (argv: ReadonlyArray<string>) =>
-  Effect.tapError(cli(argv.map((arg) => (arg === "--n" ? "-n" : arg))), (error) =>
-    error._tag === "CliFailure" ? Effect.flatMap(CliIo, (io) => io.error(`error: ${error.message}`)) : Effect.void)
+  Effect.gen(function* () {
+    const io = yield* CliIo
+    const args = argv.map((arg) => (arg === "--n" ? "-n" : arg))
+    const problem = checkCommandLine(args.slice(2))
+    if (problem !== undefined) return yield* fail(problem)
+    return yield* cli(args).pipe(throughIo(io))
+  }).pipe(
+    Effect.catchAllDefect((defect) =>
+      Effect.fail(new CliFailure({ message: `unexpected failure: ${Cause.isCause(defect) ? Cause.pretty(defect) : defect instanceof Error ? defect.message : String(defect)}` }))
+    ),
+    Effect.tapError((error) =>
+      Effect.flatMap(CliIo, (io) =>
+        io.error(`error: ${oneLine(error._tag === "CliFailure" ? error.message : validationMessage(error))}`))
+    )
+  )
 
 export type RunError = CliFailure | ValidationError.ValidationError
