@@ -105,20 +105,6 @@ export interface Service {
 /** The constraint layer. */
 export class Constraint extends Context.Tag("pagantic/Constraint")<Constraint, Service>() {}
 
-/**
- * Checks a whole text against a GBNF grammar. Decoders that enforce the grammar
- * (llama.cpp) make a mismatch rare, but not impossible: an answer cut off by
- * maxTokens stops mid-grammar, and a remote engine may ignore the grammar. A
- * structured call that was given a grammar checks its reply with this service when
- * one is provided, and a mismatch is CONSTRAINT_GRAMMAR_REJECTED.
- */
-export interface GrammarCheckerService {
-  /**
-   * Whether `text` is a complete sentence of `grammar`. Fails with
-   * CONSTRAINT_GRAMMAR_REJECTED (not retryable) when the grammar itself does not parse.
-   */
-  readonly matches: (text: string, grammar: string) => Effect.Effect<boolean, ConstraintFailure>
-}
-
-/** The GBNF checker (optional: without it, grammar output is trusted to the decoder). */
-export class GrammarChecker extends Context.Tag("pagantic/GrammarChecker")<GrammarChecker, GrammarCheckerService>() {}
+// Transitional: the GrammarChecker moved to GrammarChecker.ts.
+export { GrammarChecker } from "./GrammarChecker.js"
+export type { Service as GrammarCheckerService } from "./GrammarChecker.js"

@@ -1,0 +1,59 @@
+/**
+ * Layer 10: observability, events.
+ *
+ * Every layer records what it did as events that carry the correlation context of
+ * the request (request_id always, session_id in chat, step_name in plans,
+ * tool_call_id for tools). The current correlation travels with the fiber
+ * (`currentCorrelation`), so a loop sets it once and every event below it is
+ * stamped. Spans come from `Effect.fn`/`Effect.withSpan` for OpenTelemetry.
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import type { Event } from "../domain/Event.js"
+import { CorrelationContext } from "../domain/System.js"
+
+/** The correlation context of the running fiber; events read it when recorded. */
+export const currentCorrelation: FiberRef.FiberRef<CorrelationContext> = FiberRef.unsafeMake(
+  new CorrelationContext({ requestId: "unscoped" })
+)
+
+export interface Service {
+  readonly record: (event: Event) => Effect.Effect<void>
+  /** False for a log that keeps nothing: `recordEvent` then does not even build the event. */
+  readonly enabled?: boolean
+  /** A copy of the events kept (a bounded log drops the oldest first), in the order recorded. */
+  readonly events: Effect.Effect<ReadonlyArray<Event>>
+}
+
+/** Records events. */
+export class EventLog extends Context.Tag("pagantic/EventLog")<EventLog, Service>() {}
+
+/** What every event is stamped with when recorded. */
+export interface EventBase {
+  readonly timestamp: number
+  readonly correlation: CorrelationContext
+}
+
+/**
+ * Records an event built from the current correlation and the Clock's time.
+ * Records nothing when no EventLog is in the context, so observability is opt-in.
+ */
+export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<void> =>
+  Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
+    log._tag === "None" || log.value.enabled === false
+      ? Effect.void
+      : Effect.flatMap(
+          Effect.zip(FiberRef.get(currentCorrelation), Clock.currentTimeMillis),
+          ([correlation, timestamp]) => log.value.record(build({ correlation, timestamp }))
+        )
+  )
+
+/** Runs `effect` with fields of the correlation context replaced. */
+export const withCorrelation =
+  (fields: Partial<CorrelationContext>) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(FiberRef.get(currentCorrelation), (current) =>
+      Effect.locally(effect, currentCorrelation, new CorrelationContext({ ...current, ...fields }, true))
+    )
