@@ -7,9 +7,10 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -564,6 +565,16 @@ describe("Cli: bad input (in process)", () => {
       expect(run.err).toEqual(["error: unexpected failure: native crash at somewhere (file.ts:1:1)"])
     }))
 
+  it.effect("--wizard, whose prompts are drawn in colour, is refused where colours are not allowed (it hung or failed silently)", () =>
+    Effect.gen(function* () {
+      expect(yield* refused(["--wizard"])).toBe(
+        "error: --wizard needs a terminal that allows colours (standard output a terminal, NO_COLOR unset)"
+      )
+      // after --, it is text
+      const text = yield* runCli(["chat", "--", "--wizard"], { script: [ScriptedEngine.reply("ok")] })
+      expect(text.requests[0]!.messages.at(-1)).toMatchObject({ content: "--wizard" })
+    }))
+
   it.effect("help is plain text unless colours are allowed (a terminal, NO_COLOR unset)", () =>
     Effect.gen(function* () {
       for (const args of [["--help"], ["chat", "--help"], ["serve", "-h"]]) {
@@ -584,36 +595,35 @@ describe("Cli.serveOptions: each flag given wins, the rest from the environment"
       Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
     )
 
-  it.effect("--host without --port: the host is honoured, the port from PAGANTIC_PORT or Http's default", () =>
+  it.effect("--host without --port: the host is honoured, the port from PAGANTIC_PORT, else 8080", () =>
     Effect.gen(function* () {
-      expect(yield* resolve({ host: "0.0.0.0" }, {})).toEqual({ host: "0.0.0.0" })
-      expect(yield* resolve({ host: "0.0.0.0" }, { PAGANTIC_PORT: "9090", PAGANTIC_HOST: "127.0.0.1" })).toEqual({
+      expect(yield* resolve({ host: "0.0.0.0" }, {})).toMatchObject({ host: "0.0.0.0", port: 8080 })
+      expect(yield* resolve({ host: "0.0.0.0" }, { PAGANTIC_PORT: "9090", PAGANTIC_HOST: "127.0.0.1" })).toMatchObject({
         host: "0.0.0.0",
         port: 9090
       })
     }))
 
-  it.effect("--port without --host: the host from PAGANTIC_HOST; the body limit and time limit from the environment", () =>
+  it.effect("--port without --host: the host from PAGANTIC_HOST, the rest (limits, key) from the environment", () =>
     Effect.gen(function* () {
-      expect(
-        yield* resolve({ port: 0 }, {
-          PAGANTIC_HOST: "::1",
-          PAGANTIC_PORT: "9090",
-          PAGANTIC_MAX_BODY_BYTES: "2048",
-          PAGANTIC_REQUEST_TIMEOUT: "90 seconds"
-        })
-      ).toEqual({ port: 0, host: "::1", maxBodyBytes: 2048, requestTimeout: Duration.seconds(90) })
-      expect(yield* resolve({}, {})).toEqual({})
+      const options = yield* resolve({ port: 0 }, {
+        PAGANTIC_HOST: "::1",
+        PAGANTIC_PORT: "9090",
+        PAGANTIC_MAX_BODY_BYTES: "2048",
+        PAGANTIC_REQUEST_TIMEOUT: "90 seconds",
+        PAGANTIC_API_KEY: "secret"
+      })
+      expect(options).toMatchObject({ port: 0, host: "::1", maxBodyBytes: 2048, requestTimeout: Duration.seconds(90) })
+      expect(options.apiKey === undefined ? undefined : Redacted.value(options.apiKey)).toBe("secret")
+      expect(yield* resolve({}, {})).toMatchObject({ port: 8080, host: "127.0.0.1" })
     }))
 
-  it.effect("a bad environment is a clear failure", () =>
+  it.effect("both flags win over the environment", () =>
     Effect.gen(function* () {
-      const port = yield* Effect.flip(resolve({}, { PAGANTIC_PORT: "70000" }))
-      expect(port).toMatchObject({ _tag: "CliFailure", message: "PAGANTIC_PORT must be from 0 to 65535, got 70000" })
-      const host = yield* Effect.flip(resolve({}, { PAGANTIC_HOST: " " }))
-      expect(host).toMatchObject({ _tag: "CliFailure", message: "PAGANTIC_HOST is empty" })
-      const notNumber = yield* Effect.flip(resolve({ host: "127.0.0.1" }, { PAGANTIC_PORT: "http" }))
-      expect(notNumber._tag).not.toBe("CliFailure")
+      expect(yield* resolve({ port: 1234, host: "localhost" }, { PAGANTIC_PORT: "9090", PAGANTIC_HOST: "::1" })).toMatchObject({
+        port: 1234,
+        host: "localhost"
+      })
     }))
 })
 
@@ -689,6 +699,38 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(piped.stdout).not.toContain("\x1b")
     expect(error.stderr).toBe(`error: --threads expects an integer, got "x"\n`)
   }, 100_000)
+
+  // 127.0.0.2 is loopback on Linux (not on macOS): a host other than the default, without leaving the machine
+  it.runIf(process.platform === "linux")("serve --host without --port listens on that host (the port from PAGANTIC_PORT)", async () => {
+    const child = spawn(process.execPath, [launcher, "serve", "--host", "127.0.0.2"], {
+      cwd: root,
+      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const address = await new Promise<string>((resolve, reject) => {
+        let output = ""
+        const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
+        const read = (chunk: Buffer) => {
+          output += chunk.toString()
+          const match = /Listening on (http:\/\/\S+)/.exec(output)
+          if (match !== null) {
+            clearTimeout(timer)
+            resolve(match[1]!)
+          }
+        }
+        child.stdout.on("data", read)
+        child.stderr.on("data", read)
+        child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
+      })
+      expect(address).toMatch(/^http:\/\/127\.0\.0\.2:\d+$/)
+      // it answers there (what it answers is the HTTP adapter's business)
+      const health = await fetch(`${address}/health`)
+      expect(health.status).toBeGreaterThanOrEqual(200)
+    } finally {
+      child.kill("SIGTERM")
+    }
+  }, 60_000)
 
   it("a schema file that is not JSON: exit 1 with a clear message", async () => {
     const file = tempFile("schema.json", "sentiment: positive | negative")

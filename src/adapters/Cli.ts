@@ -812,36 +812,18 @@ export interface ServeFlags {
   readonly host: Option.Option<string>
 }
 
+/** The flags given, as overrides of the server's configuration (the flags not given are undefined). */
+const serveOverrides = (flags: ServeFlags): Http.Options => ({
+  port: Option.getOrUndefined(flags.port),
+  host: Option.getOrUndefined(flags.host)
+})
+
 /**
- * The server's options: each flag given wins, the others come from the
- * environment as `Http.layerConfig` reads it (PAGANTIC_PORT, PAGANTIC_HOST,
- * PAGANTIC_MAX_BODY_BYTES, PAGANTIC_REQUEST_TIMEOUT); what neither sets is left to
- * `Http.layer`'s defaults (127.0.0.1:8080).
+ * The options `serve` listens with: each flag given wins, the others come from the
+ * environment (PAGANTIC_PORT, PAGANTIC_HOST, PAGANTIC_API_KEY, ...) or the
+ * defaults, as `Http.optionsConfig` reads them.
  */
-export const serveOptions = (flags: ServeFlags): Effect.Effect<Http.Options, CliFailure | ConfigError.ConfigError> =>
-  Effect.gen(function* () {
-    const env = yield* Config.all({
-      port: Config.option(Config.integer("PAGANTIC_PORT")),
-      host: Config.option(Config.string("PAGANTIC_HOST")),
-      maxBodyBytes: Config.option(Config.integer("PAGANTIC_MAX_BODY_BYTES")),
-      requestTimeout: Config.option(Config.duration("PAGANTIC_REQUEST_TIMEOUT"))
-    })
-    const port = Option.orElse(flags.port, () => env.port)
-    const host = Option.orElse(flags.host, () => env.host)
-    // (the flags are checked when parsed)
-    if (Option.isSome(port) && !(port.value >= 0 && port.value <= 65535)) {
-      return yield* fail(`PAGANTIC_PORT must be from 0 to 65535, got ${port.value}`)
-    }
-    if (Option.isSome(host) && host.value.trim().length === 0) {
-      return yield* fail("PAGANTIC_HOST is empty")
-    }
-    return {
-      ...(Option.isSome(port) ? { port: port.value } : {}),
-      ...(Option.isSome(host) ? { host: host.value } : {}),
-      ...(Option.isSome(env.maxBodyBytes) ? { maxBodyBytes: env.maxBodyBytes.value } : {}),
-      ...(Option.isSome(env.requestTimeout) ? { requestTimeout: env.requestTimeout.value } : {})
-    }
-  })
+export const serveOptions = (flags: ServeFlags): Config.Config<Http.Options> => Http.optionsConfig(serveOverrides(flags))
 
 const serve = Command.make(
   "serve",
@@ -860,14 +842,11 @@ const serve = Command.make(
     Effect.gen(function* () {
       const engines = yield* CliEngine
       const settings = yield* settingsOf(args)
-      const options = yield* serveOptions(args)
       // the engine as it is (not the recording one): a server runs for long
-      return yield* Http.serve(Live.layer({ engine: engines.make(settings) }), options)
+      return yield* Http.serve(Live.layer({ engine: engines.make(settings) }), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
-        e._tag === "CliFailure"
-          ? e
-          : e._tag === "ServeError"
+        e._tag === "ServeError"
           ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` })
           : fromLayerFailure(e)
       )
@@ -1018,6 +997,14 @@ const validationMessage = (error: ValidationError.ValidationError): string => {
   return text.length > 0 ? text : `invalid command line (${error._tag})`
 }
 
+/** What a failure of `run` says (whatever reaches here: @effect/cli's prompts fail with errors of their own). */
+const failureMessage = (error: unknown): string =>
+  error instanceof CliFailure
+    ? error.message
+    : ValidationError.isValidationError(error)
+    ? validationMessage(error)
+    : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`
+
 /**
  * @effect/cli prints through the Console: the help and version go to `io.write`,
  * without colours unless `io.colors`; its error messages are dropped, since `run`
@@ -1048,15 +1035,17 @@ export const run = (argv: ReadonlyArray<string>) =>
     const args = argv.map((arg) => (arg === "--n" ? "-n" : arg))
     const problem = checkCommandLine(args.slice(2))
     if (problem !== undefined) return yield* fail(problem)
+    // the wizard's prompts are drawn with ANSI escapes, whatever NO_COLOR says
+    const options = args.slice(2, args.includes("--") ? args.indexOf("--") : undefined)
+    if (!io.colors && options.some((word) => word.toLowerCase() === "--wizard")) {
+      return yield* fail("--wizard needs a terminal that allows colours (standard output a terminal, NO_COLOR unset)")
+    }
     return yield* cli(args).pipe(throughIo(io))
   }).pipe(
     Effect.catchAllDefect((defect) =>
       Effect.fail(new CliFailure({ message: `unexpected failure: ${Cause.isCause(defect) ? Cause.pretty(defect) : defect instanceof Error ? defect.message : String(defect)}` }))
     ),
-    Effect.tapError((error) =>
-      Effect.flatMap(CliIo, (io) =>
-        io.error(`error: ${oneLine(error._tag === "CliFailure" ? error.message : validationMessage(error))}`))
-    )
+    Effect.tapError((error) => Effect.flatMap(CliIo, (io) => io.error(`error: ${oneLine(failureMessage(error))}`)))
   )
 
 export type RunError = CliFailure | ValidationError.ValidationError
