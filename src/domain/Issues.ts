@@ -63,3 +63,13 @@ export const describe = (
     return `${where}: ${messages.map((m) => plain(m)).join("; ")}`
   }).slice(0, maxIssues)
 }
+
+const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
+
+/** Renders a path as `$.a.b[0]["odd key"]`. */
+export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
+  path.reduce<string>((acc, key) => {
+    if (typeof key === "number") return `${acc}[${key}]`
+    const name = String(key)
+    return identifier.test(name) ? `${acc}.${name}` : `${acc}[${JSON.stringify(name)}]`
+  }, "$")

@@ -167,3 +167,64 @@ export const fromSchema = <A, I, R>(schema: Schema.Schema<A, I, R>): JsonSchema 
   return convert(root, asRecord(root.$defs) ?? {}, new Set())
 }
 
+// ---------------------------------------------------------------------------
+// JSON Schema subset -> Effect Schema
+// ---------------------------------------------------------------------------
+
+const enumSchema = (members: ReadonlyArray<string>): Schema.Schema<string> => {
+  const allowed = members.map((m) => JSON.stringify(m)).join(" | ")
+  return Schema.String.pipe(
+    Schema.filter((s) => members.includes(s) || `Expected one of ${allowed}, actual ${JSON.stringify(s)}`)
+  )
+}
+
+/** Any JSON value; only absence (undefined, which JSON cannot hold) is rejected. */
+const present = Schema.Unknown.pipe(Schema.filter((u) => u !== undefined))
+
+const impliedType = (schema: JsonSchema): JsonSchemaType | undefined => {
+  if (schema.type !== undefined) return schema.type
+  if (schema.properties !== undefined) return "object"
+  if (schema.items !== undefined) return "array"
+  return undefined
+}
+
+/**
+ * The Effect Schema a JSON Schema of the subset describes: the one validator for
+ * raw schemas (from HTTP requests). Objects keep properties they do not name;
+ * enums are string literals; `description` becomes an annotation.
+ */
+export const toEffectSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
+  const base = ((): Schema.Schema<any> => {
+    if (schema.enum !== undefined) return enumSchema(schema.enum)
+    switch (impliedType(schema)) {
+      case "object": {
+        const required = new Set(schema.required ?? [])
+        const fields: Record<string, Schema.Schema<any> | Schema.PropertySignature.Any> = {}
+        for (const [key, sub] of Object.entries(schema.properties ?? {})) {
+          const field = toEffectSchema(sub)
+          fields[key] = required.has(key) ? field : Schema.optional(field)
+        }
+        for (const key of required) {
+          if (!(key in fields)) fields[key] = present
+        }
+        // JSON Schema allows properties it does not name; keep them.
+        return Schema.Struct(fields as Record<string, typeof Schema.Unknown>, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+      }
+      case "array":
+        return Schema.Array(schema.items === undefined ? Schema.Unknown : toEffectSchema(schema.items))
+      case "string":
+        return Schema.String
+      case "number":
+        return Schema.Number
+      case "integer":
+        return Schema.Int
+      case "boolean":
+        return Schema.Boolean
+      case "null":
+        return Schema.Null
+      case undefined:
+        return Schema.Unknown
+    }
+  })()
+  return schema.description === undefined ? base : base.annotations({ description: schema.description })
+}

@@ -12,8 +12,9 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { jsonrepair } from "jsonrepair"
 import { ConstraintFailure } from "../domain/Failure.js"
-import type { JsonSchema, JsonSchemaType } from "../domain/JsonSchema.js"
-import { fromSchema } from "../domain/JsonSchema.js"
+import type { JsonSchema } from "../domain/JsonSchema.js"
+import * as Issues from "../domain/Issues.js"
+import { fromSchema, toEffectSchema } from "../domain/JsonSchema.js"
 import type { Enforced, EnforceOptions, OutputSchema, Repaired, RequestConstraints, Service, Target } from "../services/Constraint.js"
 import { Constraint, isEffectSchema } from "../services/Constraint.js"
 
@@ -21,15 +22,8 @@ import { Constraint, isEffectSchema } from "../services/Constraint.js"
 // Paths and violations
 // ---------------------------------------------------------------------------
 
-const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/
-
-/** Renders a path as `$.a.b[0]["odd key"]`. */
-export const formatPath = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((acc, key) => {
-    if (typeof key === "number") return `${acc}[${key}]`
-    const name = String(key)
-    return identifier.test(name) ? `${acc}.${name}` : `${acc}[${JSON.stringify(name)}]`
-  }, "$")
+/** Renders a path as `$.a.b[0]["odd key"]` (see `Issues.formatPath`). */
+export const formatPath = Issues.formatPath
 
 const expectedActual = /^Expected (.*), actual (.*)$/s
 
@@ -208,58 +202,8 @@ const unrecognizedEnums = (
 // JSON Schema subset -> Effect Schema
 // ---------------------------------------------------------------------------
 
-const enumSchema = (members: ReadonlyArray<string>): Schema.Schema<string> => {
-  const allowed = members.map((m) => JSON.stringify(m)).join(" | ")
-  return Schema.String.pipe(
-    Schema.filter((s) => members.includes(s) || `Expected one of ${allowed}, actual ${JSON.stringify(s)}`)
-  )
-}
-
-/** Any JSON value; only absence (undefined, which JSON cannot hold) is rejected. */
-const present = Schema.Unknown.pipe(Schema.filter((u) => u !== undefined))
-
-const impliedType = (schema: JsonSchema): JsonSchemaType | undefined => {
-  if (schema.type !== undefined) return schema.type
-  if (schema.properties !== undefined) return "object"
-  if (schema.items !== undefined) return "array"
-  return undefined
-}
-
-export const fromJsonSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
-  const base = ((): Schema.Schema<any> => {
-    if (schema.enum !== undefined) return enumSchema(schema.enum)
-    switch (impliedType(schema)) {
-      case "object": {
-        const required = new Set(schema.required ?? [])
-        const fields: Record<string, Schema.Schema<any> | Schema.PropertySignature.Any> = {}
-        for (const [key, sub] of Object.entries(schema.properties ?? {})) {
-          const field = fromJsonSchema(sub)
-          fields[key] = required.has(key) ? field : Schema.optional(field)
-        }
-        for (const key of required) {
-          if (!(key in fields)) fields[key] = present
-        }
-        // JSON Schema allows properties it does not name; keep them.
-        return Schema.Struct(fields as Record<string, typeof Schema.Unknown>, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
-      }
-      case "array":
-        return Schema.Array(schema.items === undefined ? Schema.Unknown : fromJsonSchema(schema.items))
-      case "string":
-        return Schema.String
-      case "number":
-        return Schema.Number
-      case "integer":
-        return Schema.Int
-      case "boolean":
-        return Schema.Boolean
-      case "null":
-        return Schema.Null
-      case undefined:
-        return Schema.Unknown
-    }
-  })()
-  return schema.description === undefined ? base : base.annotations({ description: schema.description })
-}
+/** The Effect Schema a JSON Schema of the subset describes (see `JsonSchema.toEffectSchema`). */
+export const fromJsonSchema = (schema: JsonSchema): Schema.Schema<unknown> => toEffectSchema(schema)
 
 // ---------------------------------------------------------------------------
 // Effect Schema -> JSON Schema subset

@@ -20,13 +20,13 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { ConstraintFailure, OrchestrationFailure } from "../domain/Failure.js"
+import { formatPath } from "../domain/Issues.js"
 import * as Message from "../domain/Message.js"
 import * as Plan from "../domain/Plan.js"
 import type { SystemRequest } from "../domain/System.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import type { Service } from "../services/Planner.js"
 import { Planner } from "../services/Planner.js"
-import { formatPath } from "./Constraint.js"
 
 /** The content of the last user message of a request ("" when there is none). */
 export const lastUserContent = (request: SystemRequest): string => {

@@ -13,10 +13,11 @@ import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ValidationFailure } from "../domain/Failure.js"
+import { formatPath } from "../domain/Issues.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
+import { toEffectSchema } from "../domain/JsonSchema.js"
 import type { CheckResult, Rule, Service } from "../services/Validator.js"
 import { report, RuleResult, Validator } from "../services/Validator.js"
-import { formatPath, fromJsonSchema } from "./Constraint.js"
 
 const parseJson = Schema.decodeUnknownEither(Schema.parseJson())
 
@@ -24,7 +25,7 @@ const parseJson = Schema.decodeUnknownEither(Schema.parseJson())
 export const schemaViolations = (text: string, schema: JsonSchema): ReadonlyArray<string> => {
   const json = parseJson(text)
   if (Either.isLeft(json)) return ["$: not valid JSON"]
-  const decoded = Schema.decodeUnknownEither(fromJsonSchema(schema), { errors: "all" })(json.right)
+  const decoded = Schema.decodeUnknownEither(toEffectSchema(schema), { errors: "all" })(json.right)
   if (Either.isRight(decoded)) return []
   return ParseResult.ArrayFormatter.formatErrorSync(decoded.left).map((i) => `${formatPath(i.path)}: ${i.message}`)
 }

@@ -424,8 +424,6 @@ export type HandlersContext<H extends ReadonlyArray<StepHandler>> = H[number] ex
 // Implementation
 // ---------------------------------------------------------------------------
 
-const pathText = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>((acc, k) => (typeof k === "number" ? `${acc}[${k}]` : `${acc}.${String(k)}`), "$")
 
 const mismatch = (
   step: Plan.Step,
@@ -443,7 +441,7 @@ const mismatch = (
       type: step.type,
       side,
       issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
-        path: pathText(i.path),
+        path: Issues.formatPath(i.path),
         message: Text.excerpt(i.message, 200)
       }))
     }
