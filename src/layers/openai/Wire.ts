@@ -9,8 +9,10 @@
  * the engine in ../OpenAiEngine.ts does the HTTP, the retries and the timing.
  */
 import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { InferenceFailure } from "../../domain/Failure.js"
+import * as Issues from "../../domain/Issues.js"
 import type { JsonSchema } from "../../domain/JsonSchema.js"
 import type { Message } from "../../domain/Message.js"
 import { ToolCall } from "../../domain/Message.js"
@@ -153,6 +155,10 @@ const WireChunk = Schema.Struct({
 const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(WireCompletion))
 const decodeChunk = Schema.decodeUnknownEither(Schema.parseJson(WireChunk))
 
+/** Why a reply does not decode, in plain words (the first problems, never the schema's tree). */
+const reasonOf = (error: ParseResult.ParseError, expected: string): string =>
+  Issues.describe(error, expected, "the reply").slice(0, 3).join("; ")
+
 // ---------------------------------------------------------------------------
 // Response -> InferenceResult
 // ---------------------------------------------------------------------------
@@ -258,7 +264,7 @@ export const parseCompletion = (
   Either.gen(function*() {
     const completion = yield* Either.mapLeft(
       decodeCompletion(text),
-      (error) => malformed("the engine's reply is not a chat completion", text, { reason: error.message.slice(0, 300) })
+      (error) => malformed("the engine's reply is not a chat completion", text, { reason: reasonOf(error, "a chat completion") })
     )
     const choice = completion.choices[0]
     const toolCalls = yield* toToolCalls((choice.message.tool_calls ?? []).map((call) => ({
@@ -330,7 +336,10 @@ export class StreamAccumulator {
     return Either.flatMap(
       Either.mapLeft(
         decodeChunk(payload),
-        (error) => malformed("a streamed event is not a chat-completion chunk", payload, { reason: error.message.slice(0, 300) })
+        (error) =>
+          malformed("a streamed event is not a chat-completion chunk", payload, {
+            reason: reasonOf(error, "a chat-completion chunk")
+          })
       ),
       (chunk): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> => {
         if (chunk.error !== undefined && chunk.error !== null) return Either.left(this.onErrorPayload(payload))
