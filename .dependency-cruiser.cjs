@@ -4,6 +4,10 @@
  *   services import only domain
  *   layers   import services and domain, never programs or adapters
  *   programs import services and domain, never layers or adapters
+ *   layers   do not import each other (each implements one concept; a consumer
+ *            defines the small interface it needs): a layer file imports only its
+ *            own folder (llama/, openai/, tools/); the one exception is the
+ *            observe band, whose OpenTelemetry layer builds on the in-memory one
  *   adapters may compose everything
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
@@ -36,6 +40,20 @@ module.exports = {
       severity: "error",
       from: { path: "^src/layers/" },
       to: { path: "^src/(programs|adapters)/" }
+    },
+    {
+      name: "layers-apart",
+      comment: "a layer does not import another layer (the middle band stays apart): only its own folder",
+      severity: "error",
+      from: { path: "^src/layers/([^/]+)\\.ts$", pathNot: "^src/layers/Telemetry\\.ts$" },
+      to: { path: "^src/layers/", pathNot: "^src/layers/(llama|openai|tools)/" }
+    },
+    {
+      name: "layers-apart-observe",
+      comment: "the OpenTelemetry layer may build on the in-memory observe layer, on nothing else",
+      severity: "error",
+      from: { path: "^src/layers/Telemetry\\.ts$" },
+      to: { path: "^src/layers/", pathNot: "^src/layers/(Observe|InMemoryObserve)\\.ts$" }
     },
     {
       name: "programs-never-import-layers",

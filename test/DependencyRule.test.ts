@@ -50,6 +50,23 @@ describe("dependency rule", () => {
     expect(result.ok).toBe(true)
   })
 
+  it("fails when a layer imports another layer (the middle band stays apart)", async () => {
+    const result = await cruise({
+      ...base,
+      "src/layers/Validator.ts": `import { L } from "./Live.js"\nexport const V = L\n`
+    })
+    expect(result.ok).toBe(false)
+    expect(result.output).toContain("layers-apart")
+    // a layer's own folder is fine
+    const own = await cruise({
+      ...base,
+      "src/layers/llama/Part.ts": `export const part = 1\n`,
+      "src/layers/Live.ts": `import { E } from "../services/Engine.js"\nimport { part } from "./llama/Part.js"\nexport const L = [E, part]\n`
+    })
+    expect(own.output).not.toContain("error")
+    expect(own.ok).toBe(true)
+  })
+
   it("fails when a program imports a layer", async () => {
     const result = await cruise({
       ...base,
