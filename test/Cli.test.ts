@@ -506,6 +506,7 @@ describe("Cli: bad input (in process)", () => {
         [["--threads=1.5", "chat", "hi"], `--threads expects an integer, got "1.5"`],
         [["chat", "hi", "--threads"], "--threads needs a value (integer)"],
         [["chat", "--max-tokens", "0", "hi"], "--max-tokens must be at least 1, got 0"],
+        [["chat", "--max-tokens", "99999999999999999999", "hi"], `--max-tokens is out of range, got "99999999999999999999"`],
         [["extract", "--schema", sentimentSchema, "--max-tokens", "-3", "t"], "--max-tokens must be at least 1, got -3"],
         [["chat", "--temperature", "abc", "hi"], `--temperature expects a number, got "abc"`],
         [["chat", "--temperature", "NaN", "hi"], `--temperature expects a number, got "NaN"`],

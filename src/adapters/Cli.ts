@@ -926,7 +926,13 @@ const closest = (name: string, flags: Flags): string | undefined => {
 
 /** Why `value` is no value of this kind (integer, float or one of "a | b"), if it is not. */
 const badValue = (flag: string, kind: string, value: string): string | undefined => {
-  if (kind === "integer") return /^[+-]?\d+$/.test(value) ? undefined : `${flag} expects an integer, got ${quote(value)}`
+  if (kind === "integer") {
+    return !/^[+-]?\d+$/.test(value)
+      ? `${flag} expects an integer, got ${quote(value)}`
+      : Number.isSafeInteger(Number(value))
+      ? undefined
+      : `${flag} is out of range, got ${quote(value)}`
+  }
   if (kind === "float") {
     return /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(value) ? undefined : `${flag} expects a number, got ${quote(value)}`
   }
