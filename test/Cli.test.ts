@@ -492,9 +492,9 @@ describe("Cli: bad input (in process)", () => {
 
   it.effect("after --, words that look like options are the message", () =>
     Effect.gen(function* () {
-      const run = yield* runCli(["chat", "--", "--json", "-x marks the spot"], { script: [ScriptedEngine.reply("ok")] })
+      const run = yield* runCli(["chat", "--", "--json", "--n", "-x marks the spot"], { script: [ScriptedEngine.reply("ok")] })
       expect(Exit.isSuccess(run.exit)).toBe(true)
-      expect(run.requests[0]!.messages.at(-1)).toMatchObject({ role: "user", content: "--json -x marks the spot" })
+      expect(run.requests[0]!.messages.at(-1)).toMatchObject({ role: "user", content: "--json --n -x marks the spot" })
     }))
 
   it.effect("numeric flags: not a number, out of range, or missing their value, each named", () =>

@@ -27,7 +27,6 @@ import type * as Usage from "@effect/cli/Usage"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as FileSystem from "@effect/platform/FileSystem"
 import type * as PlatformError from "@effect/platform/Error"
-import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -992,7 +991,6 @@ const ANSI_ESCAPE = /\x1b\[[0-9;]*[A-Za-z]/g
 
 /** A message as one line on a terminal: no escapes, no line breaks, no control characters, bounded. */
 const oneLine = (message: string): string => {
-  // eslint-disable-next-line no-control-regex
   const flat = message.replace(ANSI_ESCAPE, "").replace(/\s*[\r\n]+\s*/g, " ").replace(/[\x00-\x1f\x7f]/g, "?").trim()
   return flat.length > 1000 ? `${flat.slice(0, 1000)}…` : flat
 }
@@ -1038,18 +1036,18 @@ const throughIo = (io: Io) => <A, E, R>(self: Effect.Effect<A, E, R>) =>
 export const run = (argv: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const io = yield* CliIo
-    const args = argv.map((arg) => (arg === "--n" ? "-n" : arg))
+    const end = argv.includes("--") ? argv.indexOf("--") : argv.length
+    const args = argv.map((arg, i) => (arg === "--n" && i < end ? "-n" : arg))
     const problem = checkCommandLine(args.slice(2))
     if (problem !== undefined) return yield* fail(problem)
     // the wizard's prompts are drawn with ANSI escapes, whatever NO_COLOR says
-    const options = args.slice(2, args.includes("--") ? args.indexOf("--") : undefined)
-    if (!io.colors && options.some((word) => word.toLowerCase() === "--wizard")) {
+    if (!io.colors && args.slice(2, end).some((word) => word.toLowerCase() === "--wizard")) {
       return yield* fail("--wizard needs a terminal that allows colours (standard output a terminal, NO_COLOR unset)")
     }
     return yield* cli(args).pipe(throughIo(io))
   }).pipe(
     Effect.catchAllDefect((defect) =>
-      Effect.fail(new CliFailure({ message: `unexpected failure: ${Cause.isCause(defect) ? Cause.pretty(defect) : defect instanceof Error ? defect.message : String(defect)}` }))
+      Effect.fail(new CliFailure({ message: `unexpected failure: ${defect instanceof Error ? defect.message : String(defect)}` }))
     ),
     Effect.tapError((error) => Effect.flatMap(CliIo, (io) => io.error(`error: ${oneLine(failureMessage(error))}`)))
   )
