@@ -25,7 +25,7 @@ import { Engine } from "../src/services/Engine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as Loopback from "./support/loopback.js"
-import { chatRequest, post, serve } from "./support/server.js"
+import { chatRequest, post, send, serve } from "./support/server.js"
 
 // ---------------------------------------------------------------------------
 // Fixtures
@@ -165,6 +165,27 @@ describe("INFERENCE_CONTEXT_EXCEEDED from a prompt longer than the context", () 
         expect(chat.json.error).toMatchObject({ code: "INFERENCE_CONTEXT_EXCEEDED", type: "invalid_request_error" })
         // one engine call per request: no retry of a failure that cannot change
         expect(engine.requests).toHaveLength(2)
+
+        // a streamed request fails before its first byte: still a JSON error with its status
+        const streamed = yield* send(`${url}/v1/chat/completions`, {
+          body: JSON.stringify({ messages: [{ role: "user", content: TOO_LONG }], stream: true })
+        })
+        expect(streamed.status).toBe(422)
+        expect(streamed.headers.get("content-type")).toContain("application/json")
+        expect(streamed.json.error.code).toBe("INFERENCE_CONTEXT_EXCEEDED")
+
+        // the other loops: SpecializedLoop, RedundantLoop, a plan's infer step
+        const schema = { type: "object", properties: { sentiment: { type: "string", enum: ["positive", "negative"] } } }
+        const others = [
+          { mode: "structured", messages: [{ role: "user", content: TOO_LONG }], output: { schema } },
+          { mode: "redundant", messages: [{ role: "user", content: TOO_LONG }], output: { schema }, redundancy: { n: 3 } },
+          { mode: "plan", messages: [], plan: { steps: [{ name: "a", type: "infer", input: TOO_LONG }] } }
+        ]
+        for (const body of others) {
+          const res = yield* post(`${url}/v1/run`, body)
+          expect(res.status, `${body.mode}: ${res.text.slice(0, 300)}`).toBe(422)
+          expect(res.json.error.code).toBe("INFERENCE_CONTEXT_EXCEEDED")
+        }
       })
     ).pipe(Effect.timeout("25 seconds"), Effect.orDie), 30_000)
 
@@ -222,6 +243,15 @@ describe("a tool call cut off by max_tokens on the bundled model", () => {
         }
         expect([...statuses]).toEqual([200])
         expect(reasons.has("length")).toBe(true)
+
+        // streamed: the same cut is a finish chunk with finish_reason length
+        const streamed = yield* send(`${url}/v1/chat/completions`, {
+          body: JSON.stringify({ messages: [{ role: "user", content: "What is 12 + 7?" }], max_tokens: 4, temperature: 0, stream: true })
+        })
+        expect(streamed.status).toBe(200)
+        const chunks = streamed.text.split("\n").filter((line) => line.startsWith("data: {")).map((line) => JSON.parse(line.slice(6)))
+        expect(chunks.some((c) => c.error !== undefined)).toBe(false)
+        expect(chunks.at(-1).choices[0].finish_reason).toBe("length")
 
         const run = yield* post(`${url}/v1/run`, chatRequest("What is 12 + 7?", { hints: { maxTokens: 4, temperature: 0 } }))
         expect(run.status, run.text.slice(0, 300)).toBe(200)
