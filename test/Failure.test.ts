@@ -96,4 +96,53 @@ describe("Failure taxonomy", () => {
     expect(Failure.isRetryable(Failure.InferenceFailure.contextExceeded("x"))).toBe(false)
     expect(Failure.isRetryable(new Error("x"))).toBe(false)
   })
+
+  it("one constructor per code, each with the code's retryability from the table", () => {
+    const F = Failure
+    const built: ReadonlyArray<Failure.Failure> = [
+      F.InferenceFailure.engineError("x"),
+      F.InferenceFailure.modelUnavailable("x"),
+      F.InferenceFailure.contextExceeded("x"),
+      F.InferenceFailure.malformed("x"),
+      F.ToolFailure.notFound("t", "x"),
+      F.ToolFailure.executionFailed("t", "x", { retryable: false }),
+      F.ToolFailure.timeout("t", "x", { retryable: true }),
+      F.ToolFailure.unavailable("t", "x", { retryable: false }),
+      F.ConstraintFailure.grammarRejected("x"),
+      F.ConstraintFailure.schemaInvalid("x"),
+      F.ConstraintFailure.jsonInvalid("x"),
+      F.ConstraintFailure.enumUnrecognized("x"),
+      F.ValidationFailure.ruleFailed("x"),
+      F.ValidationFailure.semanticFailed("x"),
+      F.OrchestrationFailure.stepMismatch("x"),
+      F.OrchestrationFailure.iterationLimit("x"),
+      F.OrchestrationFailure.noConsensus("x"),
+      F.OrchestrationFailure.defect("x"),
+      F.ConfigurationFailure.noEngine("x"),
+      F.ConfigurationFailure.schemaRequired("x"),
+      F.ConfigurationFailure.grammarNotFound("x"),
+      F.ConfigurationFailure.invalidRequest("x"),
+      F.Cancellation.timeout("x"),
+      F.Cancellation.signal("x")
+    ]
+    // every code has exactly one constructor
+    expect(new Set(built.map((f) => f.code))).toEqual(new Set(Object.keys(F.categoryOfCode)))
+    for (const failure of built) {
+      const rule = F.retryabilityOfCode[failure.code]
+      if (rule !== "caller") expect(failure.retryable, failure.code).toBe(rule === "always")
+      expect(F.categoryOfCode[failure.code]).toBe(failure._tag)
+    }
+    // the caller decides where the table says so
+    expect(F.ToolFailure.executionFailed("t", "x", { retryable: true }).retryable).toBe(true)
+    expect(F.ToolFailure.executionFailed("t", "x", { retryable: false }).retryable).toBe(false)
+    // pinned: the seeds' rule that a failure the model must fix is re-asked, a configuration never retried
+    expect(F.retryabilityOfCode).toMatchObject({
+      CONSTRAINT_GRAMMAR_REJECTED: "always",
+      CONSTRAINT_JSON_INVALID: "always",
+      TOOL_NOT_FOUND: "never",
+      INFERENCE_CONTEXT_EXCEEDED: "never",
+      CONFIG_INVALID_REQUEST: "never",
+      CANCELLED_SIGNAL: "never"
+    })
+  })
 })

@@ -76,6 +76,41 @@ export const FailureCategory = Schema.Literal(
 export type FailureCategory = typeof FailureCategory.Type
 
 // ---------------------------------------------------------------------------
+// Constructor fields
+// ---------------------------------------------------------------------------
+
+/** What every constructor may add. */
+export interface Extra {
+  readonly details?: Record<string, unknown> | undefined
+  readonly cause?: unknown
+}
+/** For the codes whose retryability the caller knows (a tool's idempotency). */
+interface Retry {
+  readonly retryable: boolean
+}
+export interface ToolFields extends Extra {
+  readonly toolCallId?: string | undefined
+}
+export interface ConstraintFields extends Extra {
+  readonly raw?: string | undefined
+  readonly violations?: ReadonlyArray<string> | undefined
+}
+
+const extra = (fields: Extra) => ({
+  ...(fields.details === undefined ? {} : { details: fields.details }),
+  ...(fields.cause === undefined ? {} : { cause: fields.cause })
+})
+const toolFields = (fields: ToolFields) => ({
+  ...extra(fields),
+  ...(fields.toolCallId === undefined ? {} : { toolCallId: fields.toolCallId })
+})
+const constraintFields = (fields: ConstraintFields) => ({
+  ...extra(fields),
+  ...(fields.raw === undefined ? {} : { raw: fields.raw }),
+  ...(fields.violations === undefined ? {} : { violations: fields.violations })
+})
+
+// ---------------------------------------------------------------------------
 // The seven categories
 // ---------------------------------------------------------------------------
 
@@ -104,7 +139,24 @@ export class ToolFailure extends Schema.TaggedError<ToolFailure>()("ToolFailure"
   tool: Schema.String,
   toolCallId: Schema.optional(Schema.String),
   ...common
-}) {}
+}) {
+  /** Unknown or not allowed for this request. Never retryable. */
+  static notFound(tool: string, message: string, fields: ToolFields = {}): ToolFailure {
+    return new ToolFailure({ code: "TOOL_NOT_FOUND", tool, retryable: false, message, ...toolFields(fields) })
+  }
+  /** The call failed; retryable only when the tool is idempotent and the failure may pass. */
+  static executionFailed(tool: string, message: string, fields: ToolFields & Retry): ToolFailure {
+    return new ToolFailure({ code: "TOOL_EXECUTION_FAILED", tool, retryable: fields.retryable, message, ...toolFields(fields) })
+  }
+  /** The call outlived its deadline; retryable when the tool is idempotent. */
+  static timeout(tool: string, message: string, fields: ToolFields & Retry): ToolFailure {
+    return new ToolFailure({ code: "TOOL_TIMEOUT", tool, retryable: fields.retryable, message, ...toolFields(fields) })
+  }
+  /** The tool cannot run now (a dependency is down); retryable when the tool is idempotent. */
+  static unavailable(tool: string, message: string, fields: ToolFields & Retry): ToolFailure {
+    return new ToolFailure({ code: "TOOL_UNAVAILABLE", tool, retryable: fields.retryable, message, ...toolFields(fields) })
+  }
+}
 
 /** The output broke the grammar, the schema, JSON itself, or an enum. */
 export class ConstraintFailure extends Schema.TaggedError<ConstraintFailure>()("ConstraintFailure", {
@@ -114,26 +166,83 @@ export class ConstraintFailure extends Schema.TaggedError<ConstraintFailure>()("
   /** Each violation as "path: rule". */
   violations: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   ...common
-}) {}
+}) {
+  /** The model's text does not match the grammar it was given: re-ask. */
+  static grammarRejected(message: string, fields: ConstraintFields = {}): ConstraintFailure {
+    return new ConstraintFailure({ code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: true, message, ...constraintFields(fields) })
+  }
+  /** The value does not match the schema: re-ask. */
+  static schemaInvalid(message: string, fields: ConstraintFields = {}): ConstraintFailure {
+    return new ConstraintFailure({ code: "CONSTRAINT_SCHEMA_INVALID", retryable: true, message, ...constraintFields(fields) })
+  }
+  /** The text is not JSON (even after repair): re-ask. */
+  static jsonInvalid(message: string, fields: ConstraintFields = {}): ConstraintFailure {
+    return new ConstraintFailure({ code: "CONSTRAINT_JSON_INVALID", retryable: true, message, ...constraintFields(fields) })
+  }
+  /** A value is no member of its enum: re-ask. */
+  static enumUnrecognized(message: string, fields: ConstraintFields = {}): ConstraintFailure {
+    return new ConstraintFailure({ code: "CONSTRAINT_ENUM_UNRECOGNIZED", retryable: true, message, ...constraintFields(fields) })
+  }
+}
 
 /** A rule or a semantic check rejected the output. */
 export class ValidationFailure extends Schema.TaggedError<ValidationFailure>()("ValidationFailure", {
   code: ValidationCode,
   failedRules: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   ...common
-}) {}
+}) {
+  /** Rules rejected the output: re-ask. */
+  static ruleFailed(message: string, fields: Extra & { readonly failedRules?: ReadonlyArray<string> | undefined } = {}): ValidationFailure {
+    return new ValidationFailure({ code: "VALIDATION_RULE_FAILED", retryable: true, message, ...extra(fields), ...(fields.failedRules === undefined ? {} : { failedRules: fields.failedRules }) })
+  }
+  /** A semantic check rejected the output: re-ask. */
+  static semanticFailed(message: string, fields: Extra & { readonly failedRules?: ReadonlyArray<string> | undefined } = {}): ValidationFailure {
+    return new ValidationFailure({ code: "VALIDATION_SEMANTIC_FAILED", retryable: true, message, ...extra(fields), ...(fields.failedRules === undefined ? {} : { failedRules: fields.failedRules }) })
+  }
+}
 
 /** A plan step got the wrong input, a loop hit its limit, or voting found no consensus. */
 export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailure>()("OrchestrationFailure", {
   code: OrchestrationCode,
   ...common
-}) {}
+}) {
+  /** A plan and its handlers disagree: the plan must change. Never retryable. */
+  static stepMismatch(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_STEP_MISMATCH", retryable: false, message, ...extra(fields) })
+  }
+  /** A loop hit its cap. Never retryable. */
+  static iterationLimit(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_ITERATION_LIMIT", retryable: false, message, ...extra(fields) })
+  }
+  /** The replicas did not agree (or too few answered). Never retryable as is. */
+  static noConsensus(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_NO_CONSENSUS", retryable: false, message, ...extra(fields) })
+  }
+  /** A bug caught at the boundary, labelled. Never retryable. */
+  static defect(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_DEFECT", retryable: false, message, ...extra(fields) })
+  }
+}
 
 /** The system is not configured for the request. */
 export class ConfigurationFailure extends Schema.TaggedError<ConfigurationFailure>()("ConfigurationFailure", {
   code: ConfigurationCode,
   ...common
-}) {}
+}) {
+  static noEngine(message: string, fields: Extra = {}): ConfigurationFailure {
+    return new ConfigurationFailure({ code: "CONFIG_NO_ENGINE", retryable: false, message, ...extra(fields) })
+  }
+  static schemaRequired(message: string, fields: Extra = {}): ConfigurationFailure {
+    return new ConfigurationFailure({ code: "CONFIG_SCHEMA_REQUIRED", retryable: false, message, ...extra(fields) })
+  }
+  static grammarNotFound(message: string, fields: Extra = {}): ConfigurationFailure {
+    return new ConfigurationFailure({ code: "CONFIG_GRAMMAR_NOT_FOUND", retryable: false, message, ...extra(fields) })
+  }
+  /** The request is malformed: the caller's input. */
+  static invalidRequest(message: string, fields: Extra = {}): ConfigurationFailure {
+    return new ConfigurationFailure({ code: "CONFIG_INVALID_REQUEST", retryable: false, message, ...extra(fields) })
+  }
+}
 
 /** The request was interrupted or ran out of time. */
 export class Cancellation extends Schema.TaggedError<Cancellation>()("Cancellation", {
@@ -208,4 +317,36 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   CONFIG_INVALID_REQUEST: "ConfigurationFailure",
   CANCELLED_TIMEOUT: "Cancellation",
   CANCELLED_SIGNAL: "Cancellation"
+}
+
+/**
+ * Whether each code is retried: "always", "never", or "caller" for the codes whose
+ * answer depends on what failed (a tool's idempotency, a transient engine error).
+ * The constructors follow it; a test holds them to it.
+ */
+export const retryabilityOfCode: { readonly [C in FailureCode]: "always" | "never" | "caller" } = {
+  INFERENCE_ENGINE_ERROR: "caller",
+  INFERENCE_MODEL_UNAVAILABLE: "never",
+  INFERENCE_CONTEXT_EXCEEDED: "never",
+  INFERENCE_MALFORMED_RESPONSE: "always",
+  TOOL_NOT_FOUND: "never",
+  TOOL_EXECUTION_FAILED: "caller",
+  TOOL_TIMEOUT: "caller",
+  TOOL_UNAVAILABLE: "caller",
+  CONSTRAINT_GRAMMAR_REJECTED: "always",
+  CONSTRAINT_SCHEMA_INVALID: "always",
+  CONSTRAINT_JSON_INVALID: "always",
+  CONSTRAINT_ENUM_UNRECOGNIZED: "always",
+  VALIDATION_RULE_FAILED: "always",
+  VALIDATION_SEMANTIC_FAILED: "always",
+  ORCHESTRATION_STEP_MISMATCH: "never",
+  ORCHESTRATION_ITERATION_LIMIT: "never",
+  ORCHESTRATION_NO_CONSENSUS: "never",
+  ORCHESTRATION_DEFECT: "never",
+  CONFIG_NO_ENGINE: "never",
+  CONFIG_SCHEMA_REQUIRED: "never",
+  CONFIG_GRAMMAR_NOT_FOUND: "never",
+  CONFIG_INVALID_REQUEST: "never",
+  CANCELLED_TIMEOUT: "never",
+  CANCELLED_SIGNAL: "never"
 }

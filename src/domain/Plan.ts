@@ -94,7 +94,10 @@ const rejected = (
   message: string,
   details: Record<string, unknown> = {}
 ): OrchestrationFailure =>
-  new OrchestrationFailure({ code, retryable: false, message, details: { rule, ...details } })
+  (code === "ORCHESTRATION_STEP_MISMATCH" ? OrchestrationFailure.stepMismatch : OrchestrationFailure.iterationLimit)(
+    message,
+    { details: { rule, ...details } }
+  )
 
 /**
  * Checks the dependency graph: unique step names, known dependencies, no

@@ -70,14 +70,10 @@ const repairJson = (text: string): Either.Either<string, string> =>
   Either.try({ try: () => jsonrepair(text), catch: describe })
 
 const jsonInvalid = (raw: string, violations: ReadonlyArray<string>, repairAttempted: boolean) =>
-  new ConstraintFailure({
-    code: "CONSTRAINT_JSON_INVALID",
-    retryable: true,
-    message: repairAttempted ? "the output is not valid JSON and could not be repaired" : "the output is not valid JSON",
-    raw,
-    violations,
-    details: { repairAttempted }
-  })
+  ConstraintFailure.jsonInvalid(
+    repairAttempted ? "the output is not valid JSON and could not be repaired" : "the output is not valid JSON",
+    { raw, violations, details: { repairAttempted } }
+  )
 
 /**
  * What repair tries, in order. Models often wrap JSON in prose ("Sure! {...} Hope
@@ -248,19 +244,16 @@ const validateEither = <A>(
   const enumPaths = new Set(unrecognized.map((u) => u.path))
   const onlyEnums = violations.length > 0 && violations.every((v) => enumPaths.has(v.path))
   return Either.left(
-    new ConstraintFailure({
-      code: onlyEnums ? "CONSTRAINT_ENUM_UNRECOGNIZED" : "CONSTRAINT_SCHEMA_INVALID",
-      retryable: true,
-      message: onlyEnums
+    (onlyEnums ? ConstraintFailure.enumUnrecognized : ConstraintFailure.schemaInvalid)(
+      onlyEnums
         ? `the output names ${unrecognized.length === 1 ? "a value" : "values"} outside the allowed enum`
         : `the output does not match the schema (${violations.length} violation${violations.length === 1 ? "" : "s"})`,
-      ...(raw === undefined ? {} : { raw }),
-      violations: violations.map(render),
-      details: {
-        repaired,
-        ...(unrecognized.length === 0 ? {} : { unrecognizedEnums: unrecognized })
+      {
+        raw,
+        violations: violations.map(render),
+        details: { repaired, ...(unrecognized.length === 0 ? {} : { unrecognizedEnums: unrecognized }) }
       }
-    })
+    )
   )
 }
 

@@ -16,11 +16,9 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import { ConstraintFailure, OrchestrationFailure } from "../domain/Failure.js"
-import { formatPath } from "../domain/Issues.js"
+import { decodeJsonAs } from "../domain/Json.js"
 import * as Message from "../domain/Message.js"
 import * as Plan from "../domain/Plan.js"
 import type { SystemRequest } from "../domain/System.js"
@@ -72,10 +70,7 @@ export const makeStatic = (options: StaticOptions): Service => {
     createPlan: Effect.fn("Planner.static")(function* (request: SystemRequest) {
       const route = options.routes.find((r) => r.when(request))
       if (route === undefined) {
-        return yield* new OrchestrationFailure({
-          code: "ORCHESTRATION_STEP_MISMATCH",
-          retryable: false,
-          message: `planner "${id}" has no plan for this request`,
+        return yield* OrchestrationFailure.stepMismatch(`planner "${id}" has no plan for this request`, {
           details: { rule: "noPlan", planner: id }
         })
       }
@@ -111,25 +106,8 @@ export const retryPolicy: Schedule.Schedule<unknown> = Schedule.exponential("100
   Schedule.intersect(Schedule.recurs(2))
 )
 
-const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailure> => {
-  const json = Schema.decodeUnknownEither(Schema.parseJson())(raw)
-  if (Either.isLeft(json)) {
-    return Either.left(
-      new ConstraintFailure({ code: "CONSTRAINT_JSON_INVALID", retryable: true, message: "the plan is not JSON", raw })
-    )
-  }
-  return Either.mapLeft(
-    Schema.decodeUnknownEither(Plan.PlanDraft, { errors: "all" })(json.right),
-    (error) =>
-      new ConstraintFailure({
-        code: "CONSTRAINT_SCHEMA_INVALID",
-        retryable: true,
-        message: "the reply is not a plan",
-        raw,
-        violations: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => `${formatPath(i.path)}: ${i.message}`)
-      })
-  )
-}
+const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailure> =>
+  decodeJsonAs(Plan.PlanDraft, raw, { notJson: "the plan is not JSON", wrongShape: "the reply is not a plan" })
 
 export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, never, Engine> =>
   Effect.gen(function* () {

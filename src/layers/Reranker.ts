@@ -14,10 +14,10 @@
 import * as Either from "effect/Either"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { ConstraintFailure } from "../domain/Failure.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
+import { decodeJsonAs } from "../domain/Json.js"
 import * as Message from "../domain/Message.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import { Candidate, Reranker } from "../services/Reranker.js"
@@ -114,32 +114,14 @@ export interface ModelOptions {
   readonly maxTokens?: number
 }
 
-const parseScore = (raw: string): Either.Either<number, ConstraintFailure> => {
-  const json = Schema.decodeUnknownEither(Schema.parseJson())(raw)
-  if (Either.isLeft(json)) {
-    return Either.left(
-      new ConstraintFailure({
-        code: "CONSTRAINT_JSON_INVALID",
-        retryable: true,
-        message: "the reranker's reply is not JSON",
-        raw
-      })
-    )
-  }
-  return Either.mapBoth(Schema.decodeUnknownEither(ScoreAnswer)(json.right), {
-    onLeft: (error) =>
-      new ConstraintFailure({
-        code: "CONSTRAINT_SCHEMA_INVALID",
-        retryable: true,
-        message: "the reranker's reply is not {\"score\": number}",
-        raw,
-        violations: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) =>
-          `${i.path.join(".") || "$"}: ${i.message}`
-        )
-      }),
-    onRight: (answer) => Math.min(1, Math.max(0, answer.score))
-  })
-}
+const parseScore = (raw: string): Either.Either<number, ConstraintFailure> =>
+  Either.map(
+    decodeJsonAs(ScoreAnswer, raw, {
+      notJson: "the reranker's reply is not JSON",
+      wrongShape: "the reranker's reply is not {\"score\": number}"
+    }),
+    (answer) => Math.min(1, Math.max(0, answer.score))
+  )
 
 /** A reranker that asks the Engine to score each candidate. */
 export const makeModel = (options: ModelOptions = {}): Effect.Effect<Service, never, Engine> =>

@@ -87,13 +87,10 @@ export const make = (rules: ReadonlyArray<Rule> = []): Service => {
     const r = yield* check(output, given)
     if (r.ok) return r
     const failed = r.results.filter((x) => !x.passed)
-    return yield* new ValidationFailure({
-      code: "VALIDATION_RULE_FAILED",
-      retryable: true,
-      message: `validation failed: ${failed.map((x) => x.reason === undefined ? x.rule : `${x.rule} (${x.reason})`).join(", ")}`,
-      failedRules: failed.map((x) => x.rule),
-      details: { passRate: r.passRate, passed: r.passed, failed: r.failed }
-    })
+    return yield* ValidationFailure.ruleFailed(
+      `validation failed: ${failed.map((x) => x.reason === undefined ? x.rule : `${x.rule} (${x.reason})`).join(", ")}`,
+      { failedRules: failed.map((x) => x.rule), details: { passRate: r.passRate, passed: r.passed, failed: r.failed } }
+    )
   })
   return { rules, check, validate }
 }

@@ -50,12 +50,7 @@ export const canonical = (candidate: string): string => {
 }
 
 const noCandidates = (strategy: string) =>
-  new OrchestrationFailure({
-    code: "ORCHESTRATION_NO_CONSENSUS",
-    retryable: false,
-    message: `${strategy} voting: no candidates`,
-    details: { strategy, candidates: 0 }
-  })
+  OrchestrationFailure.noConsensus(`${strategy} voting: no candidates`, { details: { strategy, candidates: 0 } })
 
 // ---------------------------------------------------------------------------
 // Strategies
@@ -101,10 +96,7 @@ export const UnanimityVoting: VotingStrategy = {
     const reference = canonical(candidates[0]!)
     const differing = candidates.findIndex((c) => canonical(c) !== reference)
     if (differing !== -1) {
-      return yield* new OrchestrationFailure({
-        code: "ORCHESTRATION_NO_CONSENSUS",
-        retryable: false,
-        message: `unanimity voting: candidate ${differing} differs from candidate 0`,
+      return yield* OrchestrationFailure.noConsensus(`unanimity voting: candidate ${differing} differs from candidate 0`, {
         details: { strategy: "unanimity", candidate: differing, candidates: candidates.length }
       })
     }

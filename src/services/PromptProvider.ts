@@ -30,10 +30,7 @@ export class PromptFailure extends Schema.TaggedError<PromptFailure>()("PromptFa
 }) {
   /** The taxonomy's view at the system boundary: a configuration the request cannot be served with. */
   toFailure(): ConfigurationFailure {
-    return new ConfigurationFailure({
-      code: "CONFIG_INVALID_REQUEST",
-      retryable: false,
-      message: this.message,
+    return ConfigurationFailure.invalidRequest(this.message, {
       details: { promptCode: this.code, template: this.template, missing: this.missing }
     })
   }

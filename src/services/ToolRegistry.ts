@@ -78,14 +78,11 @@ export const restrict = (registry: Service, names: ReadonlyArray<string> | undef
       permitted(call.name, options.allow)
         ? registry.execute(call, options)
         : Effect.fail(
-          new ToolFailure({
-            code: "TOOL_NOT_FOUND",
-            tool: call.name,
-            toolCallId: call.id,
-            retryable: false,
-            message: `Tool "${Text.excerpt(call.name)}" is not allowed for this request (allowed: ${names.join(", ")})`,
-            details: {}
-          })
+          ToolFailure.notFound(
+            call.name,
+            `Tool "${Text.excerpt(call.name)}" is not allowed for this request (allowed: ${names.join(", ")})`,
+            { toolCallId: call.id }
+          )
         )
   }
 }

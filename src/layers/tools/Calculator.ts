@@ -114,11 +114,8 @@ export const calculator = Tool.make({
     evaluate(expression).pipe(
       Effect.map(format),
       Effect.mapError((error) =>
-        new ToolFailure({
-          code: "TOOL_EXECUTION_FAILED",
-          tool: "calculator",
+        ToolFailure.executionFailed("calculator", `Tool "calculator" failed: ${error.message}`, {
           retryable: false,
-          message: `Tool "calculator" failed: ${error.message}`,
           details: { expression: excerpt(error.expression) }
         })
       )
