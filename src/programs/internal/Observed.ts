@@ -1,0 +1,199 @@
+/**
+ * Observed engine and tool calls: what the loops record around one inference or
+ * one tool execution, in one place.
+ *
+ * - `inference` (the conversational loop): InferenceStart / InferenceEnd events,
+ *   the `inference` latency, the tokens or an `inference_errors` count, inside a
+ *   `chat {model}` span whose id tool spans link to.
+ * - `meteredInference` (single-shot callers: structured output, plan steps): the
+ *   `chat {model}` span with the latency and tokens of a reply, no events.
+ * - `toolCall`: ToolStart / ToolEnd events, the `tool` latency and the
+ *   `tool_calls` / `tool_errors` / `tool_retries` counts, inside an
+ *   `execute_tool {name}` span, with the call's correlation ids.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as Tracer from "effect/Tracer"
+import * as Event from "../../domain/Event.js"
+import { canonicalJson } from "../../domain/Json.js"
+import type * as Message from "../../domain/Message.js"
+import { CostTracker } from "../../services/CostTracker.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
+import { EventLog, recordEvent, withCorrelation } from "../../services/EventLog.js"
+import { Metrics, withMetrics } from "../../services/Metrics.js"
+import * as Spans from "./Spans.js"
+
+// ---------------------------------------------------------------------------
+// Services
+// ---------------------------------------------------------------------------
+
+/** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
+export const services: Effect.Effect<Context.Context<never>> = Effect.gen(function* () {
+  let observe = Context.empty() as Context.Context<never>
+  const eventLog = yield* Effect.serviceOption(EventLog)
+  if (Option.isSome(eventLog)) observe = Context.add(observe, EventLog, eventLog.value) as Context.Context<never>
+  const metrics = yield* Effect.serviceOption(Metrics)
+  if (Option.isSome(metrics)) observe = Context.add(observe, Metrics, metrics.value) as Context.Context<never>
+  const cost = yield* Effect.serviceOption(CostTracker)
+  if (Option.isSome(cost)) observe = Context.add(observe, CostTracker, cost.value) as Context.Context<never>
+  return observe
+})
+
+// ---------------------------------------------------------------------------
+// Inference
+// ---------------------------------------------------------------------------
+
+/** One engine call in its `chat {model}` span, its latency and tokens recorded in Metrics. */
+export const meteredInference = <E, R>(
+  model: Effect.Effect<string>,
+  request: InferenceRequest,
+  call: Effect.Effect<InferenceResult, E, R>
+): Effect.Effect<InferenceResult, E, R> =>
+  Effect.map(Spans.inference(model, request, call, { recordMetrics: true }), ([result]) => result)
+
+export interface InferenceOptions<E, R> {
+  readonly model: Effect.Effect<string>
+  readonly request: InferenceRequest
+  /** The engine call (a plain `infer`, or a stream folded into its result). */
+  readonly call: Effect.Effect<InferenceResult, E, R>
+  readonly inferenceId: string
+}
+
+/**
+ * One engine call with its events, metrics and span; the result comes back with
+ * the span, so the tool calls it asks for can link to it.
+ */
+export const inference = <E extends { readonly code: string; readonly message: string }, R>(
+  options: InferenceOptions<E, R>
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
+  Effect.gen(function* () {
+    const { inferenceId, request } = options
+    const started = yield* Clock.currentTimeMillis
+    yield* recordEvent(
+      (base) =>
+        new Event.InferenceStart({
+          ...base,
+          layer: "inference",
+          inferenceId,
+          messageCount: request.messages.length,
+          toolDefsCount: request.tools.length,
+          schemaPresent: request.schema !== undefined,
+          grammarPresent: request.grammar !== undefined,
+          ...(request.temperature === undefined ? {} : { temperature: request.temperature })
+        })
+    )
+    const exit = yield* Effect.exit(Spans.inference(options.model, request, options.call, { inferenceId }))
+    const durationMs = (yield* Clock.currentTimeMillis) - started
+    yield* recordEvent((base) =>
+      Exit.isSuccess(exit)
+        ? new Event.InferenceEnd({
+            ...base,
+            layer: "inference",
+            inferenceId,
+            durationMs,
+            tokensIn: exit.value[0].usage.promptTokens,
+            tokensOut: exit.value[0].usage.outputTokens,
+            finishReason: exit.value[0].finishReason,
+            toolCallCount: exit.value[0].toolCalls.length
+          })
+        : new Event.InferenceEnd({
+            ...base,
+            layer: "inference",
+            inferenceId,
+            durationMs,
+            tokensIn: 0,
+            tokensOut: 0,
+            finishReason: "error",
+            toolCallCount: 0,
+            ...errorFields(failureOf(exit.cause))
+          })
+    )
+    yield* withMetrics((m) =>
+      Effect.zipRight(
+        m.recordLatency("inference", durationMs),
+        Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
+      )
+    )
+    return yield* exit
+  })
+
+// ---------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------
+
+export interface ToolCallOptions<A, E, R> {
+  readonly call: Message.ToolCall
+  /** 1 on the first attempt; a later attempt counts as a `tool_retries`. */
+  readonly attempt: number
+  /** The inference whose reply asked for the call, and its span (linked to). */
+  readonly inferenceId: string
+  readonly requestedBy: Option.Option<Tracer.AnySpan>
+  readonly execute: Effect.Effect<A, E, R>
+}
+
+/** One tool execution with its events, metrics and span, under the call's correlation ids. */
+export const toolCall = <A, E extends { readonly code: string; readonly message: string }, R>(
+  options: ToolCallOptions<A, E, R>
+): Effect.Effect<A, E, R> => {
+  const { attempt, call, inferenceId } = options
+  return Effect.gen(function* () {
+    if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
+    const started = yield* Clock.currentTimeMillis
+    yield* recordEvent(
+      (base) =>
+        new Event.ToolStart({
+          ...base,
+          layer: "tool",
+          toolName: call.name,
+          toolCallId: call.id,
+          inferenceId,
+          argsHash: hashArgs(call.arguments),
+          attempt
+        })
+    )
+    const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
+    const durationMs = (yield* Clock.currentTimeMillis) - started
+    const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
+    yield* recordEvent(
+      (base) =>
+        new Event.ToolEnd({
+          ...base,
+          layer: "tool",
+          toolName: call.name,
+          toolCallId: call.id,
+          durationMs,
+          success: Exit.isSuccess(exit),
+          ...errorFields(failure)
+        })
+    )
+    yield* withMetrics((m) =>
+      Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))
+    )
+    return yield* exit
+  }).pipe(withCorrelation({ toolCallId: call.id, causedBy: call.id }))
+}
+
+// ---------------------------------------------------------------------------
+// Helpers
+// ---------------------------------------------------------------------------
+
+/** A short stable hash of a call's arguments (FNV-1a over their canonical JSON). */
+const hashArgs = (args: Record<string, unknown>): string => {
+  const text = canonicalJson(args)
+  let h = 0x811c9dc5
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i)
+    h = Math.imul(h, 0x01000193) >>> 0
+  }
+  return h.toString(16).padStart(8, "0")
+}
+
+const errorFields = (failure: { readonly code: string; readonly message: string } | undefined) =>
+  failure === undefined ? {} : { errorCode: failure.code, error: failure.message }
+
+/** The first expected failure in a cause, if any. */
+const failureOf = <E>(cause: Cause.Cause<E>): E | undefined => Option.getOrUndefined(Cause.failureOption(cause))

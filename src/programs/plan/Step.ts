@@ -1,0 +1,175 @@
+/**
+ * One plan step, run: its input decoded by the handler's schema (a mismatch is
+ * ORCHESTRATION_STEP_MISMATCH), the handler run with its services, a retryable
+ * ConstraintFailure or ValidationFailure re-running it on the schedule (reported
+ * to the lifecycle as EXECUTE -> VALIDATE -> EXECUTE), the whole bounded by the
+ * policy's `timeoutPerStep` (CANCELLED_TIMEOUT), and the output encoded by the
+ * handler's output schema. `plan.step.start` / `plan.step.end` events, the
+ * `plan_step` latency and a `PlanExecutor.step` span carry the step's name.
+ */
+import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Ref from "effect/Ref"
+import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Event from "../../domain/Event.js"
+import type { Failure } from "../../domain/Failure.js"
+import { OrchestrationFailure } from "../../domain/Failure.js"
+import * as Issues from "../../domain/Issues.js"
+import type * as Plan from "../../domain/Plan.js"
+import * as Text from "../../domain/Text.js"
+import { recordEvent, withCorrelation } from "../../services/EventLog.js"
+import { withMetrics } from "../../services/Metrics.js"
+import * as Deadline from "../internal/Deadline.js"
+import * as Spans from "../internal/Spans.js"
+import * as Lifecycle from "../Lifecycle.js"
+import type { StepHandler } from "./Handler.js"
+import type { StepResult } from "./Outcome.js"
+
+/** What every step of an executor runs with. */
+export interface StepEnvironment {
+  /** The handlers' services, taken once when the executor was made. */
+  readonly context: Context.Context<never>
+  /** When a step rejected by validation is re-run. */
+  readonly schedule: Schedule.Schedule<unknown>
+}
+
+/** Runs `step` with its handler on `raw` (its explicit input or its dependencies' output). */
+export const run = (
+  environment: StepEnvironment,
+  step: Plan.Step,
+  handler: StepHandler,
+  raw: unknown,
+  policy: Plan.PlanPolicy
+): Effect.Effect<StepResult, Failure> =>
+  Effect.gen(function* () {
+    yield* Spans.annotate({ [Spans.Pagantic.stepType]: step.type })
+    yield* recordStepEvent(step, "plan.step.start", {})
+    const input = yield* Either.mapLeft(decodeInput(handler.input, raw), (e) => mismatch(step, "input", e))
+    const startedAt = yield* Clock.currentTimeMillis
+    const attempts = yield* Ref.make(0)
+    const timeout = policy.timeoutPerStep
+    const output = yield* attemptsOf(environment, step, handler, input, attempts).pipe(
+      Deadline.bound(timeout, (duration) => `step "${step.name}" exceeded its ${duration} deadline`, {
+        step: step.name,
+        ...(timeout === undefined ? {} : { timeoutMs: Duration.toMillis(timeout) })
+      })
+    )
+    const encoded = yield* Either.mapLeft(
+      Schema.encodeUnknownEither(handler.output)(output),
+      (e) => mismatch(step, "output", e)
+    )
+    return {
+      name: step.name,
+      type: step.type,
+      input,
+      output,
+      encoded,
+      attempts: yield* Ref.get(attempts),
+      startedAt,
+      finishedAt: yield* Clock.currentTimeMillis
+    }
+  }).pipe(
+    Effect.tapBoth({
+      onFailure: (error) =>
+        recordStepEvent(step, "plan.step.end", { success: false, code: error.code }, { error: error.message }),
+      onSuccess: (r) =>
+        Effect.zipRight(
+          recordStepEvent(step, "plan.step.end", { success: true, attempts: r.attempts }, {
+            durationMs: r.finishedAt - r.startedAt
+          }),
+          Effect.zipRight(
+            Effect.annotateCurrentSpan(Spans.Pagantic.attempt, r.attempts),
+            withMetrics((m) => m.recordLatency("plan_step", r.finishedAt - r.startedAt))
+          )
+        )
+    }),
+    withCorrelation({ stepName: step.name, causedBy: step.name }),
+    Effect.withSpan("PlanExecutor.step", {
+      attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name }
+    })
+  )
+
+/** The handler run, re-run on the schedule while VALIDATE rejects its output (unless the handler opts out). */
+const attemptsOf = (
+  environment: StepEnvironment,
+  step: Plan.Step,
+  handler: StepHandler,
+  input: unknown,
+  attempts: Ref.Ref<number>
+): Effect.Effect<unknown, Failure> => {
+  const retries = handler.retry !== false
+  const attempt = Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) =>
+    Effect.zipRight(
+      n > 1 ? Lifecycle.transition("VALIDATE", "EXECUTE", n, `retry step "${step.name}"`) : Effect.void,
+      withServices(environment, handler.run(input, { step, attempt: n })).pipe(
+        Effect.tapError((error) =>
+          retries && isStepRetryable(error)
+            ? Lifecycle.transition("EXECUTE", "VALIDATE", n, `step "${step.name}": ${error.code}: ${error.message}`)
+            : Effect.void
+        )
+      )
+    ))
+  return retries ? Effect.retry(attempt, { schedule: environment.schedule, while: isStepRetryable }) : attempt
+}
+
+/** A handler's run with the services the executor took for it (what `make` required of its caller). */
+const withServices = <A>(
+  environment: StepEnvironment,
+  effect: Effect.Effect<A, Failure, any>
+): Effect.Effect<A, Failure> => Effect.provide(effect, environment.context) as Effect.Effect<A, Failure>
+
+const recordStepEvent = (
+  step: Plan.Step,
+  action: "plan.step.start" | "plan.step.end",
+  data: Record<string, unknown>,
+  extra: { readonly durationMs?: number; readonly error?: string } = {}
+): Effect.Effect<void> =>
+  recordEvent((base) =>
+    new Event.Custom({
+      ...base,
+      layer: "orchestrate",
+      action,
+      ...extra,
+      data: { step: step.name, type: step.type, ...data }
+    })
+  )
+
+const isStepRetryable = (error: Failure): boolean =>
+  (error._tag === "ConstraintFailure" || error._tag === "ValidationFailure") && error.retryable
+
+/** Accepts a value already of the handler's type (a chained output), else decodes it (JSON input). */
+const decodeInput = <I>(
+  schema: Schema.Schema<I, any, never>,
+  value: unknown
+): Either.Either<I, ParseResult.ParseError> => {
+  const typed = Schema.validateEither(schema)(value)
+  if (Either.isRight(typed)) return typed
+  return Schema.decodeUnknownEither(schema, { errors: "all" })(value)
+}
+
+const mismatch = (
+  step: Plan.Step,
+  side: "input" | "output",
+  error: ParseResult.ParseError
+): OrchestrationFailure =>
+  new OrchestrationFailure({
+    code: "ORCHESTRATION_STEP_MISMATCH",
+    retryable: false,
+    message: `step "${step.name}" (${step.type}): ${side} does not match the handler's schema: ${
+      Issues.describe(error, `the step's ${side}`, side).join("; ")
+    }`,
+    details: {
+      step: step.name,
+      type: step.type,
+      side,
+      issues: ParseResult.ArrayFormatter.formatErrorSync(error).map((i) => ({
+        path: Issues.formatPath(i.path),
+        message: Text.excerpt(i.message, 200)
+      }))
+    }
+  })
