@@ -4,7 +4,7 @@
  * Every event carries the correlation context of the request that caused it
  * (request_id always; session_id in chat; step_name in plans; tool_call_id for
  * tools), so that the full timeline of a request can be rebuilt from the log.
- * The shapes follow seed 03's event schemas.
+ * The shapes are pagantic's event schemas (one per thing that happened).
  */
 import * as Schema from "effect/Schema"
 import { LifecycleState } from "./Lifecycle.js"

@@ -3,9 +3,9 @@
  *
  * Every failure in pagantic belongs to exactly one of seven categories. A category
  * decides retry eligibility and the recovery path; a stable `code` inside it names
- * the specific failure. These are the values the loops really fail with (the Go
- * original declared them and returned plain errors). At the system boundary each
- * one maps, totally, to a SystemError.
+ * the specific failure, and one constructor per code sets its retryability from
+ * one table (`retryabilityOfCode`). These are the values the loops fail with; at
+ * the system boundary each one maps, totally, to a SystemError.
  */
 import * as Schema from "effect/Schema"
 
@@ -40,14 +40,14 @@ export const OrchestrationCode = Schema.Literal(
   "ORCHESTRATION_STEP_MISMATCH",
   "ORCHESTRATION_ITERATION_LIMIT",
   "ORCHESTRATION_NO_CONSENSUS",
-  /** Beyond seed 03: a defect (a bug) caught at the boundary, labeled instead of escaping. */
+  /** A defect (a bug) caught at the boundary, labelled instead of escaping. */
   "ORCHESTRATION_DEFECT"
 )
 export const ConfigurationCode = Schema.Literal(
   "CONFIG_NO_ENGINE",
   "CONFIG_SCHEMA_REQUIRED",
   "CONFIG_GRAMMAR_NOT_FOUND",
-  /** Beyond seed 03: the request envelope does not decode (missing fields, wrong types, unknown mode). */
+  /** The request does not decode or cannot be served as sent (missing fields, wrong types, unknown mode). */
   "CONFIG_INVALID_REQUEST"
 )
 export const CancellationCode = Schema.Literal("CANCELLED_TIMEOUT", "CANCELLED_SIGNAL")

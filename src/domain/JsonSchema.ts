@@ -1,5 +1,5 @@
 /**
- * Layer 0: the JSON-schema subset of the documents.
+ * Layer 0: the JSON-schema subset pagantic understands.
  *
  * pagantic's `core.Schema` covers what structured output and tool parameters need:
  * objects with typed properties, arrays, enums and primitives. It travels as plain

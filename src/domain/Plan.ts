@@ -6,7 +6,7 @@
  * Schema that decodes from JSON. A step names its type (which handler runs it), an
  * optional explicit input (absent means "the output of what I depend on") and an
  * optional `dependsOn`: absent means "the previous step" (the linear pipeline of
- * the documents), `[]` means "nothing" (a root that may run concurrently with
+ * the plan), `[]` means "nothing" (a root that may run concurrently with
  * others), and a list names the steps whose outputs it joins.
  *
  * The structural checks live here too, because planners and the executor apply

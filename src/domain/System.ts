@@ -34,7 +34,7 @@ export class ExecutionHints extends Schema.Class<ExecutionHints>("ExecutionHints
 export class OutputContract extends Schema.Class<OutputContract>("OutputContract")({
   schema: Schema.optional(JsonSchema),
   grammar: Schema.optional(Schema.String),
-  /** Beyond seed 03: a GBNF grammar file to read at PREPARE; missing is CONFIG_GRAMMAR_NOT_FOUND. */
+  /** A GBNF grammar file to read at PREPARE (a server-side setting: HTTP clients cannot set it); missing is CONFIG_GRAMMAR_NOT_FOUND. */
   grammarFile: Schema.optional(Schema.String),
   repairAllowed: Schema.optionalWith(Schema.Boolean, { default: () => true }),
   strictValidation: Schema.optionalWith(Schema.Boolean, { default: () => false })
@@ -44,7 +44,7 @@ export class OutputContract extends Schema.Class<OutputContract>("OutputContract
 export const defaultReplicas = 3
 
 /**
- * Beyond seed 03: how a redundant request votes (defaults: 3 replicas, a majority
+ * How a redundant request votes (defaults: 3 replicas, a majority
  * quorum, majority voting). A quorum above the replicas could never be met, so it
  * is refused, not clamped.
  */
@@ -159,14 +159,14 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   sessionId: Schema.optional(Schema.String),
   content: Schema.String,
   structuredOutput: Schema.optional(Schema.Unknown),
-  /** Beyond seed 03: in redundant mode, every valid replica's output, in replica order. */
+  /** In redundant mode, every valid replica's output, in replica order. */
   candidates: Schema.optional(Schema.Array(Schema.String)),
   toolCallsMade: Schema.Array(ToolCallRecord),
   confidence: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
   confidenceSource: Schema.optional(ConfidenceSource),
   validationResult: Schema.optional(ValidationResult),
   tokenUsage: TokenUsage,
-  /** Beyond seed 03: why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
+  /** Why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
   stopReason: Schema.optional(Schema.String),
   error: Schema.optional(SystemError)
 }) {}

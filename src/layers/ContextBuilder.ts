@@ -2,7 +2,7 @@
  * ContextBuilder: a ContextProvider on top of a Retriever.
  *
  * For a query it retrieves at most `maxChunks` chunks and formats them, with
- * their sources, into one system message exactly as the documents do:
+ * their sources, into one system message:
  * "Relevant context:\n\n[1] (source): content\n[2] (source): content". No chunks
  * means no message. The loops inject it ephemerally; they never store it.
  */

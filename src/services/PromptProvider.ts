@@ -9,7 +9,7 @@
  * boundary a PromptFailure becomes CONFIG_INVALID_REQUEST (`toFailure`).
  *
  * The context placement policy decides where ephemeral context messages go:
- * `beforeLastUser` (the RAG default of the documents: just before the user's
+ * `beforeLastUser` (the RAG default: just before the user's
  * question), `afterSystem` (right after the leading system messages) or
  * `appendToSystem` (merged into the system prompt's text).
  */
@@ -105,7 +105,7 @@ export const placeContext = (
 }
 
 /**
- * The text of retrieved context, as the documents' ContextBuilder writes it:
+ * The text of retrieved context, as the context builder writes it:
  * "Relevant context:\n\n[1] (source): content\n[2] (source): content".
  */
 export const renderContext = (
