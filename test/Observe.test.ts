@@ -36,9 +36,23 @@ describe("Observe layers", () => {
     }).pipe(Effect.provide(Observe.eventLogMemory))
   )
 
-  it.effect("records nothing and fails nothing without an EventLog", () =>
+  it.effect("records nothing and fails nothing without an EventLog: the event is not even built", () =>
     Effect.gen(function* () {
-      yield* custom("x")
+      let built = 0
+      const exit = yield* Effect.exit(
+        recordEvent((base) => {
+          built++
+          return new Event.Custom({ ...base, layer: "test", action: "x", data: {} })
+        })
+      )
+      expect(exit._tag).toBe("Success")
+      expect(built).toBe(0)
+      // with a log the same call builds and records it
+      yield* recordEvent((base) => {
+        built++
+        return new Event.Custom({ ...base, layer: "test", action: "x", data: {} })
+      }).pipe(Effect.provide(Observe.eventLogMemory))
+      expect(built).toBe(1)
     })
   )
 

@@ -477,8 +477,12 @@ describe("Telemetry", () => {
 
   it.effect("layerConfig: without an endpoint nothing is exported and nothing is required", () =>
     Effect.gen(function* () {
-      const layer = Telemetry.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map()))))
-      yield* Effect.scoped(Layer.build(layer))
+      const withEnv = (env: ReadonlyArray<readonly [string, string]>) =>
+        Telemetry.layerConfig().pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(env)))))
+      const outside = yield* Effect.tracer
+      // no endpoint: the tracer stays Effect's own, nothing is exported
+      expect(yield* Effect.tracer.pipe(Effect.provide(withEnv([])))).toBe(outside)
+      // (with an endpoint the OpenTelemetry tracer is installed: the collector test above)
     })
   )
 })
