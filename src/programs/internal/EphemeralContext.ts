@@ -9,11 +9,11 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Event from "../../domain/Event.js"
 import type * as Message from "../../domain/Message.js"
-import type { ContextProviderService } from "../../services/Context.js"
-import { recordEvent } from "../../services/Observe.js"
+import type * as ContextProvider from "../../services/ContextProvider.js"
+import { recordEvent } from "../../services/EventLog.js"
 
 export const retrieve = (
-  provider: Option.Option<ContextProviderService>,
+  provider: Option.Option<ContextProvider.Service>,
   query: string
 ): Effect.Effect<ReadonlyArray<Message.Message>> => {
   if (Option.isNone(provider)) return Effect.succeed([])
