@@ -13,6 +13,6 @@ const MainLive = Layer.mergeAll(NodeContext.layer, Cli.nodeIo, Cli.llamaEngine)
 
 Cli.run(process.argv).pipe(
   Effect.provide(MainLive),
-  // failures are already printed (by Cli.run or @effect/cli); the exit code says the rest
+  // every failure, defects included, is already printed by Cli.run as one line; the exit code says the rest
   NodeRuntime.runMain({ disableErrorReporting: true })
 )
