@@ -134,14 +134,16 @@ export const run: <A>(
     const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
     yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid`)
 
-    if (valid.length === 0) return yield* failed[0]!.failure
-    if (valid.length < quorum) {
+    // below the quorum (at most n) some replica failed: the first failure is typed
+    const firstFailed = failed[0]
+    if (valid.length < quorum && firstFailed !== undefined) {
+      if (valid.length === 0) return yield* firstFailed.failure
       return yield* new OrchestrationFailure({
         code: "ORCHESTRATION_NO_CONSENSUS",
         retryable: false,
         message: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}`,
         details: { replicas: n, valid: valid.length, quorum, failures: failed.map(describeFailure) },
-        cause: failed[0]!.failure
+        cause: firstFailed.failure
       })
     }
 

@@ -17,21 +17,21 @@
  * caller's rule check), Cancellation (the `timeout`).
  */
 import type * as Context from "effect/Context"
-import * as Duration from "effect/Duration"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type { ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
-import { Cancellation } from "../domain/Failure.js"
+import type { Cancellation, ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 import type { ToolCallRecord } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
-import { ContextProvider } from "../services/Context.js"
+import { ContextProvider } from "../services/ContextProvider.js"
 import type { Engine } from "../services/Engine.js"
-import { ConversationStore, makeInMemoryConversationStore } from "../services/Memory.js"
+import * as ConversationStore from "../services/ConversationStore.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as AgentLoop from "./AgentLoop.js"
 import * as Lifecycle from "./Lifecycle.js"
+import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as Structured from "./Structured.js"
 
@@ -77,7 +77,7 @@ export const retrieveContext = (prompt: string): Effect.Effect<ReadonlyArray<Mes
 /** The messages of a fresh single-shot call: system prompt, context, then the prompt. */
 export const prepare = (
   prompt: string,
-  systemPrompt?: string
+  systemPrompt?: string | undefined
 ): Effect.Effect<ReadonlyArray<Message.Message>> =>
   Effect.map(retrieveContext(prompt), (context) => [
     ...(systemPrompt === undefined ? [] : [Message.system(systemPrompt)]),
@@ -89,12 +89,7 @@ export const prepare = (
 export const withTimeout =
   (timeout: Duration.DurationInput | undefined, what: string) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Cancellation, R> =>
-    timeout === undefined
-      ? effect
-      : Effect.timeoutFail(effect, {
-          duration: timeout,
-          onTimeout: () => Cancellation.timeout(`${what} exceeded its timeout of ${Duration.format(Duration.decode(timeout))}`)
-        })
+    Deadline.bound(timeout, (duration) => `${what} exceeded its timeout of ${duration}`)(effect)
 
 // ---------------------------------------------------------------------------
 // The loop
@@ -123,13 +118,13 @@ export const call: <A, EV extends ValidationFailure = never>(
       yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, "tool phase")
       const agent = yield* AgentLoop.make({
         sessionId: "specialized",
-        ...(options.systemPrompt === undefined ? {} : { systemPrompt: options.systemPrompt }),
-        ...(options.allowTools === undefined ? {} : { allowTools: options.allowTools }),
-        ...(options.maxToolIterations === undefined ? {} : { maxToolIterations: options.maxToolIterations }),
-        ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
-        ...(options.inferenceRetry === undefined ? {} : { inferenceRetry: options.inferenceRetry })
+        systemPrompt: options.systemPrompt,
+        allowTools: options.allowTools,
+        maxToolIterations: options.maxToolIterations,
+        maxTokens: options.maxTokens,
+        inferenceRetry: options.inferenceRetry
       }).pipe(// a store that lives for one call, so a tool phase never touches the application's
-        Effect.provideServiceEffect(ConversationStore, makeInMemoryConversationStore()))
+        Effect.provideServiceEffect(ConversationStore.ConversationStore, ConversationStore.makeInMemory()))
       const toolPhase = yield* agent.chat(prompt, { context }).pipe(
         // Tool errors are fed back to the model ("feedback" mode): a ToolFailure cannot escape.
         Effect.catchTag("ToolFailure", (f) => Effect.die(f))

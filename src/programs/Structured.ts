@@ -26,9 +26,10 @@ import * as Message from "../domain/Message.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
-import { Constraint, GrammarChecker } from "../services/Constraint.js"
-import type { InferenceResult } from "../services/Engine.js"
+import { Constraint } from "../services/Constraint.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
+import { GrammarChecker } from "../services/GrammarChecker.js"
+import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "./RetryPolicy.js"
@@ -126,8 +127,7 @@ export const run: <A, EV extends ValidationFailure = never>(
   const correction = yield* Ref.make<ReadonlyArray<Message.Message>>([])
   const lastRaw = yield* Ref.make("")
   const model = yield* Spans.modelName(engine.modelInfo)
-  const inferOnce = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
-    Effect.map(Spans.inference(model, request, engine.infer(request), { recordMetrics: true }), ([result]) => result)
+  const inferOnce = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
 
   // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
   // only rejected replies reach the VALIDATE -> EXECUTE schedule.
