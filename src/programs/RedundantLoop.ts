@@ -1,5 +1,5 @@
 /**
- * RedundantLoop: N-version inference with voting (seed 01).
+ * RedundantLoop: N-version inference with voting.
  *
  * The same structured request runs as N replicas (default 3) and a voting strategy
  * picks the answer, with a confidence that says how strongly the replicas agree.
@@ -16,8 +16,8 @@
  * naming each failure. Voting itself may refuse (UnanimityVoting). Voting replaces
  * retry: a replica gets one attempt (repair included) unless `retry` says otherwise.
  *
- * It can fail with seed 03's matrix for RedundantLoop: InferenceFailure,
- * ConstraintFailure, OrchestrationFailure, Cancellation (the `timeout`).
+ * It can fail with InferenceFailure, ConstraintFailure, OrchestrationFailure and
+ * Cancellation (the `timeout`).
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -78,7 +78,7 @@ export interface Result<A> {
   readonly validation: ValidationResult
 }
 
-/** Seed 03's matrix for RedundantLoop. */
+/** What a RedundantLoop run can fail with. */
 export type RedundantLoopError = InferenceFailure | ConstraintFailure | OrchestrationFailure | Cancellation
 
 export interface RedundantLoop<A> {

@@ -1,5 +1,5 @@
 /**
- * SpecializedLoop: single-shot structured extraction (seed 01).
+ * SpecializedLoop: single-shot structured extraction.
  *
  * Stateless: every call starts from a clean slate (system prompt, context, the
  * prompt) and nothing it says is stored anywhere, not even in a ConversationStore
@@ -12,9 +12,9 @@
  *
  * Lifecycle: it reports PREPARE -> EXECUTE, EXECUTE -> VALIDATE and the VALIDATE ->
  * EXECUTE retries (on a Schedule, see Structured) through the request's tracker;
- * terminal states belong to the facade. It can fail with what seed 03's
- * matrix lists: InferenceFailure, ConstraintFailure, ValidationFailure (from the
- * caller's rule check), Cancellation (the `timeout`).
+ * terminal states belong to the facade. It can fail with InferenceFailure,
+ * ConstraintFailure, ValidationFailure (from the caller's rule check) and
+ * Cancellation (the `timeout`).
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -59,7 +59,7 @@ export interface Result<A> extends Structured.Result<A> {
   readonly toolPhase?: AgentLoop.StopReason | undefined
 }
 
-/** Seed 03's matrix for SpecializedLoop, with the caller's rule failures. */
+/** What a SpecializedLoop call can fail with, the caller's rule failures included. */
 export type SpecializedLoopError<EV = never> = InferenceFailure | ConstraintFailure | EV | Cancellation
 
 export interface SpecializedLoop<A, EV = never> {

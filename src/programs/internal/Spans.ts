@@ -40,7 +40,7 @@ export const GenAi = {
   toolType: "gen_ai.tool.type"
 } as const
 
-/** pagantic's own attribute names: the correlation ids of seed 03 and a few more. */
+/** pagantic's own attribute names: the request's correlation ids and a few more. */
 export const Pagantic = {
   requestId: "pagantic.request_id",
   sessionId: "pagantic.session_id",
@@ -92,9 +92,9 @@ export const modelName = (modelInfo: Effect.Effect<{ readonly name: string }>): 
   Effect.cached(Effect.map(modelInfo, (info) => info.name))
 
 export interface InferenceSpanOptions {
-  readonly inferenceId?: string
+  readonly inferenceId?: string | undefined
   /** Also record the inference's latency and tokens in the Metrics service (for loops that do not). */
-  readonly recordMetrics?: boolean
+  readonly recordMetrics?: boolean | undefined
 }
 
 /**
@@ -152,7 +152,7 @@ export const inference = <E, R>(
  * inference span that asked for the call.
  */
 export const tool =
-  (call: ToolCall, requestedBy: Option.Option<Tracer.AnySpan>, attempt: number, inferenceId?: string) =>
+  (call: ToolCall, requestedBy: Option.Option<Tracer.AnySpan>, attempt: number, inferenceId?: string | undefined) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
     Effect.zipRight(
       annotate({

@@ -127,7 +127,7 @@ const recordStepEvent = (
   step: Plan.Step,
   action: "plan.step.start" | "plan.step.end",
   data: Record<string, unknown>,
-  extra: { readonly durationMs?: number; readonly error?: string } = {}
+  extra: { readonly durationMs?: number | undefined; readonly error?: string | undefined } = {}
 ): Effect.Effect<void> =>
   recordEvent((base) =>
     new Event.Custom({
