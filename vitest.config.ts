@@ -1,6 +1,16 @@
+import { fileURLToPath } from "node:url"
 import { defineConfig } from "vitest/config"
 
+const src = (file: string) => fileURLToPath(new URL(`./src/${file}`, import.meta.url))
+
 export default defineConfig({
+  // the package's own name resolves to its sources, as tsconfig's paths say (examples import "pagantic")
+  resolve: {
+    alias: [
+      { find: /^pagantic$/, replacement: src("index.ts") },
+      { find: /^pagantic\/(.*)$/, replacement: src("$1.ts") }
+    ]
+  },
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 60_000,

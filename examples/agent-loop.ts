@@ -12,8 +12,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { AgentLoop, EngineService, LlamaEngine, ObserveLayer, ToolRegistryLayer, Tools } from "../src/index.js"
-import { EventLog } from "../src/services/Observe.js"
+import { AgentLoop, Calculator, type Engine, EventLog, InMemoryObserve, InProcessToolRegistry } from "pagantic"
+import { LlamaEngine } from "pagantic/llama"
 
 export const program = Effect.gen(function* () {
   const agent = yield* AgentLoop.make({ maxToolIterations: 4, temperature: 0 })
@@ -23,16 +23,16 @@ export const program = Effect.gen(function* () {
   for (const call of turn.toolCalls) {
     yield* Console.log(`tool: ${call.name}(${JSON.stringify(call.arguments)}) -> ${call.result}`)
   }
-  const events = yield* Effect.flatMap(EventLog, (log) => log.events)
+  const events = yield* Effect.flatMap(EventLog.EventLog, (log) => log.events)
   yield* Console.log(`events: ${events.map((e) => e._tag).join(", ")}`)
   return turn
 })
 
 /** Everything but the engine: the tools and an event log. */
-export const AppLive = Layer.mergeAll(ToolRegistryLayer.layer([Tools.Calculator.calculator]), ObserveLayer.eventLogMemory)
+export const AppLive = Layer.mergeAll(InProcessToolRegistry.layer([Calculator.calculator]), InMemoryObserve.eventLogMemory)
 
 /** With the real engine, configured from the environment. */
-export const MainLive = (engine: Layer.Layer<EngineService.Engine, unknown>) => Layer.merge(AppLive, engine)
+export const MainLive = (engine: Layer.Layer<Engine.Engine, unknown>) => Layer.merge(AppLive, engine)
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   NodeRuntime.runMain(program.pipe(Effect.provide(MainLive(LlamaEngine.layerConfig()))))

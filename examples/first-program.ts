@@ -6,9 +6,10 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { AgentLoop, LlamaEngine, ScriptedEngine, Tool, ToolRegistryLayer } from "../src/index.js"
+import { AgentLoop, InProcessToolRegistry, ScriptedEngine, ToolRegistry } from "pagantic"
+import { LlamaEngine } from "pagantic/llama"
 
-const weather = Tool.make({
+const weather = ToolRegistry.make({
   name: "weather",
   description: "Current weather in a city",
   parameters: Schema.Struct({ city: Schema.String }),
@@ -25,10 +26,10 @@ export const program = Effect.gen(function* () {
 })
 
 // real inference on a GGUF model...
-export const Live = Layer.merge(ToolRegistryLayer.layer([weather]), LlamaEngine.layerConfig())
+export const Live = Layer.merge(InProcessToolRegistry.layer([weather]), LlamaEngine.layerConfig())
 // ...or a scripted engine in a test
 export const Test = Layer.merge(
-  ToolRegistryLayer.layer([weather]),
+  InProcessToolRegistry.layer([weather]),
   ScriptedEngine.layer([
     ScriptedEngine.toolCalls([{ name: "weather", arguments: { city: "Paris" } }]),
     ScriptedEngine.reply("It is sunny in Paris.")

@@ -23,11 +23,8 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { OrchestrationFailure } from "../src/domain/Failure.js"
-import * as ConstraintLive from "../src/layers/Constraint.js"
-import * as LlamaEngine from "../src/layers/LlamaEngine.js"
-import * as RedundantLoop from "../src/programs/RedundantLoop.js"
-import type { Vote, VotingStrategy } from "../src/programs/Voting.js"
+import { Failure, JsonConstraint, RedundantLoop, type Voting } from "pagantic"
+import { LlamaEngine } from "pagantic/llama"
 
 /** The leaves of a JSON value as `path=value` strings; the words of a text otherwise. */
 const features = (candidate: string): ReadonlySet<string> => {
@@ -53,17 +50,13 @@ export const jaccard = (a: ReadonlySet<string>, b: ReadonlySet<string>): number 
 }
 
 /** Picks the candidate most similar, on average, to the others. */
-export const SimilarityVoting: VotingStrategy = {
+export const SimilarityVoting: Voting.VotingStrategy = {
   name: "similarity",
   vote: Effect.fn("SimilarityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
     if (candidates.length === 0) {
-      return yield* new OrchestrationFailure({
-        code: "ORCHESTRATION_NO_CONSENSUS",
-        retryable: false,
-        message: "similarity voting: no candidates"
-      })
+      return yield* Failure.OrchestrationFailure.noConsensus("similarity voting: no candidates")
     }
-    if (candidates.length === 1) return { winner: 0, content: candidates[0]!, confidence: 1 } satisfies Vote
+    if (candidates.length === 1) return { winner: 0, content: candidates[0]!, confidence: 1 } satisfies Voting.Vote
     const sets = candidates.map(features)
     let best = 0
     let bestScore = -1
@@ -75,7 +68,7 @@ export const SimilarityVoting: VotingStrategy = {
         bestScore = score
       }
     })
-    return { winner: best, content: candidates[best]!, confidence: bestScore } satisfies Vote
+    return { winner: best, content: candidates[best]!, confidence: bestScore } satisfies Voting.Vote
   })
 }
 
@@ -98,7 +91,7 @@ export const program = Effect.gen(function* () {
 })
 
 /** The program's services, given a layer that provides the Engine. */
-export const MainLive = <ROut, E>(engine: Layer.Layer<ROut, E>) => Layer.merge(ConstraintLive.layer, engine)
+export const MainLive = <ROut, E>(engine: Layer.Layer<ROut, E>) => Layer.merge(JsonConstraint.layer, engine)
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   NodeRuntime.runMain(program.pipe(Effect.provide(MainLive(LlamaEngine.layerConfig()))))

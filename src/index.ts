@@ -1,14 +1,26 @@
 /**
  * pagantic: deterministic control loops around probabilistic inference, the Effect way.
  *
- * Domain (layer 0): schemas and the failure taxonomy. Services: one Tag per layer
- * of the design. Layers: implementations to provide. Programs: the loops.
+ * This entry holds what needs no native code and no exporter: the domain (schemas
+ * and the failure taxonomy), one module per service concept (`Engine.Engine` is the
+ * Tag, `Engine.Service` its shape), the loops, and the layers that are pure
+ * TypeScript. Engines and adapters with heavy dependencies have their own entries:
+ * `pagantic/llama` (llama.cpp), `pagantic/openai`, `pagantic/http`,
+ * `pagantic/cli`, `pagantic/telemetry` (OpenTelemetry).
+ *
+ * @example
+ * import { AgentLoop, InProcessToolRegistry, ScriptedEngine } from "pagantic"
+ *
+ * const program = Effect.gen(function* () {
+ *   const agent = yield* AgentLoop.make()
+ *   return yield* agent.chat("What is 2 + 3?")
+ * }).pipe(Effect.provide(Layer.mergeAll(ScriptedEngine.layer([...]), InProcessToolRegistry.layer([...]))))
  */
 
-// domain
+// -- domain ---------------------------------------------------------------------
 export * as Event from "./domain/Event.js"
 export * as Failure from "./domain/Failure.js"
-export * as Issues from "./domain/Issues.js"
+export * as Gbnf from "./domain/Gbnf.js"
 export * as JsonSchema from "./domain/JsonSchema.js"
 export * as Lifecycle from "./domain/Lifecycle.js"
 export * as Message from "./domain/Message.js"
@@ -17,47 +29,45 @@ export * as Plan from "./domain/Plan.js"
 export * as System from "./domain/System.js"
 export * as TokenUsage from "./domain/TokenUsage.js"
 
-// services
-export * as ConstraintService from "./services/Constraint.js"
-export * as EngineService from "./services/Engine.js"
+// -- services: one concept each --------------------------------------------------
+export * as Constraint from "./services/Constraint.js"
+export * as ContextProvider from "./services/ContextProvider.js"
+export * as ConversationStore from "./services/ConversationStore.js"
+export * as CostTracker from "./services/CostTracker.js"
+export * as Engine from "./services/Engine.js"
+export * as EventLog from "./services/EventLog.js"
+export * as GrammarChecker from "./services/GrammarChecker.js"
 export * as IdGenerator from "./services/IdGenerator.js"
-export * as Memory from "./services/Memory.js"
-export * as Observe from "./services/Observe.js"
-export * as PlannerService from "./services/Planner.js"
-export * as PromptProviderService from "./services/PromptProvider.js"
-export * as RerankerService from "./services/Reranker.js"
-export * as Retrieval from "./services/Context.js"
-export * as Tool from "./services/ToolRegistry.js"
-export * as ValidatorService from "./services/Validator.js"
+export * as Metrics from "./services/Metrics.js"
+export * as Planner from "./services/Planner.js"
+export * as PromptProvider from "./services/PromptProvider.js"
+export * as Reranker from "./services/Reranker.js"
+export * as Retriever from "./services/Retriever.js"
+export * as SessionState from "./services/SessionState.js"
+export * as ToolRegistry from "./services/ToolRegistry.js"
+export * as Validator from "./services/Validator.js"
 
-// layers
-export * as ConstraintLayer from "./layers/Constraint.js"
-export * as ContextBuilder from "./layers/ContextBuilder.js"
-export * as GrammarChecker from "./layers/GrammarChecker.js"
-export * as LlamaEngine from "./layers/LlamaEngine.js"
-export * as MemoryLayer from "./layers/Memory.js"
-export * as ObserveLayer from "./layers/Observe.js"
-export * as OpenAiEngine from "./layers/OpenAiEngine.js"
-export * as PlannerLayer from "./layers/Planner.js"
-export * as PromptProviderLayer from "./layers/PromptProvider.js"
-export * as RerankerLayer from "./layers/Reranker.js"
-export * as Retriever from "./layers/Retriever.js"
+// -- layers: implementations in plain TypeScript ------------------------------------
+export * as Calculator from "./layers/tools/Calculator.js"
+export * as InMemoryMemory from "./layers/Memory.js"
+export * as InMemoryObserve from "./layers/Observe.js"
+export * as InProcessToolRegistry from "./layers/ToolRegistry.js"
+export * as JsonConstraint from "./layers/Constraint.js"
+export * as MiniSearchRetriever from "./layers/Retriever.js"
+export * as ModelPlanner from "./layers/ModelPlanner.js"
+export * as StaticPlanner from "./layers/StaticPlanner.js"
+export * as Rerankers from "./layers/Reranker.js"
+export * as RetrieverContextProvider from "./layers/ContextBuilder.js"
+export * as RuleValidator from "./layers/Validator.js"
 export * as ScriptedEngine from "./layers/ScriptedEngine.js"
-export * as Telemetry from "./layers/Telemetry.js"
-export * as ToolRegistryLayer from "./layers/ToolRegistry.js"
-export * as Tools from "./layers/tools/index.js"
-export * as ValidatorLayer from "./layers/Validator.js"
+export * as TemplatePromptProvider from "./layers/PromptProvider.js"
 
-// programs
+// -- programs: the loops ------------------------------------------------------------
 export * as AgentLoop from "./programs/AgentLoop.js"
 export * as Facade from "./programs/Facade.js"
-export * as LifecycleTracker from "./programs/Lifecycle.js"
 export * as PlanExecutor from "./programs/PlanExecutor.js"
 export * as RedundantLoop from "./programs/RedundantLoop.js"
 export * as RetryPolicy from "./programs/RetryPolicy.js"
 export * as SpecializedLoop from "./programs/SpecializedLoop.js"
 export * as Structured from "./programs/Structured.js"
 export * as Voting from "./programs/Voting.js"
-
-// adapters
-export * as Live from "./adapters/Live.js"

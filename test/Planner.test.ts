@@ -7,7 +7,8 @@ import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as Plan from "../src/domain/Plan.js"
 import { SystemRequest } from "../src/domain/System.js"
-import * as PlannerLayer from "../src/layers/Planner.js"
+import * as ModelPlanner from "../src/layers/ModelPlanner.js"
+import * as StaticPlanner from "../src/layers/StaticPlanner.js"
 import * as Retriever from "../src/layers/Retriever.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as PlanExecutor from "../src/programs/PlanExecutor.js"
@@ -17,12 +18,12 @@ import { Planner } from "../src/services/Planner.js"
 const request = (text: string) =>
   Schema.decodeUnknownSync(SystemRequest)({ mode: "plan", messages: [{ role: "user", content: text }] })
 
-const ragRoute: PlannerLayer.Route = {
+const ragRoute: StaticPlanner.Route = {
   name: "rag",
-  when: (r) => PlannerLayer.lastUserContent(r).endsWith("?"),
+  when: (r) => StaticPlanner.lastUserContent(r).endsWith("?"),
   rationale: "questions are answered from the documents",
   steps: (r) => [
-    new Plan.Step({ name: "retrieve", type: "retrieve", input: PlannerLayer.lastUserContent(r) }),
+    new Plan.Step({ name: "retrieve", type: "retrieve", input: StaticPlanner.lastUserContent(r) }),
     new Plan.Step({ name: "answer", type: "infer" })
   ]
 }
@@ -46,7 +47,7 @@ describe("Planner", () => {
           stepCount: 2
         })
         expect(DateTime.formatIso(plan.trace!.createdAt)).toBe("2026-01-02T00:00:00.000Z")
-      }).pipe(Effect.provide(PlannerLayer.layerStatic({ id: "docs", routes: [ragRoute] }))))
+      }).pipe(Effect.provide(StaticPlanner.layer({ id: "docs", routes: [ragRoute] }))))
 
     it.effect("no matching route is an OrchestrationFailure (rule noPlan)", () =>
       Effect.gen(function* () {
@@ -54,7 +55,7 @@ describe("Planner", () => {
         const error = yield* Effect.flip(planner.createPlan(request("Do something.")))
         expect(error._tag).toBe("OrchestrationFailure")
         expect(error.details).toMatchObject({ rule: "noPlan", planner: "docs" })
-      }).pipe(Effect.provide(PlannerLayer.layerStatic({ id: "docs", routes: [ragRoute] }))))
+      }).pipe(Effect.provide(StaticPlanner.layer({ id: "docs", routes: [ragRoute] }))))
 
     it.effect("a route's plan is checked against the policy", () =>
       Effect.gen(function* () {
@@ -63,7 +64,7 @@ describe("Planner", () => {
         expect(error.details).toMatchObject({ rule: "allowedStepTypes", step: "answer" })
       }).pipe(
         Effect.provide(
-          PlannerLayer.layerStatic({
+          StaticPlanner.layer({
             routes: [ragRoute],
             policy: new Plan.PlanPolicy({ allowedStepTypes: ["retrieve"] })
           })
@@ -88,7 +89,7 @@ describe("Planner", () => {
         expect(sent!.messages[0]!.content).toContain("at most 3 steps")
       }).pipe(
         Effect.provide(
-          PlannerLayer.layerModel({
+          ModelPlanner.layer({
             id: "llm",
             policy: new Plan.PlanPolicy({ maxSteps: 3, allowedStepTypes: ["retrieve", "infer"] })
           })
@@ -112,7 +113,7 @@ describe("Planner", () => {
         expect(plan.steps.map((s) => s.name)).toEqual(["only"])
         expect(yield* ScriptedEngine.requests).toHaveLength(3)
       }).pipe(
-        Effect.provide(PlannerLayer.layerModel()),
+        Effect.provide(ModelPlanner.layer()),
         Effect.provide(
           ScriptedEngine.layer([
             ScriptedEngine.reply("Sure! Here is a plan: retrieve then infer"),
@@ -132,7 +133,7 @@ describe("Planner", () => {
         expect(error.code).toBe("CONSTRAINT_SCHEMA_INVALID")
         if (error._tag === "ConstraintFailure") expect(error.violations).toContain("$.rationale: is missing")
       }).pipe(
-        Effect.provide(PlannerLayer.layerModel()),
+        Effect.provide(ModelPlanner.layer()),
         Effect.provide(
           ScriptedEngine.layer([planJson({ steps: [] })], { whenExhausted: "repeat-last" })
         )
@@ -149,7 +150,7 @@ describe("Planner", () => {
         expect(cyclic.details).toMatchObject({ rule: "cycle" })
       }).pipe(
         Effect.provide(
-          PlannerLayer.layerModel({ policy: new Plan.PlanPolicy({ maxSteps: 2, allowedStepTypes: ["infer", "retrieve"] }) })
+          ModelPlanner.layer({ policy: new Plan.PlanPolicy({ maxSteps: 2, allowedStepTypes: ["infer", "retrieve"] }) })
         ),
         Effect.provide(
           ScriptedEngine.layer([
@@ -180,7 +181,7 @@ describe("Planner", () => {
     }).pipe(
       Effect.provide(
         Layer.mergeAll(
-          PlannerLayer.layerStatic({ routes: [ragRoute] }),
+          StaticPlanner.layer({ routes: [ragRoute] }),
           Retriever.layer([{ id: "1", source: "go-spec", content: "Go interfaces are implicit." }]),
           ScriptedEngine.layer([ScriptedEngine.reply("Go.")])
         )

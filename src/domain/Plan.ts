@@ -16,6 +16,8 @@
  * too many steps is ORCHESTRATION_ITERATION_LIMIT, every other rejection is
  * ORCHESTRATION_STEP_MISMATCH (it is never retryable: the plan must change).
  */
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import { OrchestrationFailure } from "./Failure.js"
@@ -260,3 +262,11 @@ export const draftJsonSchema = (stepTypes: ReadonlyArray<string>): JsonSchema =>
   },
   required: ["rationale", "steps"]
 })
+
+/** The plan with its trace (who made it, why, when, how many steps), stamped with the current time. */
+export const withTrace = (plan: ExecutionPlan, plannerId: string, rationale: string): Effect.Effect<ExecutionPlan> =>
+  Effect.map(DateTime.now, (createdAt) =>
+    new ExecutionPlan({
+      steps: plan.steps,
+      trace: new PlanTrace({ plannerId, rationale, createdAt, stepCount: plan.steps.length })
+    }))
