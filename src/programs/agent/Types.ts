@@ -1,0 +1,87 @@
+/**
+ * What an AgentLoop turn takes and gives: its options, the result of a turn and
+ * why it stopped, the events of a streamed turn, and what a turn can fail with.
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type * as Schedule from "effect/Schedule"
+import type { Cancellation, InferenceFailure, ToolFailure } from "../../domain/Failure.js"
+import type * as Message from "../../domain/Message.js"
+import type { ToolCallRecord } from "../../domain/System.js"
+import type * as TokenUsage from "../../domain/TokenUsage.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
+
+/** Why a turn ended. */
+export type StopReason =
+  /** The model answered without asking for tools. */
+  | "finish"
+  /** The model hit its token limit. */
+  | "length"
+  /** The model still asked for tools after `maxToolIterations` rounds. */
+  | "max_iterations"
+  /** The turn used up its token budget while the model still asked for tools. */
+  | "budget_exhausted"
+
+/** What one turn produced. */
+export interface TurnResult {
+  readonly content: string
+  readonly stopReason: StopReason
+  /** Every tool call executed in this turn, in order, with result and duration. */
+  readonly toolCalls: ReadonlyArray<ToolCallRecord>
+  readonly usage: TokenUsage.TokenUsage
+  /** Inference calls made in this turn. */
+  readonly inferences: number
+  /** The messages this turn added to the history (user, assistant, tool...). */
+  readonly transcript: ReadonlyArray<Message.Message>
+}
+
+/** What a streamed turn emits; the stream ends after `TurnFinished`. */
+export type AgentEvent =
+  | { readonly _tag: "TextDelta"; readonly text: string; readonly inference: number }
+  | { readonly _tag: "ToolCallRequested"; readonly call: Message.ToolCall; readonly inference: number }
+  | { readonly _tag: "ToolResultReady"; readonly record: ToolCallRecord }
+  | { readonly _tag: "InferenceFinished"; readonly result: InferenceResult; readonly inference: number }
+  | { readonly _tag: "TurnFinished"; readonly result: TurnResult }
+
+/** What a turn can fail with: an inference that failed for good, a tool in "fail" mode, the turn's deadline. */
+export type AgentLoopError = InferenceFailure | ToolFailure | Cancellation
+
+export interface Options {
+  /** The first message of every session this loop starts. */
+  readonly systemPrompt?: string | undefined
+  /** The conversation to continue or start; a new id is generated when absent. */
+  readonly sessionId?: string | undefined
+  /** Rounds of tool execution per turn. Default 20. */
+  readonly maxToolIterations?: number | undefined
+  /** Per inference call. Default 2048. */
+  readonly maxTokens?: number | undefined
+  readonly temperature?: number | undefined
+  readonly topP?: number | undefined
+  /** Tool calls of one round run concurrently, at most this many at once. Default 4. */
+  readonly toolConcurrency?: number | undefined
+  /** Overrides every tool's own timeout. */
+  readonly toolTimeout?: Duration.DurationInput | undefined
+  /** When idempotent tools are retried. Default `RetryPolicy.tool`. */
+  readonly toolRetry?: Schedule.Schedule<unknown, ToolFailure> | undefined
+  /** When retryable inference failures are retried. Default `RetryPolicy.inference`. */
+  readonly inferenceRetry?: Schedule.Schedule<unknown, InferenceFailure> | undefined
+  /** Only these tools are offered and may run; absent or empty: all registered tools. */
+  readonly allowTools?: ReadonlyArray<string> | undefined
+  /** "feedback" (default): a failed tool becomes an error result for the model; "fail": the turn fails. */
+  readonly toolErrorMode?: "feedback" | "fail" | undefined
+  /** Total tokens a turn may spend before tool rounds stop. */
+  readonly turnTokenBudget?: number | undefined
+  /** Deadline for a turn; past it the turn fails with CANCELLED_TIMEOUT and history is unchanged. */
+  readonly turnTimeout?: Duration.DurationInput | undefined
+  /** Called after every tool execution. */
+  readonly onToolResult?: ((record: ToolCallRecord) => Effect.Effect<void>) | undefined
+}
+
+export interface TurnOptions {
+  /** Context messages for this turn, instead of asking the ContextProvider. */
+  readonly context?: ReadonlyArray<Message.Message> | undefined
+  /** Extra fields for every inference request of this turn (e.g. schema, grammar). */
+  readonly request?:
+    | Partial<Pick<InferenceRequest, "schema" | "grammar" | "temperature" | "maxTokens" | "topP" | "seed" | "options">>
+    | undefined
+}
