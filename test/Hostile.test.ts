@@ -12,6 +12,7 @@ import * as Logger from "effect/Logger"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import * as http from "node:http"
 import * as Http from "../src/adapters/Http.js"
 import * as Edge from "../src/adapters/http/Edge.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
@@ -53,6 +54,23 @@ const expectCleanError = (reply: { status: number; text: string; json: any }, ma
   expect(reply.text).not.toMatch(/^\s*at\s.*:\d+:\d+\)?\s*$/m)
   expect(reply.text).not.toContain("node_modules")
 }
+
+/** POST /v1/run with a chosen Host header (fetch cannot set it). */
+const withHost = (port: number, host: string) =>
+  Effect.promise(() =>
+    new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(
+        { host: "127.0.0.1", port, path: "/v1/run", method: "POST", headers: { host, "content-type": "application/json" }, timeout: 5_000 },
+        (res) => {
+          let body = ""
+          res.on("data", (c) => (body += c))
+          res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+        }
+      )
+      req.on("error", reject)
+      req.end(JSON.stringify(chatRequest("hi")))
+    })
+  )
 
 describe("hostile input against pagantic serve", () => {
   // -- 1 and 3: no server file through the API -----------------------------------------
@@ -362,24 +380,12 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply("hello")], ({ port, url }) =>
       Effect.gen(function* () {
         // fetch cannot set Host: a raw request can
-        const rebound = yield* Effect.promise(() =>
-          new Promise<{ status: number; body: string }>((resolve, reject) => {
-            import("node:http").then(({ request }) => {
-              const req = request(
-                { host: "127.0.0.1", port, path: "/v1/run", method: "POST", headers: { host: "evil.example:80", "content-type": "application/json" }, timeout: 5_000 },
-                (res) => {
-                  let body = ""
-                  res.on("data", (c) => (body += c))
-                  res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
-                }
-              )
-              req.on("error", reject)
-              req.end(JSON.stringify(chatRequest("hi")))
-            }, reject)
-          })
-        )
+        const rebound = yield* withHost(port, "evil.example:80")
         expect(rebound.status).toBe(403)
         expect(JSON.parse(rebound.body).error.message).toContain("Host")
+        // the whole 127.0.0.0/8 block and localhost are loopback names
+        expect((yield* withHost(port, "127.0.0.2:8080")).status).toBe(200)
+        expect((yield* withHost(port, "localhost")).status).toBe(200)
 
         const plain = yield* send(`${url}/v1/run`, { body: JSON.stringify(chatRequest("hi")), headers: { "content-type": "text/plain" } })
         expect(plain.status).toBe(415)
@@ -414,6 +420,10 @@ describe("hostile input against pagantic serve", () => {
       expect(Edge.isLoopback("127.0.0.1")).toBe(true)
       expect(Edge.hostsFor("127.0.0.1", undefined)).toContain("localhost")
       expect(Edge.hostsFor("0.0.0.0", undefined)).toBeUndefined()
+      const badPort = yield* Effect.either(
+        Effect.withConfigProvider(Http.optionsConfig(), ConfigProvider.fromMap(new Map([["PAGANTIC_PORT", "70000"]])))
+      )
+      expect(badPort._tag).toBe("Left")
     }))
 
   it.effect("a server beyond loopback without a key warns at start", () =>

@@ -473,7 +473,12 @@ const commaList = (name: string) =>
 export const optionsConfig = (overrides: Options = {}): Config.Config<Options> =>
   Config.map(
     Config.all({
-      port: Config.withDefault(Config.integer("PAGANTIC_PORT"), defaults.port),
+      port: Config.withDefault(
+        Config.integer("PAGANTIC_PORT").pipe(
+          Config.validate({ message: "a port from 0 to 65535", validation: (port) => port >= 0 && port <= 65_535 })
+        ),
+        defaults.port
+      ),
       host: Config.withDefault(Config.string("PAGANTIC_HOST"), defaults.host),
       maxBodyBytes: Config.withDefault(Config.integer("PAGANTIC_MAX_BODY_BYTES"), defaults.maxBodyBytes),
       requestTimeout: Config.withDefault(Config.duration("PAGANTIC_REQUEST_TIMEOUT"), defaults.requestTimeout),

@@ -41,6 +41,9 @@ export interface EdgeOptions {
 
 const loopbackNames = ["localhost", "127.0.0.1", "::1", "[::1]"]
 
+/** The whole 127.0.0.0/8 block is loopback: a server bound to 127.0.0.2 is reached by that name. */
+const isLoopbackName = (name: string) => loopbackNames.includes(name) || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name)
+
 /** Whether a bind address is loopback only. */
 export const isLoopback = (host: string): boolean =>
   host === "localhost" || host === "::1" || /^127\.\d+\.\d+\.\d+$/.test(host)
@@ -141,7 +144,9 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
       const path = pathOf(request.url)
       if (hosts !== undefined) {
         const header = request.headers["host"]
-        if (header === undefined || !hosts.includes(hostnameOf(header))) {
+        const name = header === undefined ? undefined : hostnameOf(header)
+        const accepted = name !== undefined && (hosts === loopbackNames ? isLoopbackName(name) : hosts.includes(name))
+        if (!accepted) {
           return errorResponse(
             path,
             403,
