@@ -47,13 +47,26 @@ export const services: Effect.Effect<Context.Context<never>> = Effect.gen(functi
 // Inference
 // ---------------------------------------------------------------------------
 
-/** One engine call in its `chat {model}` span, its latency and tokens recorded in Metrics. */
+/** One engine call in its `chat {model}` span, the latency and tokens of its reply recorded in Metrics. */
 export const meteredInference = <E, R>(
   model: Effect.Effect<string>,
   request: InferenceRequest,
   call: Effect.Effect<InferenceResult, E, R>
 ): Effect.Effect<InferenceResult, E, R> =>
-  Effect.map(Spans.inference(model, request, call, { recordMetrics: true }), ([result]) => result)
+  Effect.map(
+    Spans.inference(
+      model,
+      request,
+      Effect.gen(function* () {
+        const started = yield* Clock.currentTimeMillis
+        const result = yield* call
+        const durationMs = (yield* Clock.currentTimeMillis) - started
+        yield* withMetrics((m) => Effect.zipRight(m.recordLatency("inference", durationMs), m.recordTokens(result.usage)))
+        return result
+      })
+    ),
+    ([result]) => result
+  )
 
 export interface InferenceOptions<E, R> {
   readonly model: Effect.Effect<string>

@@ -10,14 +10,14 @@
  * links to the inference span whose reply asked for it. Lifecycle states are spans
  * too (see Lifecycle.ts): `lifecycle {STATE}`, children of the request span.
  */
-import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import type * as Tracer from "effect/Tracer"
 import type { ToolCall } from "../../domain/Message.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
-import { CostTracker, currentCorrelation, withMetrics } from "../../services/Observe.js"
+import { CostTracker } from "../../services/CostTracker.js"
+import { currentCorrelation } from "../../services/EventLog.js"
 
 // ---------------------------------------------------------------------------
 // Attribute names
@@ -93,8 +93,6 @@ export const modelName = (modelInfo: Effect.Effect<{ readonly name: string }>): 
 
 export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined
-  /** Also record the inference's latency and tokens in the Metrics service (for loops that do not). */
-  readonly recordMetrics?: boolean | undefined
 }
 
 /**
@@ -124,7 +122,6 @@ export const inference = <E, R>(
         "pagantic.request.schema": request.schema !== undefined,
         "pagantic.request.grammar": request.grammar !== undefined
       })
-      const started = yield* Clock.currentTimeMillis
       const result = yield* call
       yield* Effect.annotateCurrentSpan({
         [GenAi.responseModel]: name,
@@ -135,10 +132,6 @@ export const inference = <E, R>(
       })
       const cost = yield* Effect.serviceOption(CostTracker)
       if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
-      if (options.recordMetrics === true) {
-        const durationMs = (yield* Clock.currentTimeMillis) - started
-        yield* withMetrics((m) => Effect.zipRight(m.recordLatency("inference", durationMs), m.recordTokens(result.usage)))
-      }
       return [result, span] as const
     }).pipe(Effect.withSpan(`chat ${name}`, { kind: "client" }))
   )
