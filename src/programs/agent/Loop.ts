@@ -13,8 +13,8 @@ import type * as Message from "../../domain/Message.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
 import * as Engine from "../../services/Engine.js"
-import { IdGenerator } from "../../services/IdGenerator.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 import * as RetryPolicy from "../RetryPolicy.js"
@@ -26,7 +26,7 @@ export interface Loop {
   readonly registry: Option.Option<ToolRegistry.Service>
   readonly contextProvider: Option.Option<ContextProvider.Service>
   readonly store: ConversationStore.Service
-  readonly nextId: (prefix: string) => Effect.Effect<string>
+  readonly nextId: Ids.NextId
   /** EventLog, Metrics and CostTracker when present, provided to every turn. */
   readonly observe: Context.Context<never>
   readonly model: Effect.Effect<string>
@@ -54,11 +54,7 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
     const contextProvider = yield* Effect.serviceOption(ContextProvider.ContextProvider)
     const storeOption = yield* Effect.serviceOption(ConversationStore.ConversationStore)
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    const ids = yield* Effect.serviceOption(IdGenerator)
-    const nextId = (prefix: string) =>
-      Option.isSome(ids)
-        ? ids.value.next(prefix)
-        : Effect.sync(() => `${prefix}_${globalThis.crypto.randomUUID()}`)
+    const nextId = yield* Ids.nextId
     const observe = yield* Observed.services
     const model = yield* Spans.modelName(engine.modelInfo)
     const sessionId = options.sessionId ?? (yield* nextId("session"))
