@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
 import * as HttpBench from "./http.bench.js"
 import * as ObserveBench from "./observe.bench.js"
+import * as SoakBench from "./soak.bench.js"
 
 const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
   const header = ["benchmark", "ours", "baseline", "ratio", "IQR", "goal", "met"]
@@ -30,6 +31,13 @@ const main = Effect.gen(function*() {
   yield* Console.log(table(yield* HttpBench.run))
   yield* Console.log("\nIn-memory event log, metrics and conversation store: 1,000 writes into a full store against a small one (O(1): ~1.0)")
   yield* Console.log(table(yield* ObserveBench.run))
+  yield* Console.log(
+    `\nSoak: ${SoakBench.REQUESTS} requests through the HTTP adapter, an engine that fails ${SoakBench.FAILURE_RATE * 100}% of calls (each InferenceFailure kind), tools that hang or throw`
+  )
+  const soak = yield* SoakBench.run
+  yield* Console.log(table(soak.rows))
+  yield* Console.log(`answers by status and code:\n${SoakBench.breakdown(soak.result)}`)
+  for (const problem of soak.result.problems.slice(0, 10)) yield* Console.log(`problem: ${problem}`)
   yield* Console.log(`load average after: ${load()}`)
 })
 
