@@ -18,6 +18,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import { ConstraintFailure } from "../domain/Failure.js"
@@ -27,8 +28,9 @@ import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
 import { Constraint } from "../services/Constraint.js"
+import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
-import { GrammarChecker } from "../services/GrammarChecker.js"
+import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -105,6 +107,31 @@ export const correctionPrompt = (failure: ConstraintFailure | ValidationFailure)
 }
 
 /**
+ * A reply checked against the request's grammar, when there is one and a checker
+ * to read it (an engine may have ignored the grammar): outside it, a retryable
+ * CONSTRAINT_GRAMMAR_REJECTED.
+ */
+const checkGrammar = (
+  checker: Option.Option<GrammarChecker.Service>,
+  grammar: string | undefined,
+  result: InferenceResult
+): Effect.Effect<void, ConstraintFailure> =>
+  grammar === undefined || Option.isNone(checker)
+    ? Effect.void
+    : Effect.flatMap(checker.value.matches(result.content, grammar), (matches) =>
+      matches
+        ? Effect.void
+        : new ConstraintFailure({
+          code: "CONSTRAINT_GRAMMAR_REJECTED",
+          retryable: true,
+          raw: result.content,
+          message: result.finishReason === "length"
+            ? `the reply was cut off by maxTokens before the grammar was complete`
+            : `the reply is not a sentence of the grammar`,
+          details: { finishReason: result.finishReason }
+        }))
+
+/**
  * Asks for a structured answer to `messages` and returns the validated value.
  * Requires Engine and Constraint. Reports EXECUTE -> VALIDATE and VALIDATE -> EXECUTE
  * (a retry) through the request's lifecycle tracker, or as events when there is none.
@@ -120,7 +147,7 @@ export const run: <A, EV extends ValidationFailure = never>(
   const constraint = yield* Constraint
   const target = constraint.target(options.schema)
   const constraints = constraint.requestConstraints(target, options.grammar)
-  const grammarChecker = yield* Effect.serviceOption(GrammarChecker)
+  const grammarChecker = yield* Effect.serviceOption(GrammarChecker.GrammarChecker)
   const attempts = yield* Ref.make(0)
   const repairs = yield* Ref.make(0)
   const usage = yield* Ref.make(TokenUsage.empty)
@@ -155,20 +182,7 @@ export const run: <A, EV extends ValidationFailure = never>(
       if (options.onUsage !== undefined) yield* options.onUsage(result.usage)
       yield* Ref.set(lastRaw, result.content)
       yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
-      if (constraints.grammar !== undefined && grammarChecker._tag === "Some") {
-        const grammar = constraints.grammar
-        if (!(yield* grammarChecker.value.matches(result.content, grammar))) {
-          return yield* new ConstraintFailure({
-            code: "CONSTRAINT_GRAMMAR_REJECTED",
-            retryable: true,
-            raw: result.content,
-            message: result.finishReason === "length"
-              ? `the reply was cut off by maxTokens before the grammar was complete`
-              : `the reply is not a sentence of the grammar`,
-            details: { finishReason: result.finishReason }
-          })
-        }
-      }
+      yield* checkGrammar(grammarChecker, constraints.grammar, result)
       const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
         Effect.tapError((f) =>
           f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
