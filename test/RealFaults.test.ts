@@ -340,9 +340,10 @@ describe("INFERENCE_ENGINE_ERROR and INFERENCE_MALFORMED_RESPONSE from a real Op
         })
     ))
 
-  it.live("through serve: a garbage event in the stream is 502 INFERENCE_MALFORMED_RESPONSE, retried by the loop only", () =>
+  it.live("through serve: a garbage event in the stream is 502 INFERENCE_MALFORMED_RESPONSE, retried by the loop only before any text", () =>
     overFake(
-      (_, res) => Loopback.sse(res, [chunk({ role: "assistant", content: "a" }), "<html>oops</html>"]),
+      (_, res, n) =>
+        Loopback.sse(res, n <= 2 * LOOP_ATTEMPTS ? ["<html>oops</html>"] : [chunk({ role: "assistant", content: "a" }), "<html>oops</html>"]),
       ({ server, url }) =>
         Effect.gen(function* () {
           const run = yield* post(`${url}/v1/run`, chatRequest("hi"))
@@ -356,6 +357,12 @@ describe("INFERENCE_ENGINE_ERROR and INFERENCE_MALFORMED_RESPONSE from a real Op
           expect(chat.status, chat.text.slice(0, 300)).toBe(502)
           expect(chat.json.error).toMatchObject({ code: "INFERENCE_MALFORMED_RESPONSE", type: "server_error" })
           expect(completionsOf(server)).toBe(2 * LOOP_ATTEMPTS)
+
+          // after text went out the attempt is not repeated
+          const late = yield* post(`${url}/v1/run`, chatRequest("hi"))
+          expect(late.json.error.code).toBe("INFERENCE_MALFORMED_RESPONSE")
+          expect(late.json.content).toBe("a")
+          expect(completionsOf(server)).toBe(2 * LOOP_ATTEMPTS + 1)
         })
     ))
 
@@ -371,7 +378,7 @@ describe("INFERENCE_ENGINE_ERROR and INFERENCE_MALFORMED_RESPONSE from a real Op
         })
     ))
 
-  it.live("through serve: a stream cut in the middle is 502 INFERENCE_ENGINE_ERROR after the loop's retries", () =>
+  it.live("through serve: a stream cut after text is 502 INFERENCE_ENGINE_ERROR with that text, not retried (its deltas are out)", () =>
     overFake(
       (_, res) => {
         Loopback.sse(res, [chunk({ role: "assistant", content: "Once upon" })], { done: false, end: false })
@@ -383,12 +390,22 @@ describe("INFERENCE_ENGINE_ERROR and INFERENCE_MALFORMED_RESPONSE from a real Op
           expect(run.status, run.text.slice(0, 300)).toBe(502)
           expect(run.json.error).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: true })
           expect(run.json.error.details).toMatchObject({ reason: "stream_cut", status: 200 })
-          expect(completionsOf(server)).toBe(LOOP_ATTEMPTS)
+          // the partial output is the one attempt's text, never repeated
+          expect(run.json.content).toBe("Once upon")
+          expect(completionsOf(server)).toBe(1)
 
           const chat = yield* post(`${url}/v1/chat/completions`, { messages: [{ role: "user", content: "a story" }] })
           expect(chat.status, chat.text.slice(0, 300)).toBe(502)
           expect(chat.json.error.code).toBe("INFERENCE_ENGINE_ERROR")
-          expect(completionsOf(server)).toBe(2 * LOOP_ATTEMPTS)
+          expect(completionsOf(server)).toBe(2)
+
+          // an SSE client sees the text once, then the error
+          const streamed = yield* send(`${url}/v1/chat/completions`, {
+            body: JSON.stringify({ messages: [{ role: "user", content: "a story" }], stream: true })
+          })
+          expect(streamed.text.split("Once upon").length - 1).toBe(1)
+          expect(streamed.text).toContain("INFERENCE_ENGINE_ERROR")
+          expect(completionsOf(server)).toBe(3)
         })
     ))
 })

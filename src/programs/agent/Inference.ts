@@ -13,18 +13,28 @@ import type { InferenceResult } from "../../services/Engine.js"
 import * as Observed from "../internal/Observed.js"
 import type { Emit, Loop } from "./Loop.js"
 
-/** One observed inference, retryable failures retried; with its id and span for the tool calls it asks for. */
+/**
+ * One observed inference, retryable failures retried; with its id and span for the
+ * tool calls it asks for. A streamed attempt that already emitted text is not
+ * retried: its deltas are out (an SSE client has them), and a second attempt would
+ * repeat them; the failure ends the turn with that text as its partial output.
+ */
 export const inferOnce = (loop: Loop, request: Engine.InferenceRequest, index: number, emit: Emit, streaming: boolean) =>
   Effect.gen(function* () {
     const inferenceId = yield* loop.nextId("inf")
+    let emitted = false
+    const emitting: Emit = (event) => {
+      if (event._tag === "TextDelta" && event.text !== "") emitted = true
+      return emit(event)
+    }
     const [result, span] = yield* Effect.retry(
       Observed.inference({
         model: loop.model,
         request,
         inferenceId,
-        call: streaming ? streamedInference(loop.engine, request, index, emit) : loop.engine.infer(request)
+        call: streaming ? streamedInference(loop.engine, request, index, emitting) : loop.engine.infer(request)
       }),
-      { schedule: loop.inferenceRetry, while: (f: InferenceFailure) => f.retryable }
+      { schedule: loop.inferenceRetry, while: (f: InferenceFailure) => f.retryable && !emitted }
     )
     return { result, inferenceId, span }
   })
