@@ -7,7 +7,7 @@ import * as Schema from "effect/Schema"
 import * as fc from "fast-check"
 import type { ConstraintFailure } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
-import * as ConstraintLive from "../src/layers/Constraint.js"
+import * as ConstraintLive from "../src/layers/JsonConstraint.js"
 import { Constraint } from "../src/services/Constraint.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E, Constraint>) => Effect.provide(effect, ConstraintLive.layer)

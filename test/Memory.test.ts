@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../src/domain/Message.js"
-import * as Memory from "../src/layers/Memory.js"
+import * as Memory from "../src/layers/InMemoryMemory.js"
 import { approximateBytes, ConversationStore, inMemoryDefaults, SessionState } from "../src/services/Memory.js"
 
 describe("Memory layers", () => {

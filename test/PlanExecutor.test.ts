@@ -15,14 +15,14 @@ import type { Failure } from "../src/domain/Failure.js"
 import { OrchestrationFailure, ToolFailure, ValidationFailure } from "../src/domain/Failure.js"
 import * as Message from "../src/domain/Message.js"
 import * as Plan from "../src/domain/Plan.js"
-import * as ContextBuilder from "../src/layers/ContextBuilder.js"
+import * as ContextBuilder from "../src/layers/RetrieverContextProvider.js"
 import * as Observe from "../src/layers/Observe.js"
-import * as Reranker from "../src/layers/Reranker.js"
-import * as Retriever from "../src/layers/Retriever.js"
+import * as LexicalReranker from "../src/layers/LexicalReranker.js"
+import * as Retriever from "../src/layers/MiniSearchRetriever.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
-import * as Registry from "../src/layers/ToolRegistry.js"
-import * as ConstraintLayer from "../src/layers/Constraint.js"
-import * as ValidatorLayer from "../src/layers/Validator.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as ConstraintLayer from "../src/layers/JsonConstraint.js"
+import * as ValidatorLayer from "../src/layers/RuleValidator.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Lifecycle from "../src/programs/Lifecycle.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
@@ -541,7 +541,7 @@ describe("PlanExecutor", () => {
         Effect.provide(
           Layer.mergeAll(
             Retriever.layer(documents),
-            Reranker.layer(),
+            LexicalReranker.layer(),
             ScriptedEngine.layer([ScriptedEngine.reply("Implicitly.")])
           )
         )

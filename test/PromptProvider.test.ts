@@ -1,7 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Message from "../src/domain/Message.js"
-import * as PromptLayer from "../src/layers/PromptProvider.js"
+import * as PromptLayer from "../src/layers/TemplatePromptProvider.js"
 import * as Prompt from "../src/services/PromptProvider.js"
 
 const options: PromptLayer.Options = {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as Reranker from "../src/layers/Reranker.js"
+import * as LexicalReranker from "../src/layers/LexicalReranker.js"
+import * as ModelReranker from "../src/layers/ModelReranker.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { Candidate, Reranker as RerankerTag, RerankInput } from "../src/services/Reranker.js"
 
@@ -24,7 +25,7 @@ describe("Reranker", () => {
         expect(ranked.map((c) => c.source)).toEqual(["guide", "docs", "cookbook"])
         expect(ranked[2]!.score).toBe(0)
         expect(ranked[0]!.score).toBeGreaterThan(ranked[1]!.score)
-      }).pipe(Effect.provide(Reranker.layer())))
+      }).pipe(Effect.provide(LexicalReranker.layer())))
 
     it.effect("keeps topK, and ties keep the original order", () =>
       Effect.gen(function* () {
@@ -35,10 +36,10 @@ describe("Reranker", () => {
           new RerankInput({ query: "x", candidates: [candidate("a", "1"), candidate("b", "2"), candidate("c", "3")] })
         )
         expect(ties.map((c) => c.source)).toEqual(["1", "2", "3"])
-      }).pipe(Effect.provide(Reranker.layer())))
+      }).pipe(Effect.provide(LexicalReranker.layer())))
 
     it("bm25 is case-insensitive and saturates repeated terms", () => {
-      const [once, many, none] = Reranker.bm25("Cat", ["the cat sat", "cat cat cat cat cat cat", "a dog"])
+      const [once, many, none] = LexicalReranker.bm25("Cat", ["the cat sat", "cat cat cat cat cat cat", "a dog"])
       expect(none).toBe(0)
       expect(many!).toBeGreaterThan(once!)
       expect(many! / once!).toBeLessThan(3)
@@ -48,12 +49,12 @@ describe("Reranker", () => {
   describe("model-based", () => {
     it.effect("asks the engine to score each candidate with a {score} schema and orders by the answers", () =>
       Effect.gen(function* () {
-        const reranker = yield* Effect.flatMap(Reranker.makeModel(), (r) => Effect.succeed(r))
+        const reranker = yield* Effect.flatMap(ModelReranker.make(), (r) => Effect.succeed(r))
         const ranked = yield* reranker.rerank(input)
         expect(ranked.map((c) => [c.source, c.score])).toEqual([["docs", 0.8], ["guide", 0.7], ["cookbook", 0]])
         const requests = yield* ScriptedEngine.requests
         expect(requests).toHaveLength(3)
-        expect(requests[0]!.schema).toEqual(Reranker.scoreJsonSchema)
+        expect(requests[0]!.schema).toEqual(ModelReranker.scoreJsonSchema)
         expect(requests[1]!.messages.at(-1)!.content).toBe(
           "Query: effect schema decoding\n\nPassage (docs): Schema decoding turns unknown input into typed values."
         )
@@ -73,7 +74,7 @@ describe("Reranker", () => {
         const ranked = yield* reranker.rerank(new RerankInput({ query: "q", candidates: [candidate("a", "a"), candidate("b", "b")] }))
         expect(ranked.map((c) => [c.source, c.score])).toEqual([["b", 1], ["a", 0]])
       }).pipe(
-        Effect.provide(Reranker.layerModel()),
+        Effect.provide(ModelReranker.layer()),
         Effect.provide(ScriptedEngine.layer([ScriptedEngine.reply("{\"score\": -3}"), ScriptedEngine.reply("{\"score\": 7}")]))
       ))
 
@@ -91,7 +92,7 @@ describe("Reranker", () => {
           expect(wrongShape.violations[0]).toContain("score")
         }
       }).pipe(
-        Effect.provide(Reranker.layerModel()),
+        Effect.provide(ModelReranker.layer()),
         Effect.provide(ScriptedEngine.layer([ScriptedEngine.reply("very relevant"), ScriptedEngine.reply("{\"relevance\": 1}")]))
       ))
   })

@@ -2,8 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Message from "../src/domain/Message.js"
-import * as ContextBuilder from "../src/layers/ContextBuilder.js"
-import * as Retriever from "../src/layers/Retriever.js"
+import * as ContextBuilder from "../src/layers/RetrieverContextProvider.js"
+import * as Retriever from "../src/layers/MiniSearchRetriever.js"
 import { ContextProvider, Retriever as RetrieverTag } from "../src/services/Context.js"
 
 const documents = [

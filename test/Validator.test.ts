@@ -5,7 +5,7 @@ import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import { isRetryable } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
-import * as ValidatorLayer from "../src/layers/Validator.js"
+import * as ValidatorLayer from "../src/layers/RuleValidator.js"
 import * as Validator from "../src/services/Validator.js"
 
 const personSchema = JsonSchema.object({ name: JsonSchema.string(), age: JsonSchema.integer(), role: JsonSchema.enumOf(["admin", "user"]) })

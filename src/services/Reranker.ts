@@ -39,3 +39,15 @@ export interface Service {
 
 /** Scores and orders candidates for a query. */
 export class Reranker extends Context.Tag("pagantic/Reranker")<Reranker, Service>() {}
+
+/**
+ * Candidates ordered by `scores` (highest first; ties keep their original order),
+ * each carrying its new score, cut to `topK`: how every reranker answers.
+ */
+export const rank = (input: RerankInput, scores: ReadonlyArray<number>): ReadonlyArray<Candidate> => {
+  const ranked = input.candidates
+    .map((candidate, i) => ({ candidate, i, score: scores[i]! }))
+    .sort((a, b) => b.score - a.score || a.i - b.i)
+    .map(({ candidate, score }) => new Candidate({ ...candidate, score }))
+  return input.topK === undefined ? ranked : ranked.slice(0, input.topK)
+}
