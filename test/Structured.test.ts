@@ -11,7 +11,7 @@ import * as Message from "../src/domain/Message.js"
 import * as ConstraintLive from "../src/layers/JsonConstraint.js"
 import * as Observe from "../src/layers/Observe.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
-import * as RetryPolicy from "../src/programs/RetryPolicy.js"
+import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Structured from "../src/programs/Structured.js"
 import { EventLog } from "../src/services/Observe.js"
 

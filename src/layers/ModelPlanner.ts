@@ -8,7 +8,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Schedule from "effect/Schedule"
+import type * as Schedule from "effect/Schedule"
 import type { ConstraintFailure } from "../domain/Failure.js"
 import { decodeJsonAs } from "../domain/Json.js"
 import * as Message from "../domain/Message.js"
@@ -17,6 +17,7 @@ import type { SystemRequest } from "../domain/System.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import type { Service } from "../services/Planner.js"
 import { Planner } from "../services/Planner.js"
+import * as RetryPolicy from "../services/RetryPolicy.js"
 
 export interface Options {
   readonly id?: string
@@ -32,9 +33,7 @@ export interface Options {
 }
 
 /** How a planner retries a reply that is not a plan: 2 retries, exponential from 100 ms. */
-export const retryPolicy: Schedule.Schedule<unknown> = Schedule.exponential("100 millis").pipe(
-  Schedule.intersect(Schedule.recurs(2))
-)
+export const retryPolicy: Schedule.Schedule<unknown> = RetryPolicy.planner
 
 const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailure> =>
   decodeJsonAs(Plan.PlanDraft, raw, { notJson: "the plan is not JSON", wrongShape: "the reply is not a plan" })

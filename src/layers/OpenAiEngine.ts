@@ -47,6 +47,7 @@ import { InferenceFailure } from "../domain/Failure.js"
 import { ModelInfo } from "../domain/ModelInfo.js"
 import type { InferenceRequest, StreamPart } from "../services/Engine.js"
 import { Engine } from "../services/Engine.js"
+import * as RetryPolicy from "../services/RetryPolicy.js"
 import * as Wire from "./openai/Wire.js"
 
 // ---------------------------------------------------------------------------
@@ -105,12 +106,12 @@ const retryAfterOf = (failure: InferenceFailure): number | undefined => {
  * `maxRetryAfter` ends the retries.
  */
 export const retryPolicy = (options: RetryOptions = {}): Schedule.Schedule<unknown, InferenceFailure> => {
-  const maxDelay = Duration.decode(options.maxDelay ?? "10 seconds")
   const maxRetryAfter = Duration.toMillis(options.maxRetryAfter ?? "60 seconds")
-  return Schedule.exponential(options.base ?? "500 millis").pipe(
-    Schedule.jittered,
-    Schedule.modifyDelay((_, delay) => Duration.min(delay, maxDelay)),
-    Schedule.intersect(Schedule.recurs(options.times ?? 2)),
+  return RetryPolicy.exponential({
+    base: options.base ?? "500 millis",
+    times: options.times ?? 2,
+    cap: options.maxDelay ?? "10 seconds"
+  }).pipe(
     Schedule.intersect(Schedule.identity<InferenceFailure>()),
     Schedule.whileInput((failure: InferenceFailure) => {
       const retryAfter = retryAfterOf(failure)
@@ -118,7 +119,7 @@ export const retryPolicy = (options: RetryOptions = {}): Schedule.Schedule<unkno
     }),
     Schedule.modifyDelay(([, failure], delay) => {
       const retryAfter = retryAfterOf(failure)
-      return retryAfter === undefined ? delay : Duration.millis(retryAfter)
+      return retryAfter === undefined ? delay : Duration.millis(Math.round(retryAfter))
     }),
     Schedule.tapInput((failure: InferenceFailure) =>
       Effect.logDebug("OpenAiEngine: retrying").pipe(

@@ -34,7 +34,7 @@ import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
-import * as RetryPolicy from "./RetryPolicy.js"
+import * as RetryPolicy from "../services/RetryPolicy.js"
 
 /** Structured output is extraction, not creativity. */
 export const defaultTemperature = 0.2

@@ -10,10 +10,10 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { ValidationFailure } from "../domain/Failure.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
+import * as RetryPolicy from "./RetryPolicy.js"
 
 // ---------------------------------------------------------------------------
 // Rules
@@ -136,7 +136,4 @@ export class Validator extends Context.Tag("pagantic/Validator")<Validator, Serv
  * How a failed validation is retried: exponential from 100ms with jitter, at
  * most 2 retries (3 attempts). Use with `Effect.retry({ schedule, while: isRetryable })`.
  */
-export const retryPolicy = Schedule.exponential("100 millis").pipe(
-  Schedule.jittered,
-  Schedule.intersect(Schedule.recurs(2))
-)
+export const retryPolicy = RetryPolicy.validation

@@ -17,7 +17,7 @@ import * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
-import * as RetryPolicy from "../RetryPolicy.js"
+import * as RetryPolicy from "../../services/RetryPolicy.js"
 import type { AgentEvent, Options } from "./Types.js"
 
 /** What every turn of a loop runs with: its services, taken once in `make`, and its settings. */

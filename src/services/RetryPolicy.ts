@@ -1,7 +1,8 @@
 /**
- * Retry policies as named Schedules. A retry is a lifecycle transition (EXECUTE
- * again), and which failures may be retried is the taxonomy's `retryable` flag;
- * the schedule only says when. Tests drive them with `TestClock.adjust`.
+ * Retry policies as named Schedules, every one of the library's in this module. A
+ * retry is a lifecycle transition (EXECUTE again), and which failures may be
+ * retried is the taxonomy's `retryable` flag; the schedule only says when. Delays
+ * are whole milliseconds, so tests drive them with `TestClock.adjust`.
  */
 import * as Duration from "effect/Duration"
 import * as Schedule from "effect/Schedule"
@@ -28,6 +29,12 @@ export const tool: Schedule.Schedule<unknown> = exponential({ base: "100 millis"
 
 /** For retryable inference failures (engine errors, malformed replies): 2 retries from 200 ms. */
 export const inference: Schedule.Schedule<unknown> = exponential({ base: "200 millis", times: 2 })
+
+/** For a validation that failed (re-ask): 2 retries from 100 ms. */
+export const validation: Schedule.Schedule<unknown> = exponential({ base: "100 millis", times: 2 })
+
+/** For a planner whose reply was not a plan (re-ask): 2 retries from 100 ms. */
+export const planner: Schedule.Schedule<unknown> = exponential({ base: "100 millis", times: 2 })
 
 /** Never retry. */
 export const none: Schedule.Schedule<unknown> = Schedule.asVoid(Schedule.recurs(0))
