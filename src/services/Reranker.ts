@@ -11,16 +11,12 @@ import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
+import { Passage } from "../domain/Passage.js"
 
 /** A scored item with its provenance (the same fields as a retrieved Chunk). */
-export class Candidate extends Schema.Class<Candidate>("Candidate")({
-  content: Schema.String,
-  score: Schema.Number,
-  source: Schema.String,
-  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
-    default: () => ({})
-  })
-}) {}
+/** A passage to rank (see `Passage`). */
+export const Candidate = Passage
+export type Candidate = Passage
 
 /** A query and the candidates to rank for it; `topK` keeps only the best ones. */
 export class RerankInput extends Schema.Class<RerankInput>("RerankInput")({

@@ -7,18 +7,13 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
-import * as Schema from "effect/Schema"
 import type { Failure } from "../domain/Failure.js"
+import { Passage } from "../domain/Passage.js"
 
 /** A retrieved piece of knowledge with its provenance. */
-export class Chunk extends Schema.Class<Chunk>("Chunk")({
-  content: Schema.String,
-  source: Schema.String,
-  score: Schema.Number,
-  metadata: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), {
-    default: () => ({})
-  })
-}) {}
+/** A retrieved passage (see `Passage`). */
+export const Chunk = Passage
+export type Chunk = Passage
 
 export interface Service {
   readonly retrieve: (query: string, limit: number) => Effect.Effect<ReadonlyArray<Chunk>, Failure>

@@ -11,7 +11,7 @@ import * as Message from "../../domain/Message.js"
 import { ContextProvider } from "../../services/ContextProvider.js"
 import { Engine, InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { renderContext } from "../../services/PromptProvider.js"
-import { Candidate, Reranker, RerankInput } from "../../services/Reranker.js"
+import { Reranker, RerankInput } from "../../services/Reranker.js"
 import { Retriever } from "../../services/Retriever.js"
 import { ToolRegistry } from "../../services/ToolRegistry.js"
 import type { Rule } from "../../services/Validator.js"
@@ -103,13 +103,7 @@ export const retrieve = (
         const { limit, query } = queryOf(input)
         return Effect.map(
           retriever.retrieve(query, limit ?? options.limit ?? 10),
-          (chunks) =>
-            new CandidateSet({
-              query,
-              candidates: chunks.map((c) =>
-                new Candidate({ content: c.content, score: c.score, source: c.source, metadata: c.metadata })
-              )
-            })
+          (chunks) => new CandidateSet({ query, candidates: chunks })
         )
       })
   })
