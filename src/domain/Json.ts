@@ -10,6 +10,10 @@ import * as Schema from "effect/Schema"
 import { ConstraintFailure } from "./Failure.js"
 import { formatPath } from "./Issues.js"
 
+/** Whether a value is a JSON object (not null, not an array). */
+export const isObject = (u: unknown): u is Record<string, unknown> =>
+  typeof u === "object" && u !== null && !Array.isArray(u)
+
 /** The value with every object's keys in sorted order, recursively. */
 export const sortKeys = (value: unknown): unknown => {
   if (Array.isArray(value)) return value.map(sortKeys)

@@ -61,3 +61,21 @@ export const bounded = (value: unknown, bounds: Bounds = {}): unknown => {
   }
   return go(value, 0)
 }
+
+/**
+ * What went wrong, in one line of text: a string as is, an Error's (or an
+ * error-like object's) message, anything else as JSON (or String when it is not
+ * JSON-able).
+ */
+export const messageOf = (error: unknown): string => {
+  if (typeof error === "string") return error
+  if (error instanceof Error) return error.message
+  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
+    return error.message
+  }
+  try {
+    return JSON.stringify(error) ?? String(error)
+  } catch {
+    return String(error)
+  }
+}

@@ -29,18 +29,6 @@ export interface Options {
 
 type AnyTool<R> = Tool<any, any, R>
 
-const describe = (error: unknown): string => {
-  if (typeof error === "string") return error
-  if (error instanceof Error) return error.message
-  if (typeof error === "object" && error !== null && "message" in error && typeof error.message === "string") {
-    return error.message
-  }
-  try {
-    return JSON.stringify(error)
-  } catch {
-    return String(error)
-  }
-}
 
 const encodeOutput = (value: unknown): string => {
   if (typeof value === "string") return value
@@ -117,12 +105,12 @@ export const make = <R = never>(
         )
         const value = yield* tool.handler(args).pipe(
           Effect.catchAllDefect((defect) =>
-            Effect.fail(fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" crashed: ${describe(defect)}`, idempotent, defect))
+            Effect.fail(fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" crashed: ${Text.messageOf(defect)}`, idempotent, defect))
           ),
           Effect.mapError((error) =>
             error instanceof ToolFailure
               ? error
-              : fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" failed: ${describe(error)}`, idempotent, error)
+              : fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" failed: ${Text.messageOf(error)}`, idempotent, error)
           ),
           Effect.timeoutFail({
             duration: timeout,

@@ -14,7 +14,9 @@ import { jsonrepair } from "jsonrepair"
 import { ConstraintFailure } from "../domain/Failure.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
 import * as Issues from "../domain/Issues.js"
+import { isObject } from "../domain/Json.js"
 import { fromSchema, toEffectSchema } from "../domain/JsonSchema.js"
+import * as Text from "../domain/Text.js"
 import type { Enforced, EnforceOptions, OutputSchema, Repaired, RequestConstraints, Service, Target } from "../services/Constraint.js"
 import { Constraint, isEffectSchema } from "../services/Constraint.js"
 
@@ -61,13 +63,12 @@ const render = (v: Violation): string => `${v.path}: ${v.rule}`
 // Repair
 // ---------------------------------------------------------------------------
 
-const describe = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 const parseJson = (text: string): Either.Either<unknown, string> =>
-  Either.try({ try: (): unknown => JSON.parse(text), catch: describe })
+  Either.try({ try: (): unknown => JSON.parse(text), catch: Text.messageOf })
 
 const repairJson = (text: string): Either.Either<string, string> =>
-  Either.try({ try: () => jsonrepair(text), catch: describe })
+  Either.try({ try: () => jsonrepair(text), catch: Text.messageOf })
 
 const jsonInvalid = (raw: string, violations: ReadonlyArray<string>, repairAttempted: boolean) =>
   ConstraintFailure.jsonInvalid(
@@ -128,8 +129,6 @@ const parseOrRepair = (
 // Enum normalization
 // ---------------------------------------------------------------------------
 
-const isPlainObject = (u: unknown): u is Readonly<Record<string, unknown>> =>
-  typeof u === "object" && u !== null && !Array.isArray(u)
 
 const matchEnum = (value: string, members: ReadonlyArray<string>): string => {
   if (members.includes(value)) return value
@@ -151,7 +150,7 @@ export const normalizeEnums = (value: unknown, schema: JsonSchema): unknown => {
     })
     return changed ? out : value
   }
-  if (isPlainObject(value) && schema.properties !== undefined) {
+  if (isObject(value) && schema.properties !== undefined) {
     const properties = schema.properties
     let changed = false
     const out: Record<string, unknown> = {}
@@ -185,7 +184,7 @@ const unrecognizedEnums = (
     const items = schema.items
     return value.flatMap((item: unknown, i) => unrecognizedEnums(item, items, [...path, i]))
   }
-  if (isPlainObject(value) && schema.properties !== undefined) {
+  if (isObject(value) && schema.properties !== undefined) {
     const properties = schema.properties
     return Object.entries(value).flatMap(([key, field]) =>
       Object.prototype.hasOwnProperty.call(properties, key) ? unrecognizedEnums(field, properties[key]!, [...path, key]) : []
