@@ -1,0 +1,135 @@
+/**
+ * Wiring: the system a command runs on. `CliEngine` builds the engine for the
+ * `--model` / `--threads` choice (llama.cpp at the edge, a scripted engine in
+ * tests); the facade (`Live.layer`) is composed around it with the tools the
+ * command offers. The engine's outputs are recorded, so that `vote` and `demo`
+ * can show every replica's answer (observation only: nothing is changed).
+ */
+import * as Context from "effect/Context"
+import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import type { InferenceFailure } from "../../domain/Failure.js"
+import type { SystemRequest } from "../../domain/System.js"
+import * as LlamaEngine from "../../layers/LlamaEngine.js"
+import * as Calculator from "../../layers/tools/Calculator.js"
+import type * as Facade from "../../programs/Facade.js"
+import { PaganticSystem } from "../../programs/Facade.js"
+import { Engine } from "../../services/Engine.js"
+import type { InferenceResult } from "../../services/Engine.js"
+import type * as Tool from "../../services/ToolRegistry.js"
+import * as Live from "../Live.js"
+import { fromLayerFailure } from "./CliFailure.js"
+import { type GlobalOptions, root } from "./Flags.js"
+
+// ---------------------------------------------------------------------------
+// The engine
+// ---------------------------------------------------------------------------
+
+/** The engine choice made on the command line. */
+export interface EngineSettings {
+  readonly model?: string | undefined
+  readonly threads?: number | undefined
+}
+
+/** The engine for an `--model` / `--threads` choice. */
+export interface Engines {
+  readonly make: (settings: EngineSettings) => Layer.Layer<Engine, InferenceFailure | ConfigError.ConfigError>
+}
+
+/** Builds the engine a command runs on (llama.cpp at the edge, a scripted one in tests). */
+export class CliEngine extends Context.Tag("pagantic/CliEngine")<CliEngine, Engines>() {}
+
+/** The llama.cpp engine: `--model` / `--threads` override the environment's configuration. */
+export const llamaEngine: Layer.Layer<CliEngine> = Layer.succeed(CliEngine, {
+  make: (settings) =>
+    LlamaEngine.layerConfig({
+      ...(settings.model === undefined ? {} : { modelPath: settings.model }),
+      ...(settings.threads === undefined ? {} : { threads: settings.threads })
+    })
+})
+
+/** The engine settings: a subcommand's own `--model` / `--threads` win over the ones before it. */
+export const settingsOf = (own: GlobalOptions) =>
+  Effect.map(root, (global): EngineSettings => {
+    const model = Option.orElse(own.model, () => global.model)
+    const threads = Option.orElse(own.threads, () => global.threads)
+    return {
+      ...(Option.isSome(model) ? { model: model.value } : {}),
+      ...(Option.isSome(threads) ? { threads: threads.value } : {})
+    }
+  })
+
+/**
+ * The raw output of every inference the engine finishes, in order. The response
+ * carries a vote's winner and confidence but not the replicas' answers, so the CLI
+ * watches the engine to show them.
+ */
+const recordingEngine = (outputs: Ref.Ref<ReadonlyArray<string>>) =>
+  Layer.effect(
+    Engine,
+    Effect.map(Engine, (engine) => {
+      const record = (result: InferenceResult) => Ref.update(outputs, (all) => [...all, result.content])
+      return Engine.of({
+        ...engine,
+        infer: (request) => Effect.tap(engine.infer(request), record),
+        stream: (request) =>
+          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void))
+      })
+    })
+  )
+
+/**
+ * Loads the engine for these settings (with its outputs recorded), runs `program`
+ * with it, and disposes it. A model that does not load is a CliFailure.
+ */
+export const withEngine = <A, E, R>(
+  own: GlobalOptions,
+  program: (engine: Layer.Layer<Engine>, outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const engines = yield* CliEngine
+      const settings = yield* settingsOf(own)
+      const outputs = yield* Ref.make<ReadonlyArray<string>>([])
+      const engine = yield* Layer.build(Layer.provide(recordingEngine(outputs), engines.make(settings))).pipe(
+        Effect.mapError(fromLayerFailure)
+      )
+      return yield* program(Layer.succeedContext(engine), outputs)
+    })
+  )
+
+// ---------------------------------------------------------------------------
+// The facade
+// ---------------------------------------------------------------------------
+
+/**
+ * Provides the facade (`Live.layer`) over a loaded engine, with the tools this
+ * command offers: chat and plans get the calculator; extraction and votes get
+ * none, since a structured request with tools first runs a tool phase.
+ */
+export const onSystem =
+  (engine: Layer.Layer<Engine>, tools: ReadonlyArray<Tool.Tool<any, any>>) =>
+  <A, E, R>(program: Effect.Effect<A, E, R>) =>
+    // the engine is already built: composing the facade around it cannot fail
+    Effect.provide(program, Layer.orDie(Live.layer({ engine, tools })))
+
+export const toolsFor = {
+  chat: [Calculator.calculator],
+  plan: [Calculator.calculator],
+  structured: []
+} as const
+
+/** Runs `program` on the facade with `tools`, over the engine chosen by the options. */
+export const withSystem = <A, E, R>(
+  own: GlobalOptions,
+  tools: ReadonlyArray<Tool.Tool<any, any>>,
+  program: (outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) => withEngine(own, (engine, outputs) => onSystem(engine, tools)(program(outputs)))
+
+/** Runs a request on the facade in context. */
+export const runRequest = (request: SystemRequest, options?: Facade.RunOptions) =>
+  Effect.flatMap(PaganticSystem, (system) => system.run(request, options))
