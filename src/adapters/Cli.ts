@@ -47,6 +47,7 @@ export { CliEngine, type Engines, type EngineSettings, llamaEngine } from "./cli
 // The application
 // ---------------------------------------------------------------------------
 
+/** The `pagantic` command and its subcommands, for embedding or testing. */
 export const command = root.pipe(Command.withSubcommands([chat, extract, vote, plan, demo, serve]))
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
@@ -101,4 +102,5 @@ export const run = (argv: ReadonlyArray<string>) =>
     Effect.tapError((error) => Effect.flatMap(CliIo, (io) => io.error(`error: ${oneLine(failureMessage(error))}`)))
   )
 
+/** What `run` fails with (already printed on standard error). */
 export type RunError = CliFailure | ValidationError.ValidationError

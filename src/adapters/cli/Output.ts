@@ -50,7 +50,8 @@ export const respond = <R>(
 ) =>
   Effect.gen(function* () {
     const response = yield* runRequest(request, asJson ? undefined : options)
-    if (asJson) yield* print(JSON.stringify(Schema.encodeSync(SystemResponse)(response), null, 2))
+    // a response the facade built always encodes: a failure here is a bug
+    if (asJson) yield* print(JSON.stringify(yield* Effect.orDie(Schema.encode(SystemResponse)(response)), null, 2))
     else yield* show(response)
     yield* failOnError(response)
   })

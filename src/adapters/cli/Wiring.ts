@@ -54,14 +54,10 @@ export const llamaEngine: Layer.Layer<CliEngine> = Layer.succeed(CliEngine, {
 
 /** The engine settings: a subcommand's own `--model` / `--threads` win over the ones before it. */
 export const settingsOf = (own: GlobalOptions) =>
-  Effect.map(root, (global): EngineSettings => {
-    const model = Option.orElse(own.model, () => global.model)
-    const threads = Option.orElse(own.threads, () => global.threads)
-    return {
-      ...(Option.isSome(model) ? { model: model.value } : {}),
-      ...(Option.isSome(threads) ? { threads: threads.value } : {})
-    }
-  })
+  Effect.map(root, (global): EngineSettings => ({
+    model: Option.getOrUndefined(Option.orElse(own.model, () => global.model)),
+    threads: Option.getOrUndefined(Option.orElse(own.threads, () => global.threads))
+  }))
 
 /**
  * The raw output of every inference the engine finishes, in order. The response

@@ -120,7 +120,8 @@ export const demo = Command.make("demo", globalOptions, (args) =>
             })
         ).pipe(onSystem(engine, toolsFor.structured))
 
-        const plan = Schema.decodeUnknownSync(ExecutionPlan)(demoPlan)
+        // the demo's own plan (examples/plan.json, tested): a failure here is a bug
+        const plan = yield* Effect.orDie(Schema.decodeUnknown(ExecutionPlan)(demoPlan))
         const planOk = yield* demoPart(
           "plan: a tool step, then an inference step (PlanExecutor)",
           `  steps: ${demoPlan.steps.map((s) => `${s.name} (${s.type})`).join(" -> ")}`,
