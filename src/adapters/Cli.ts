@@ -24,6 +24,7 @@
 import * as Command from "@effect/cli/Command"
 import type * as ValidationError from "@effect/cli/ValidationError"
 import * as Effect from "effect/Effect"
+import * as Text from "../domain/Text.js"
 import { CliFailure, fail } from "./cli/CliFailure.js"
 import { checker } from "./cli/CommandLine.js"
 import { chat } from "./cli/commands/Chat.js"
@@ -97,7 +98,7 @@ export const run = (argv: ReadonlyArray<string>) =>
     return yield* cli(args).pipe(throughIo(io))
   }).pipe(
     Effect.catchAllDefect((defect) =>
-      Effect.fail(new CliFailure({ message: `unexpected failure: ${defect instanceof Error ? defect.message : String(defect)}` }))
+      Effect.fail(new CliFailure({ message: `unexpected failure: ${Text.messageOf(defect)}` }))
     ),
     Effect.tapError((error) => Effect.flatMap(CliIo, (io) => io.error(`error: ${oneLine(failureMessage(error))}`)))
   )

@@ -15,6 +15,7 @@ import * as Issues from "../../domain/Issues.js"
 import { JsonSchema } from "../../domain/JsonSchema.js"
 import { ExecutionPlan } from "../../domain/Plan.js"
 import { SystemRequest } from "../../domain/System.js"
+import * as Text from "../../domain/Text.js"
 import { CliFailure, fail } from "./CliFailure.js"
 
 // ---------------------------------------------------------------------------
@@ -46,7 +47,7 @@ const parseJson = (text: string, what: string) =>
     if (text.trim().length === 0) return yield* fail(`${what} is empty`)
     const json = yield* Effect.try({
       try: () => JSON.parse(text) as unknown,
-      catch: (e) => new CliFailure({ message: `${what} is not JSON: ${e instanceof Error ? e.message : String(e)}` })
+      catch: (e) => new CliFailure({ message: `${what} is not JSON: ${Text.messageOf(e)}` })
     })
     if (depthOf(json, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) {
       return yield* fail(`${what} is nested too deeply (more than ${MAX_JSON_DEPTH} levels of objects and arrays)`)

@@ -10,6 +10,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import { type SystemRequest, SystemResponse } from "../../domain/System.js"
+import * as Text from "../../domain/Text.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type * as Facade from "../../programs/Facade.js"
 import { CliFailure, fail } from "./CliFailure.js"
@@ -99,7 +100,7 @@ export const failureMessage = (error: unknown): string =>
     ? error.message
     : ValidationError.isValidationError(error)
     ? validationMessage(error)
-    : `unexpected failure: ${error instanceof Error ? error.message : String(error)}`
+    : `unexpected failure: ${Text.messageOf(error)}`
 
 /**
  * @effect/cli prints through the Console: the help and version go to `io.write`,
