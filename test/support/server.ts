@@ -14,6 +14,7 @@ import type { Event } from "../../src/domain/Event.js"
 import type { Engine } from "../../src/services/Engine.js"
 import { ConversationStore } from "../../src/services/Memory.js"
 import { EventLog } from "../../src/services/Observe.js"
+import type { Metrics } from "../../src/services/Observe.js"
 import type * as Tool from "../../src/services/ToolRegistry.js"
 
 export interface Served {
@@ -22,28 +23,38 @@ export interface Served {
   readonly events: Effect.Effect<ReadonlyArray<Event>>
   /** The sessions the server's ConversationStore holds. */
   readonly sessions: Effect.Effect<ReadonlyArray<string>>
+  /** Drops every session the server's ConversationStore holds (what a server keeps by design). */
+  readonly clearSessions: Effect.Effect<void>
 }
 
 export interface ServeOptions<E> {
   readonly engine: Layer.Layer<Engine, E>
   readonly tools?: ReadonlyArray<Tool.Tool<any, any>>
   readonly http?: Http.Options
+  /** Observability; default the in-memory event log and metrics (Live's). */
+  readonly observe?: Layer.Layer<EventLog | Metrics>
 }
 
 export const serve = <E>(options: ServeOptions<E>): Effect.Effect<Served, E, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Layer.build(
       Http.layer({ port: 0, ...options.http }).pipe(
-        Layer.provideMerge(Live.layer({ engine: options.engine, ...(options.tools === undefined ? {} : { tools: options.tools }) }))
+        Layer.provideMerge(Live.layer({
+          engine: options.engine,
+          ...(options.tools === undefined ? {} : { tools: options.tools }),
+          ...(options.observe === undefined ? {} : { observe: options.observe })
+        }))
       )
     ).pipe(Effect.orDie)
     const address = Context.get(context, HttpServer.HttpServer).address
     if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+    const store = Context.get(context, ConversationStore)
     return {
       url: `http://127.0.0.1:${address.port}`,
       port: address.port,
       events: Context.get(context, EventLog).events,
-      sessions: Context.get(context, ConversationStore).sessions
+      sessions: store.sessions,
+      clearSessions: Effect.flatMap(store.sessions, (ids) => Effect.forEach(ids, store.clear, { discard: true }))
     }
   })
 
