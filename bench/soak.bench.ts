@@ -59,7 +59,7 @@ export const REQUESTS = Number(process.env.SOAK_REQUESTS ?? 1_000)
 export const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 16)
 /** Share of engine calls that fail. */
 export const FAILURE_RATE = 0.3
-const WARM_UP = 100
+const WARM_UP = 400
 const DEADLINE_MS = 180_000
 /** Heap after the soak may exceed heap before by this factor and still count as flat. */
 const FLAT = 1.1
@@ -399,7 +399,7 @@ export const soak: Effect.Effect<Result> = Effect.scoped(
         }
         await Promise.all(Array.from({ length: CONCURRENCY }, client))
       }
-      // warm up (JIT, connections; fills the event log to its bound), then measure
+      // warm up (the JIT's code for every path, a few MB; connections; the event log to its bound), then measure
       await drive(1_000_000, WARM_UP, () => undefined)
       await clearSessions()
       const heapBefore = await heapAfterGc()
