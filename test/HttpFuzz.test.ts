@@ -808,6 +808,37 @@ const once = (url: string, sent: Sent): Promise<Reply> =>
   })()
 
 describe("fuzzing pagantic serve", () => {
+  it("the checks catch what they are for: a bare 5xx, an echo, an oversized error, a wrong shape", () => {
+    const marker = makeMarker(0, 0)
+    const built: Built = { value: { mode: "chat" }, text: "{}", contentType: "application/json", markers: [marker] }
+    const reply = (status: number, body: unknown, contentType = "application/json"): Reply => {
+      const text = typeof body === "string" ? body : JSON.stringify(body)
+      let json: unknown = undefined
+      try {
+        json = JSON.parse(text)
+      } catch {
+        json = undefined
+      }
+      return { status, headers: new Headers({ "content-type": contentType }), text, json }
+    }
+    const error = (message: string, details: Record<string, unknown> = {}) => ({
+      requestId: "r",
+      content: "",
+      toolCallsMade: [],
+      tokenUsage: TokenUsage.empty,
+      error: { code: "CONFIG_INVALID_REQUEST", category: "ConfigurationFailure", retryable: false, message, details }
+    })
+    expect(problemsOf("/v1/run", "POST", built, reply(400, error("bad")))).toEqual([])
+    expect(problemsOf("/v1/run", "POST", built, reply(500, "", "text/plain")).length).toBeGreaterThan(1)
+    expect(problemsOf("/v1/run", "POST", built, reply(400, error(`got ${marker.slice(10, 210)}`)))).toEqual([
+      "a marker of the request echoed (200 characters)"
+    ])
+    expect(problemsOf("/v1/run", "POST", built, reply(400, error(`got ${marker.slice(10, 209)}`)))).toEqual([])
+    expect(problemsOf("/v1/run", "POST", built, reply(400, error("x".repeat(9_000))))[0]).toMatch(/bytes, more than 8192/)
+    expect(problemsOf("/v1/chat/completions", "POST", built, reply(400, error("bad")))[0]).toMatch(/OpenAI/)
+    expect(longestRun(`..${marker.slice(5, 420)}..`, marker)).toBe(415)
+  })
+
   it.live(`${CASES.toLocaleString("en-US")} generated and mutated requests: no 5xx, JSON errors, bounded answers, no echo, alive, flat memory`, () =>
     Effect.scoped(
       Effect.gen(function* () {
