@@ -80,10 +80,13 @@ layer(GrammarCheckerLive.layer)("GrammarChecker (llama.cpp's grammar engine)", (
       const failure = yield* Effect.flip(checker.matches("x", "root ::= (unclosed"))
       expect(failure).toMatchObject({ _tag: "ConstraintFailure", code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false })
       expect(failure.message).toMatch(/cannot be used: the grammar leaves a parenthesis open/)
-      // Refused by llama.cpp itself (left recursion passes the pre-check): the same failure.
       const recursive = yield* Effect.flip(checker.matches("a", 'root ::= root "a"'))
       expect(recursive).toMatchObject({ code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false, details: { kind: "grammar_invalid" } })
-      expect(recursive.message).toMatch(/left recursion/)
+      expect(recursive.message).toMatch(/left-recursive/)
+      // Past the pre-check, refused by llama.cpp itself: the same failure.
+      const token = yield* Effect.flip(checker.matches("a", "root ::= <no-such-token>"))
+      expect(token).toMatchObject({ code: "CONSTRAINT_GRAMMAR_REJECTED", retryable: false, details: { kind: "grammar_invalid" } })
+      expect(token.message).toMatch(/llama\.cpp cannot parse the grammar/)
     }))
 
   it.effect("parentheses nested 20,000 deep are refused before llama.cpp; the process lives", () =>

@@ -208,15 +208,16 @@ describe("LlamaEngine request grammars", () => {
     withLlama((llama, logs) =>
       Effect.gen(function*() {
         const grammars = Grammars.make(llama)
-        const rejected = yield* Effect.flip(grammars.gbnf('root ::= root "a"'))
-        expect(rejected.problem).toMatch(/left recursion/)
+        // Passes the pre-check; llama.cpp refuses it (no such token) and would log so.
+        const rejected = yield* Effect.flip(grammars.gbnf("root ::= <think>"))
+        expect(rejected.problem).toMatch(/llama\.cpp cannot parse the grammar/)
         expect(llama.logLevel).toBe(LlamaLogLevel.error)
         yield* Effect.sleep("100 millis")
         expect(logs).toEqual([])
         // The same grammar parsed without the guard does log: the check above can fail.
-        expect(() => new LlamaGrammar(llama, { grammar: 'root ::= root "a"' })).toThrow()
+        expect(() => new LlamaGrammar(llama, { grammar: "root ::= <think>" })).toThrow()
         yield* Effect.sleep("100 millis")
-        expect(logs.join("\n")).toMatch(/left recursion/)
+        expect(logs.join("\n")).toMatch(/failed to parse grammar/)
       })
     ))
 
@@ -232,7 +233,7 @@ describe("LlamaEngine request grammars", () => {
 
         const small = Grammars.make(llama, { capacity: 4 })
         yield* small.gbnf('root ::= "kept"')
-        for (const grammar of ['root ::= root "a"', "root ::= (", "", 'root ::= "a"\u0000']) {
+        for (const grammar of ['root ::= root "a"', "root ::= <think>", "root ::= (", "", 'root ::= "a"\u0000']) {
           const rejected = yield* Effect.flip(small.gbnf(grammar))
           expect(rejected._tag).toBe("Rejected")
         }
@@ -305,7 +306,11 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
         expect(refused).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: false, details: { kind: "grammar" } })
       }
       const recursive = yield* Effect.flip(engine.infer(request({ grammar: 'root ::= root "a"', maxTokens: 5 })))
-      expect(recursive.message).toMatch(/left recursion/)
+      expect(recursive.message).toMatch(/rule "root" is left-recursive/)
+      // Past the pre-check, refused by llama.cpp itself: the same failure, in other words.
+      const unknownToken = yield* Effect.flip(engine.infer(request({ grammar: "root ::= <no-such-token>", maxTokens: 5 })))
+      expect(unknownToken).toMatchObject({ code: "INFERENCE_ENGINE_ERROR", retryable: false, details: { kind: "grammar" } })
+      expect(unknownToken.message).toMatch(/llama\.cpp cannot parse the grammar although it passes the pre-check/)
     }))
 
   it.effect("parentheses nested 20,000 deep are refused before llama.cpp (whose parser would crash the process)", () =>

@@ -9,9 +9,15 @@
  * in its length, bounded in size, nesting and rule count, with quoted literals,
  * character classes, comments, `{m,n}` repetitions and `<...>` tokens honoured
  * (a `(` inside `"("` is not nesting). It also names the mistakes llama.cpp
- * reports only to its log: no rules, no `root`, an undefined rule. What passes
- * may still be refused by llama.cpp (left recursion, a bad escape): the check is a
- * guard, not a second parser.
+ * reports only to its log: no rules, no `root`, an undefined rule.
+ *
+ * Then the shape of the rules, which llama.cpp explores without bounds: left
+ * recursion through rules that may match nothing (`root ::= a root "x" | "y"`
+ * with `a ::= "q"?` passes llama.cpp's own test and then grows the process by
+ * gigabytes), and rules that may begin in too many ways (twenty rules
+ * `r1 ::= r2 | r2 "a"` take llama.cpp minutes). What passes may still be refused
+ * by llama.cpp (a bad escape, a token it does not know): the check is a guard,
+ * not a second parser.
  *
  * A problem is a short sentence in plain words with the place (line, column) and
  * an excerpt of at most a few dozen characters: never the grammar itself.
@@ -30,6 +36,13 @@ export interface Limits {
   readonly maxDepth: number
   /** Rule definitions (`name ::= ...`). */
   readonly maxRules: number
+  /**
+   * Ways one rule may begin: its alternatives, times the ways of the rules they
+   * begin with. llama.cpp keeps a parse stack per way and compares them pairwise,
+   * so time grows with the square: 4,096 take 0.2 s, 16,384 about 2 s, and rules
+   * whose two alternatives begin with the next rule double them per rule.
+   */
+  readonly maxStarts: number
 }
 
 /**
@@ -39,8 +52,9 @@ export interface Limits {
  * llama.cpp crashes near 20,000 levels and passes 10,000; 64 KiB also bounds
  * chains of rules (llama.cpp recurses along them, and a chain of 100,000 crashes
  * it) to about 4,000, and what a rejected grammar writes to llama.cpp's log.
+ * 4,096 starts per rule: an enum of 4,096 literals, compiled in 0.2 s.
  */
-export const defaultLimits: Limits = { maxBytes: 64 * 1024, maxDepth: 64, maxRules: 2048 }
+export const defaultLimits: Limits = { maxBytes: 64 * 1024, maxDepth: 64, maxRules: 2048, maxStarts: 4096 }
 
 /** Bounds on a JSON schema that a grammar is generated from. */
 export interface SchemaLimits {
@@ -116,7 +130,7 @@ const controlName = (code: number): string =>
   code === 0 ? "a NUL character" : `the control character U+${code.toString(16).toUpperCase().padStart(4, "0")}`
 
 // ---------------------------------------------------------------------------
-// Grammars
+// Scanning
 // ---------------------------------------------------------------------------
 
 type State = "rule" | "literal" | "class" | "comment" | "braces" | "token"
@@ -128,12 +142,229 @@ const unclosed: Record<Exclude<State, "rule" | "comment">, string> = {
   token: "does not close the token that starts"
 }
 
+// ---------------------------------------------------------------------------
+// The shape of the rules
+// ---------------------------------------------------------------------------
+
+/** An element of a sequence: a terminal, or the index of a rule. */
+const TERMINAL = -1
+
+/**
+ * Rules as llama.cpp builds them: each named rule, and one more per group and
+ * per repetition (`x*` is `r ::= x r |`), as alternatives of elements.
+ */
+class Shape {
+  readonly alternatives: Array<Array<Array<number>>> = []
+  /** The named rule each rule was written in (itself for a named rule). */
+  readonly writtenIn: Array<number> = []
+  readonly names: Array<string | undefined> = []
+  private readonly ids = new Map<string, number>()
+
+  rule(name: string): number {
+    const known = this.ids.get(name)
+    if (known !== undefined) return known
+    const id = this.add(undefined)
+    this.names[id] = name
+    this.writtenIn[id] = id
+    this.ids.set(name, id)
+    return id
+  }
+
+  add(writtenIn: number | undefined): number {
+    const id = this.alternatives.length
+    this.alternatives.push([])
+    this.names.push(undefined)
+    this.writtenIn.push(writtenIn ?? id)
+    return id
+  }
+}
+
+/** Which rules may match nothing: a worklist over alternatives, linear in the grammar. */
+const nullableRules = (shape: Shape): Array<boolean> => {
+  const nullable = shape.alternatives.map(() => false)
+  const owners: Array<number> = []
+  const remaining: Array<number> = []
+  const uses: Array<Array<number>> = shape.alternatives.map(() => [])
+  const queue: Array<number> = []
+  shape.alternatives.forEach((alternatives, rule) => {
+    for (const sequence of alternatives) {
+      const alternative = owners.length
+      owners.push(rule)
+      let refs = 0
+      for (const element of sequence) {
+        if (element === TERMINAL) {
+          refs = -1
+          break
+        }
+        refs++
+      }
+      remaining.push(refs)
+      if (refs === 0) queue.push(rule)
+      else if (refs > 0) for (const element of sequence) uses[element]!.push(alternative)
+    }
+  })
+  while (queue.length > 0) {
+    const rule = queue.pop()!
+    if (nullable[rule]) continue
+    nullable[rule] = true
+    for (const alternative of uses[rule]!) {
+      remaining[alternative]!--
+      if (remaining[alternative] === 0) queue.push(owners[alternative]!)
+    }
+  }
+  return nullable
+}
+
+/** A rule a rule may begin with, and whether anything follows it in that alternative. */
+interface LeftEdge {
+  readonly target: number
+  readonly tail: boolean
+}
+
+/** The rules each rule may begin with: those at the start of an alternative, or after rules that may match nothing. */
+const leftEdges = (shape: Shape, nullable: ReadonlyArray<boolean>): Array<Array<LeftEdge>> =>
+  shape.alternatives.map((alternatives) => {
+    const edges: Array<LeftEdge> = []
+    for (const sequence of alternatives) {
+      for (let i = 0; i < sequence.length; i++) {
+        const element = sequence[i]!
+        if (element === TERMINAL) break
+        edges.push({ target: element, tail: i === sequence.length - 1 })
+        if (!nullable[element]) break
+      }
+    }
+    return edges
+  })
+
+/**
+ * The strongly connected components of the left edges (Tarjan's algorithm with
+ * an explicit stack), each after every component it may begin with.
+ */
+const leftComponents = (edges: ReadonlyArray<ReadonlyArray<LeftEdge>>): Array<Array<number>> => {
+  const index = edges.map(() => -1)
+  const low = edges.map(() => 0)
+  const onStack = edges.map(() => false)
+  const stack: Array<number> = []
+  const components: Array<Array<number>> = []
+  let counter = 0
+  for (let root = 0; root < edges.length; root++) {
+    if (index[root] !== -1) continue
+    const work: Array<[number, number]> = [[root, 0]]
+    while (work.length > 0) {
+      const frame = work[work.length - 1]!
+      const [rule, next] = frame
+      if (next === 0 && index[rule] === -1) {
+        index[rule] = low[rule] = counter++
+        stack.push(rule)
+        onStack[rule] = true
+      }
+      if (next < edges[rule]!.length) {
+        frame[1] = next + 1
+        const target = edges[rule]![next]!.target
+        if (index[target] === -1) work.push([target, 0])
+        else if (onStack[target]) low[rule] = Math.min(low[rule]!, index[target]!)
+        continue
+      }
+      work.pop()
+      const parent = work.at(-1)
+      if (parent !== undefined) low[parent[0]] = Math.min(low[parent[0]]!, low[rule]!)
+      if (low[rule] === index[rule]) {
+        const component: Array<number> = []
+        let member: number
+        do {
+          member = stack.pop()!
+          onStack[member] = false
+          component.push(member)
+        } while (member !== rule)
+        components.push(component)
+      }
+    }
+  }
+  return components
+}
+
+/**
+ * A rule that may begin with itself with something left to match after it: each
+ * round of llama.cpp's expansion then pushes that rest again, without end. (A
+ * repetition such as `("a"?)*` loops back only at its end, which llama.cpp
+ * notices.) Any edge inside a component lies on a cycle.
+ */
+const growingRecursion = (
+  edges: ReadonlyArray<ReadonlyArray<LeftEdge>>,
+  components: ReadonlyArray<ReadonlyArray<number>>
+): number | undefined => {
+  const componentOf = edges.map(() => 0)
+  components.forEach((component, c) => {
+    for (const rule of component) componentOf[rule] = c
+  })
+  for (let rule = 0; rule < edges.length; rule++) {
+    for (const edge of edges[rule]!) {
+      if (!edge.tail && componentOf[edge.target] === componentOf[rule]) return rule
+    }
+  }
+  return undefined
+}
+
+/**
+ * A rule on a cycle of left edges, if any: llama.cpp's own test for left
+ * recursion, run on edges that pass over a rule only when an alternative of it
+ * is empty as written (not through other rules that may match nothing).
+ */
+const cyclic = (edges: ReadonlyArray<ReadonlyArray<LeftEdge>>, components: ReadonlyArray<ReadonlyArray<number>>): number | undefined => {
+  for (const component of components) {
+    if (component.length > 1) return component[0]
+    const rule = component[0]!
+    if (edges[rule]!.some((edge) => edge.target === rule)) return rule
+  }
+  return undefined
+}
+
+/**
+ * A rule whose ways to begin pass `max`, if any. Components come after those they
+ * may begin with, so each count uses final counts; a rule of the same component
+ * adds no new way (llama.cpp's expansion returns to a stack it has seen).
+ */
+const tooManyStarts = (
+  shape: Shape,
+  nullable: ReadonlyArray<boolean>,
+  components: ReadonlyArray<ReadonlyArray<number>>,
+  max: number
+): number | undefined => {
+  const starts = shape.alternatives.map(() => 0)
+  const componentOf = shape.alternatives.map(() => -1)
+  for (let c = 0; c < components.length; c++) {
+    for (const rule of components[c]!) componentOf[rule] = c
+    for (const rule of components[c]!) {
+      let count = 0
+      for (const sequence of shape.alternatives[rule]!) {
+        let ended = false
+        for (const element of sequence) {
+          if (element === TERMINAL) count += 1
+          else if (componentOf[element] !== c) count += starts[element]!
+          if (element === TERMINAL || !nullable[element]) {
+            ended = true
+            break
+          }
+        }
+        if (!ended) count++
+        if (count > max) return rule
+      }
+      starts[rule] = count
+    }
+  }
+  return undefined
+}
+
+// ---------------------------------------------------------------------------
+// Grammars
+// ---------------------------------------------------------------------------
+
 /**
  * Checks a GBNF grammar against `limits` (merged over `defaultLimits`): the
  * grammar itself when it passes, else a short problem in plain words.
  */
 export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Either<string, string> => {
-  const { maxBytes, maxDepth, maxRules } = { ...defaultLimits, ...limits }
+  const { maxBytes, maxDepth, maxRules, maxStarts } = { ...defaultLimits, ...limits }
   const bytes = utf8Length(grammar, maxBytes)
   if (bytes > maxBytes) {
     return Either.left(`the grammar is larger than ${sizeLabel(maxBytes)} (${sizeLabel(bytes)} or more)`)
@@ -142,13 +373,52 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
   const fail = (problem: string, index: number) =>
     Either.left(`the grammar ${problem} ${position(grammar, index)}: ${excerpt(grammar, index)}`)
 
+  const shape = new Shape()
   const defined = new Set<string>()
   // Each referenced name once, with where it was first seen, to name the first undefined one.
   const referenced = new Map<string, number>()
+  // The rules being written: the named rule, then one per open parenthesis.
+  const open: Array<number> = []
+  const sequence = (): Array<number> | undefined => {
+    const rule = open.at(-1)
+    return rule === undefined ? undefined : shape.alternatives[rule]!.at(-1)
+  }
+  // Whether a repetition has something to repeat: an element just before it in its sequence.
+  let repeatable = false
+  const push = (element: number) => {
+    sequence()?.push(element)
+    repeatable = true
+  }
+  const synthetic = (...alternatives: Array<Array<number>>) => {
+    const rule = shape.add(shape.writtenIn[open[0]!])
+    shape.alternatives[rule]!.push(...alternatives)
+    return rule
+  }
+  /**
+   * The last element x repeated as llama.cpp writes it: `min` copies (two stand
+   * for any more), then `r ::= x r |` without a maximum, or nested optional rules
+   * `r ::= x r' |` up to it (two levels stand for any more).
+   */
+  const repeat = (min: number, max: number | undefined) => {
+    const current = sequence()
+    const element = current?.pop()
+    if (current === undefined || element === undefined) return
+    for (let k = 0; k < Math.min(min, 2); k++) current.push(element)
+    if (max === undefined) {
+      const rule = shape.add(shape.writtenIn[open[0]!])
+      shape.alternatives[rule]!.push([element, rule], [])
+      current.push(rule)
+    } else if (max > min) {
+      const inner = max - min >= 2 ? synthetic([element], []) : undefined
+      current.push(synthetic(inner === undefined ? [element] : [element, inner], []))
+    }
+  }
+
   let rules = 0
   let depth = 0
   let state: State = "rule"
   let opened = 0
+  let repetition: Array<string> = []
   const openParens: Array<number> = []
 
   for (let i = 0; i < grammar.length; i++) {
@@ -161,20 +431,34 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
           // An escape: the next character is part of the literal, whatever it is.
           if (grammar.charCodeAt(i + 1) === 0) return fail("contains a NUL character", i + 1)
           i++
-        } else if (code === (state === "literal" ? 0x22 : 0x5d)) state = "rule"
+        } else if (code === (state === "literal" ? 0x22 : 0x5d)) {
+          // "" matches nothing: no element.
+          if (state === "class" || i > opened + 1) push(TERMINAL)
+          else repeatable = false
+          state = "rule"
+        }
         continue
       case "comment":
         if (code === 0x0a || code === 0x0d) state = "rule"
         continue
       case "braces":
-        if (code === 0x7d) state = "rule"
-        else if (!(code >= 0x30 && code <= 0x39) && code !== 0x2c && code !== 0x20 && code !== 0x09) {
+        if (code === 0x7d) {
+          state = "rule"
+          // {m}, {m,}, {m,n}, {,n}
+          const [min, max] = repetition.map((digits) => (digits === "" ? undefined : Number(digits)))
+          repeat(min ?? 0, repetition.length === 1 ? min ?? 0 : max)
+        } else if (code >= 0x30 && code <= 0x39) {
+          repetition[repetition.length - 1] += grammar[i]!
+        } else if (code === 0x2c) repetition.push("")
+        else if (code !== 0x20 && code !== 0x09) {
           return fail(`has ${isControl(code) ? controlName(code) : "a character that is no digit"} inside a repetition`, i)
         }
         continue
       case "token":
-        if (code === 0x3e) state = "rule"
-        else if (code === 0x0a || code === 0x0d) return fail("has a token '<...>' that is not closed on its line", opened)
+        if (code === 0x3e) {
+          state = "rule"
+          push(TERMINAL)
+        } else if (code === 0x0a || code === 0x0d) return fail("has a token '<...>' that is not closed on its line", opened)
         continue
       case "rule":
         break
@@ -194,20 +478,54 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
       case 0x7b: // {
         state = "braces"
         opened = i
+        if (!repeatable) return fail("repeats nothing (a repetition needs an item before it)", i)
+        repetition = [""]
         continue
       case 0x3c: // <
         state = "token"
         opened = i
         continue
-      case 0x28: // (
+      case 0x2e: // .
+        push(TERMINAL)
+        continue
+      case 0x7c: // |
+        if (open.length > 0) shape.alternatives[open.at(-1)!]!.push([])
+        repeatable = false
+        continue
+      case 0x3f: // ?
+      case 0x2a: // *
+      case 0x2b: // +
+        if (!repeatable) return fail("repeats nothing (a repetition needs an item before it)", i)
+    }
+    switch (code) {
+      case 0x3f: // ?
+        repeat(0, 1)
+        continue
+      case 0x2a: // *
+        repeat(0, undefined)
+        continue
+      case 0x2b: // +
+        repeat(1, undefined)
+        continue
+      case 0x28: { // (
         depth++
         if (depth > maxDepth) return fail(`nests parentheses more than ${maxDepth} deep`, i)
         openParens.push(i)
+        if (open.length > 0) {
+          const group = shape.add(shape.writtenIn[open[0]!])
+          shape.alternatives[group]!.push([])
+          push(group)
+          open.push(group)
+        }
+        repeatable = false
         continue
+      }
       case 0x29: // )
         if (depth === 0) return fail("closes a parenthesis that was never opened", i)
         depth--
         openParens.pop()
+        if (open.length > 1) open.pop()
+        repeatable = true
         continue
     }
     if (isControl(code)) return fail(`contains ${controlName(code)} outside a quoted literal`, i)
@@ -226,9 +544,15 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
         if (rules > maxRules) return fail(`defines more than ${maxRules} rules`, start)
         defined.add(name)
       }
+      const rule = shape.rule(name)
+      shape.alternatives[rule]!.push([])
+      open.length = 0
+      open.push(rule)
+      repeatable = false
       i = next + 2
-    } else if (!referenced.has(name)) {
-      referenced.set(name, start)
+    } else {
+      if (!referenced.has(name)) referenced.set(name, start)
+      push(shape.rule(name))
     }
   }
 
@@ -238,6 +562,27 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
   if (!defined.has("root")) return Either.left("the grammar has no root rule (root ::= ...)")
   for (const [name, index] of referenced) {
     if (!defined.has(name)) return fail(`uses the rule ${excerpt(name, 0)}, which it does not define,`, index)
+  }
+
+  const nullable = nullableRules(shape)
+  const edges = leftEdges(shape, nullable)
+  const components = leftComponents(edges)
+  const nameOf = (rule: number) => excerpt(shape.names[shape.writtenIn[rule]!] ?? "?", 0)
+  const directlyEmpty = shape.alternatives.map((alternatives) => alternatives.some((sequence) => sequence.length === 0))
+  const llamaEdges = leftEdges(shape, directlyEmpty)
+  const recursive = growingRecursion(edges, components) ?? cyclic(llamaEdges, leftComponents(llamaEdges))
+  if (recursive !== undefined) {
+    return Either.left(
+      `the grammar's rule ${nameOf(recursive)} is left-recursive: it can begin with itself ` +
+        "(directly, or after rules that may match nothing), which llama.cpp would expand without end"
+    )
+  }
+  const wide = tooManyStarts(shape, nullable, components, maxStarts)
+  if (wide !== undefined) {
+    return Either.left(
+      `the grammar's rule ${nameOf(wide)} can begin in more than ${maxStarts.toLocaleString("en-US")} ways ` +
+        "(alternatives that begin with rules of several alternatives multiply), and llama.cpp tracks each"
+    )
   }
   return Either.right(grammar)
 }

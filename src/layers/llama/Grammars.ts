@@ -94,8 +94,8 @@ const quietly = <A>(llama: Llama, compile: () => A, onError: (cause: unknown) =>
     (previous) => Effect.sync(() => (llama.logLevel = previous))
   )
 
-const NATIVE_PROBLEM = "llama.cpp cannot use the grammar although its syntax checks out: " +
-  "look for left recursion (a rule whose alternative starts with the rule itself) or an escape or token it does not know"
+const NATIVE_PROBLEM = "llama.cpp cannot parse the grammar although it passes the pre-check: " +
+  "look for an escape, a token (<...>) or a character range it does not know"
 
 /** A compiler of request grammars on one llama.cpp binding, with its cache. */
 export interface Grammars {
