@@ -7,6 +7,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import type * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -22,7 +23,7 @@ import { globalOptions } from "../Flags.js"
 import { decodeRequest, messages } from "../Input.js"
 import { CliIo } from "../Io.js"
 import { confidence, formatUsage, json, print, seconds, streamProgress } from "../Output.js"
-import { onSystem, runRequest, settingsOf, toolsFor, withEngine } from "../Wiring.js"
+import { type EngineSettings, onSystem, runRequest, settingsOf, toolsFor, withEngine } from "../Wiring.js"
 import {
   DEMO_QUESTION,
   DEMO_REVIEW,
@@ -63,72 +64,90 @@ const demoPart = (
     return response.error === undefined
   })
 
+/** The model loaded, where from, its context window, its threads, and how long the load took. */
+const showModel = (settings: EngineSettings, engine: Layer.Layer<Engine>, started: number) =>
+  Effect.gen(function* () {
+    const loaded = yield* Clock.currentTimeMillis
+    const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
+    // what the engine was given: the flags, else the environment's configuration, else the defaults
+    const config = yield* Effect.orElseSucceed(LlamaEngine.config, (): LlamaEngine.Options => ({}))
+    const modelPath = settings.model ?? config.modelPath ?? LlamaEngine.bundledModelPath()
+    yield* print(
+      `model: ${info.name} (${path.relative(process.cwd(), path.resolve(modelPath))}), context ${info.contextWindow} tokens, ` +
+        `${settings.threads ?? config.threads ?? 1} thread(s); loaded in ${seconds(loaded - started)}`
+    )
+  })
+
+const chatPart = (engine: Layer.Layer<Engine>) =>
+  Effect.flatMap(CliIo, (io) =>
+    demoPart(
+      "chat with the calculator tool (AgentLoop)",
+      `> ${DEMO_QUESTION}`,
+      { mode: "chat", messages: [{ role: "user", content: DEMO_QUESTION }], hints: { temperature: 0 } },
+      (response) =>
+        print(`\n  stop: ${response.stopReason ?? "-"}; tool calls: ${response.toolCallsMade.map((c) => `${c.name}(${json(c.arguments)}) -> ${c.result}`).join(", ") || "none"}`),
+      streamProgress(io)
+    ).pipe(onSystem(engine, toolsFor.chat)))
+
+const structuredPart = (engine: Layer.Layer<Engine>) =>
+  demoPart(
+    "structured extraction (SpecializedLoop: JSON-schema grammar, then validation)",
+    `  review: ${DEMO_REVIEW}`,
+    {
+      mode: "structured",
+      messages: messages(DEMO_REVIEW, Option.some(SENTIMENT_SYSTEM)),
+      output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+      hints: { temperature: 0 }
+    },
+    (response) => print(`  output: ${json(response.structuredOutput)}`)
+  ).pipe(onSystem(engine, toolsFor.structured))
+
+/** The vote, with each replica's answer (the engine's outputs since this part began). */
+const votePart = (engine: Layer.Layer<Engine>, outputs: Ref.Ref<ReadonlyArray<string>>) =>
+  Effect.zipRight(
+    Ref.set(outputs, []),
+    demoPart(
+      `vote: 5 replicas at temperature ${DEMO_TEMPERATURE}, majority (RedundantLoop)`,
+      `  review: ${DEMO_VOTE_REVIEW}`,
+      {
+        mode: "redundant",
+        messages: messages(DEMO_VOTE_REVIEW, Option.some(SENTIMENT_SYSTEM)),
+        output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+        hints: { temperature: DEMO_TEMPERATURE },
+        redundancy: { n: 5, voting: "majority" }
+      },
+      (response) =>
+        Effect.gen(function* () {
+          const candidates = yield* Ref.get(outputs)
+          yield* Effect.forEach(candidates, (c, i) => print(`  replica ${i + 1}: ${c}`))
+          yield* print(`  winner: ${json(response.structuredOutput)}, confidence ${confidence(response)}`)
+        })
+    ).pipe(onSystem(engine, toolsFor.structured))
+  )
+
+const planPart = (engine: Layer.Layer<Engine>) =>
+  Effect.gen(function* () {
+    // the demo's own plan (examples/plan.json, tested): a failure here is a bug
+    const plan = yield* Effect.orDie(Schema.decodeUnknown(ExecutionPlan)(demoPlan))
+    return yield* demoPart(
+      "plan: a tool step, then an inference step (PlanExecutor)",
+      `  steps: ${demoPlan.steps.map((s) => `${s.name} (${s.type})`).join(" -> ")}`,
+      { mode: "plan", messages: [], plan: demoPlan },
+      (response) => printPlan(plan, response)
+    ).pipe(onSystem(engine, toolsFor.plan))
+  })
+
 export const demo = Command.make("demo", globalOptions, (args) =>
   Effect.gen(function* () {
-    const io = yield* CliIo
     const settings = yield* settingsOf(args)
     const started = yield* Clock.currentTimeMillis
     const ok = yield* withEngine(args, (engine, outputs) =>
       Effect.gen(function* () {
-        const loaded = yield* Clock.currentTimeMillis
-        const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
-        // what the engine was given: the flags, else the environment's configuration, else the defaults
-        const config = yield* Effect.orElseSucceed(LlamaEngine.config, (): LlamaEngine.Options => ({}))
-        const modelPath = settings.model ?? config.modelPath ?? LlamaEngine.bundledModelPath()
-        yield* print(
-          `model: ${info.name} (${path.relative(process.cwd(), path.resolve(modelPath))}), context ${info.contextWindow} tokens, ` +
-            `${settings.threads ?? config.threads ?? 1} thread(s); loaded in ${seconds(loaded - started)}`
-        )
-
-        const chatOk = yield* demoPart(
-          "chat with the calculator tool (AgentLoop)",
-          `> ${DEMO_QUESTION}`,
-          { mode: "chat", messages: [{ role: "user", content: DEMO_QUESTION }], hints: { temperature: 0 } },
-          (response) =>
-            print(`\n  stop: ${response.stopReason ?? "-"}; tool calls: ${response.toolCallsMade.map((c) => `${c.name}(${json(c.arguments)}) -> ${c.result}`).join(", ") || "none"}`),
-          streamProgress(io)
-        ).pipe(onSystem(engine, toolsFor.chat))
-
-        const structuredOk = yield* demoPart(
-          "structured extraction (SpecializedLoop: JSON-schema grammar, then validation)",
-          `  review: ${DEMO_REVIEW}`,
-          {
-            mode: "structured",
-            messages: messages(DEMO_REVIEW, Option.some(SENTIMENT_SYSTEM)),
-            output: { schema: BUNDLED_SENTIMENT_SCHEMA },
-            hints: { temperature: 0 }
-          },
-          (response) => print(`  output: ${json(response.structuredOutput)}`)
-        ).pipe(onSystem(engine, toolsFor.structured))
-
-        yield* Ref.set(outputs, [])
-        const voteOk = yield* demoPart(
-          `vote: 5 replicas at temperature ${DEMO_TEMPERATURE}, majority (RedundantLoop)`,
-          `  review: ${DEMO_VOTE_REVIEW}`,
-          {
-            mode: "redundant",
-            messages: messages(DEMO_VOTE_REVIEW, Option.some(SENTIMENT_SYSTEM)),
-            output: { schema: BUNDLED_SENTIMENT_SCHEMA },
-            hints: { temperature: DEMO_TEMPERATURE },
-            redundancy: { n: 5, voting: "majority" }
-          },
-          (response) =>
-            Effect.gen(function* () {
-              const candidates = yield* Ref.get(outputs)
-              yield* Effect.forEach(candidates, (c, i) => print(`  replica ${i + 1}: ${c}`))
-              yield* print(`  winner: ${json(response.structuredOutput)}, confidence ${confidence(response)}`)
-            })
-        ).pipe(onSystem(engine, toolsFor.structured))
-
-        // the demo's own plan (examples/plan.json, tested): a failure here is a bug
-        const plan = yield* Effect.orDie(Schema.decodeUnknown(ExecutionPlan)(demoPlan))
-        const planOk = yield* demoPart(
-          "plan: a tool step, then an inference step (PlanExecutor)",
-          `  steps: ${demoPlan.steps.map((s) => `${s.name} (${s.type})`).join(" -> ")}`,
-          { mode: "plan", messages: [], plan: demoPlan },
-          (response) => printPlan(plan, response)
-        ).pipe(onSystem(engine, toolsFor.plan))
-
+        yield* showModel(settings, engine, started)
+        const chatOk = yield* chatPart(engine)
+        const structuredOk = yield* structuredPart(engine)
+        const voteOk = yield* votePart(engine, outputs)
+        const planOk = yield* planPart(engine)
         return chatOk && structuredOk && voteOk && planOk
       }))
     yield* print(`\ndone in ${seconds((yield* Clock.currentTimeMillis) - started)}, model load included`)
