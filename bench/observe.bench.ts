@@ -18,8 +18,8 @@ import * as Event from "../src/domain/Event.js"
 import * as Message from "../src/domain/Message.js"
 import { CorrelationContext } from "../src/domain/System.js"
 import * as Observe from "../src/layers/Observe.js"
-import { makeInMemoryConversationStore } from "../src/services/Memory.js"
-import type { EventLogService } from "../src/services/Observe.js"
+import { makeInMemory as makeInMemoryConversationStore } from "../src/services/ConversationStore.js"
+import type { Service as EventLogService } from "../src/services/EventLog.js"
 
 /** A row of bench/index.ts's table (the same shape as engine.bench.ts's). */
 export interface Row {

@@ -51,7 +51,7 @@ import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/Observe.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
 import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
-import { ConversationStore } from "../src/services/Memory.js"
+import { ConversationStore } from "../src/services/ConversationStore.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import type { Row } from "./http.bench.js"
 

@@ -15,7 +15,7 @@ import * as Observe from "../src/layers/Observe.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Facade from "../src/programs/Facade.js"
-import { EventLog } from "../src/services/Observe.js"
+import { EventLog } from "../src/services/EventLog.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import { add } from "./support/tools.js"
 

@@ -12,8 +12,8 @@ import { InferenceFailure } from "../src/domain/Failure.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
-import { ConversationStore } from "../src/services/Memory.js"
-import { EventLog } from "../src/services/Observe.js"
+import { ConversationStore } from "../src/services/ConversationStore.js"
+import { EventLog } from "../src/services/EventLog.js"
 
 // ---------------------------------------------------------------------------
 // A real server on 127.0.0.1, port 0, stopped by its scope

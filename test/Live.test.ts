@@ -3,7 +3,7 @@ import * as Effect from "effect/Effect"
 import * as Live from "../src/adapters/Live.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { PaganticSystem } from "../src/programs/Facade.js"
-import { EventLog } from "../src/services/Observe.js"
+import { EventLog } from "../src/services/EventLog.js"
 
 describe("adapters/Live", () => {
   it.effect("wires the facade to one engine and one event log shared with the caller", () =>

@@ -3,7 +3,9 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../src/domain/Message.js"
 import * as Memory from "../src/layers/InMemoryMemory.js"
-import { approximateBytes, ConversationStore, inMemoryDefaults, SessionState } from "../src/services/Memory.js"
+import { approximateBytes } from "../src/domain/Size.js"
+import { ConversationStore, inMemoryDefaults } from "../src/services/ConversationStore.js"
+import { SessionState } from "../src/services/SessionState.js"
 
 describe("Memory layers", () => {
   it.effect("keeps histories per session; loads are copies", () =>

@@ -5,7 +5,9 @@ import * as Event from "../src/domain/Event.js"
 import { CorrelationContext } from "../src/domain/System.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/Observe.js"
-import { CostTracker, EventLog, Metrics, recordEvent, withCorrelation } from "../src/services/Observe.js"
+import { CostTracker } from "../src/services/CostTracker.js"
+import { EventLog, recordEvent, withCorrelation } from "../src/services/EventLog.js"
+import { Metrics } from "../src/services/Metrics.js"
 
 const custom = (action: string) =>
   recordEvent((base) => new Event.Custom({ ...base, layer: "test", action, data: { n: action } }))

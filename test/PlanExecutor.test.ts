@@ -29,7 +29,7 @@ import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
 import * as PlanExecutor from "../src/programs/PlanExecutor.js"
 import type { InferenceResult } from "../src/services/Engine.js"
-import { EventLog } from "../src/services/Observe.js"
+import { EventLog } from "../src/services/EventLog.js"
 import * as Validator from "../src/services/Validator.js"
 import { add } from "./support/tools.js"
 

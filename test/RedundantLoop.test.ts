@@ -20,8 +20,8 @@ import * as Lifecycle from "../src/programs/Lifecycle.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import type { VotingStrategy } from "../src/programs/Voting.js"
 import { UnanimityVoting } from "../src/programs/Voting.js"
-import { ContextProvider } from "../src/services/Context.js"
-import { EventLog } from "../src/services/Observe.js"
+import { ContextProvider } from "../src/services/ContextProvider.js"
+import { EventLog } from "../src/services/EventLog.js"
 import { InferenceResult } from "../src/services/Engine.js"
 
 const Sentiment = Schema.Struct({ sentiment: Schema.Literal("positive", "negative", "neutral") })

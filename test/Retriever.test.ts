@@ -4,7 +4,8 @@ import * as Layer from "effect/Layer"
 import * as Message from "../src/domain/Message.js"
 import * as ContextBuilder from "../src/layers/RetrieverContextProvider.js"
 import * as Retriever from "../src/layers/MiniSearchRetriever.js"
-import { ContextProvider, Retriever as RetrieverTag } from "../src/services/Context.js"
+import { ContextProvider } from "../src/services/ContextProvider.js"
+import { Retriever as RetrieverTag } from "../src/services/Retriever.js"
 
 const documents = [
   { id: "go-1", source: "go-spec", content: "Interfaces in Go are satisfied implicitly.", metadata: { lang: "go" } },

@@ -16,9 +16,9 @@ import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Lifecycle from "../src/programs/Lifecycle.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
-import { ContextProvider } from "../src/services/Context.js"
-import { ConversationStore } from "../src/services/Memory.js"
-import { EventLog } from "../src/services/Observe.js"
+import { ContextProvider } from "../src/services/ContextProvider.js"
+import { ConversationStore } from "../src/services/ConversationStore.js"
+import { EventLog } from "../src/services/EventLog.js"
 import { add } from "./support/tools.js"
 
 const Sum = Schema.Struct({ sum: Schema.Number })

@@ -13,7 +13,7 @@ import * as Observe from "../src/layers/Observe.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Structured from "../src/programs/Structured.js"
-import { EventLog } from "../src/services/Observe.js"
+import { EventLog } from "../src/services/EventLog.js"
 
 const sentiment = JsonSchema.object({
   sentiment: JsonSchema.enumOf(["positive", "negative", "neutral"]),

@@ -5,13 +5,9 @@
  * sessions never see a half-written turn, and every read is a copy.
  */
 import * as Layer from "effect/Layer"
-import type { InMemoryOptions } from "../services/Memory.js"
-import {
-  ConversationStore,
-  makeInMemoryConversationStore,
-  makeInMemorySessionState,
-  SessionState
-} from "../services/Memory.js"
+import type { InMemoryOptions } from "../services/ConversationStore.js"
+import { ConversationStore, makeInMemory as makeInMemoryConversationStore } from "../services/ConversationStore.js"
+import { SessionState, makeInMemory as makeInMemorySessionState } from "../services/SessionState.js"
 
 export const conversationStoreMemory: Layer.Layer<ConversationStore> = Layer.effect(
   ConversationStore,

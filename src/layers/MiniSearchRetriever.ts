@@ -9,8 +9,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import MiniSearch from "minisearch"
-import { Chunk, Retriever } from "../services/Context.js"
-import type { RetrieverService } from "../services/Context.js"
+import { Chunk, Retriever } from "../services/Retriever.js"
+import type { Service as RetrieverService } from "../services/Retriever.js"
 
 /** A document of the collection. */
 export class Document extends Schema.Class<Document>("Document")({

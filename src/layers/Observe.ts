@@ -18,8 +18,12 @@ import * as Ref from "effect/Ref"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
 import type { TokenUsage } from "../domain/TokenUsage.js"
-import type { CostTrackerService, EventLogService, MetricsService, MetricsSnapshot } from "../services/Observe.js"
-import { CostTracker, EventLog, Metrics } from "../services/Observe.js"
+import type { Service as CostTrackerService } from "../services/CostTracker.js"
+import type { Service as EventLogService } from "../services/EventLog.js"
+import type { Service as MetricsService, Snapshot as MetricsSnapshot } from "../services/Metrics.js"
+import { CostTracker } from "../services/CostTracker.js"
+import { EventLog } from "../services/EventLog.js"
+import { Metrics } from "../services/Metrics.js"
 
 // ---------------------------------------------------------------------------
 // Ring

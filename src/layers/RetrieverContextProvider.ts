@@ -9,8 +9,9 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Message from "../domain/Message.js"
-import { ContextProvider, Retriever } from "../services/Context.js"
-import type { ContextProviderService } from "../services/Context.js"
+import { ContextProvider } from "../services/ContextProvider.js"
+import { Retriever } from "../services/Retriever.js"
+import type { Service as ContextProviderService } from "../services/ContextProvider.js"
 import { renderContext } from "../services/PromptProvider.js"
 
 export interface Options {

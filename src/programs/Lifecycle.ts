@@ -28,7 +28,8 @@ import * as Event from "../domain/Event.js"
 import type { LifecycleState } from "../domain/Lifecycle.js"
 import { canTransition, ExecutionState, terminalStates } from "../domain/Lifecycle.js"
 import type { SystemError } from "../domain/System.js"
-import { recordEvent, withMetrics } from "../services/Observe.js"
+import { recordEvent } from "../services/EventLog.js"
+import { withMetrics } from "../services/Metrics.js"
 import * as Spans from "./internal/Spans.js"
 
 export interface Tracker {

@@ -12,9 +12,9 @@ import * as Http from "../../src/adapters/Http.js"
 import * as Live from "../../src/adapters/Live.js"
 import type { Event } from "../../src/domain/Event.js"
 import type { Engine } from "../../src/services/Engine.js"
-import { ConversationStore } from "../../src/services/Memory.js"
-import { EventLog } from "../../src/services/Observe.js"
-import type { Metrics } from "../../src/services/Observe.js"
+import { ConversationStore } from "../../src/services/ConversationStore.js"
+import { EventLog } from "../../src/services/EventLog.js"
+import type { Metrics } from "../../src/services/Metrics.js"
 import type * as Tool from "../../src/services/ToolRegistry.js"
 
 export interface Served {
