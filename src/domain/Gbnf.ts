@@ -14,8 +14,8 @@
  * Then the shape of the rules, which llama.cpp explores without bounds: left
  * recursion through rules that may match nothing (`root ::= a root "x" | "y"`
  * with `a ::= "q"?` passes llama.cpp's own test and then grows the process by
- * gigabytes), and rules that may begin in too many ways (twenty rules
- * `r1 ::= r2 | r2 "a"` take llama.cpp minutes). What passes may still be refused
+ * gigabytes), and rules that may begin in too many ways (sixteen rules
+ * `r1 ::= r2 | r2 "a"` took llama.cpp 37 s, each one more doubles it). What passes may still be refused
  * by llama.cpp (a bad escape, a token it does not know): the check is a guard,
  * not a second parser.
  *
@@ -66,8 +66,8 @@ export interface SchemaLimits {
 
 /**
  * 64 KiB and 64 levels (about 30 levels of nested objects): the grammar generated
- * from such a schema stays well inside `defaultLimits`, and generating it takes
- * milliseconds.
+ * from such a schema stays well inside `defaultLimits`. The size also bounds
+ * enums: about 7,000 short values, whose grammar llama.cpp compiles in 0.17 s.
  */
 export const defaultSchemaLimits: SchemaLimits = { maxBytes: 64 * 1024, maxDepth: 64 }
 
