@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url"
 import * as Event from "../src/domain/Event.js"
 import * as Message from "../src/domain/Message.js"
 import { CorrelationContext } from "../src/domain/System.js"
-import * as Observe from "../src/layers/Observe.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
 import { makeInMemory as makeInMemoryConversationStore } from "../src/services/ConversationStore.js"
 import type { Service as EventLogService } from "../src/services/EventLog.js"
 

@@ -51,7 +51,7 @@ export * as Validator from "./services/Validator.js"
 // -- layers: implementations in plain TypeScript ------------------------------------
 export * as Calculator from "./layers/tools/Calculator.js"
 export * as InMemoryMemory from "./layers/InMemoryMemory.js"
-export * as InMemoryObserve from "./layers/Observe.js"
+export * as InMemoryObserve from "./layers/InMemoryObserve.js"
 export * as InProcessToolRegistry from "./layers/InProcessToolRegistry.js"
 export * as JsonConstraint from "./layers/JsonConstraint.js"
 export * as MiniSearchRetriever from "./layers/MiniSearchRetriever.js"

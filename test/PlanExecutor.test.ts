@@ -16,7 +16,7 @@ import { OrchestrationFailure, ToolFailure, ValidationFailure } from "../src/dom
 import * as Message from "../src/domain/Message.js"
 import * as Plan from "../src/domain/Plan.js"
 import * as ContextBuilder from "../src/layers/RetrieverContextProvider.js"
-import * as Observe from "../src/layers/Observe.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as LexicalReranker from "../src/layers/LexicalReranker.js"
 import * as Retriever from "../src/layers/MiniSearchRetriever.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"

@@ -43,8 +43,8 @@ import type { EventLog } from "../services/EventLog.js"
 import type { Service as MetricsService } from "../services/Metrics.js"
 import { CostTracker } from "../services/CostTracker.js"
 import { Metrics } from "../services/Metrics.js"
-import type { Price } from "./Observe.js"
-import * as Observe from "./Observe.js"
+import type { Price } from "./InMemoryObserve.js"
+import * as Observe from "./InMemoryObserve.js"
 
 /** What the exported resource says about this process. */
 export interface ResourceOptions {
