@@ -8,4 +8,4 @@
  * const engine = LlamaEngine.layer({ threads: 1 })
  */
 export * as LlamaEngine from "./layers/LlamaEngine.js"
-export * as LlamaGrammarChecker from "./layers/GrammarChecker.js"
+export * as LlamaGrammarChecker from "./layers/LlamaGrammarChecker.js"

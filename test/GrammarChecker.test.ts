@@ -14,11 +14,11 @@ import { ConstraintFailure } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import * as ConstraintLive from "../src/layers/JsonConstraint.js"
-import * as GrammarCheckerLive from "../src/layers/GrammarChecker.js"
+import * as GrammarCheckerLive from "../src/layers/LlamaGrammarChecker.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Structured from "../src/programs/Structured.js"
-import { GrammarChecker } from "../src/services/Constraint.js"
+import { GrammarChecker } from "../src/services/GrammarChecker.js"
 
 const SENTIMENT_GBNF = [
   'root ::= "{\\"sentiment\\": \\"" label "\\"}"',

@@ -104,7 +104,3 @@ export interface Service {
 
 /** The constraint layer. */
 export class Constraint extends Context.Tag("pagantic/Constraint")<Constraint, Service>() {}
-
-// Transitional: the GrammarChecker moved to GrammarChecker.ts.
-export { GrammarChecker } from "./GrammarChecker.js"
-export type { Service as GrammarCheckerService } from "./GrammarChecker.js"

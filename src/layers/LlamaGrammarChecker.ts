@@ -13,8 +13,8 @@ import * as Layer from "effect/Layer"
 import { getLlama, LlamaLogLevel } from "node-llama-cpp"
 import type { Llama, LlamaGrammar } from "node-llama-cpp"
 import { ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
-import { GrammarChecker } from "../services/Constraint.js"
-import type { GrammarCheckerService } from "../services/Constraint.js"
+import { GrammarChecker } from "../services/GrammarChecker.js"
+import type { Service as GrammarCheckerService } from "../services/GrammarChecker.js"
 import * as Grammars from "./llama/Grammars.js"
 
 /** node-llama-cpp's grammar test (llama_grammar_accept over the text); internal in 3.x. */
