@@ -91,7 +91,7 @@ export const readJson = (
           try: (): unknown => JSON.parse(text),
           catch: (e): BodyProblem => ({
             status: 400,
-            message: `The request body is not valid JSON: ${Text.excerpt(e instanceof Error ? e.message : String(e), 120)}`
+            message: `The request body is not valid JSON: ${Text.excerpt(Text.messageOf(e), 120)}`
           })
         })
   )

@@ -11,6 +11,7 @@
  */
 import * as Either from "effect/Either"
 import * as Gbnf from "../../domain/Gbnf.js"
+import * as Json from "../../domain/Json.js"
 import * as Text from "../../domain/Text.js"
 
 /** Bounds on a request body. Each is configurable (`Http.Options.limits`). */
@@ -47,8 +48,6 @@ export interface Problem {
   readonly field: string
   readonly message: string
 }
-
-const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 interface Node {
   readonly value: unknown
@@ -156,9 +155,9 @@ const first = (...problems: ReadonlyArray<() => Problem | undefined>): Either.Ei
 
 /** The checks of a `/v1/run` body (a SystemRequest envelope), after `checkShape`. */
 export const checkRun = (body: unknown, limits: Limits = defaultLimits): Either.Either<void, Problem> => {
-  if (!isRecord(body)) return Either.right(undefined)
-  const output = isRecord(body.output) ? body.output : {}
-  const plan = isRecord(body.plan) ? body.plan : {}
+  if (!Json.isObject(body)) return Either.right(undefined)
+  const output = Json.isObject(body.output) ? body.output : {}
+  const plan = Json.isObject(body.plan) ? body.plan : {}
   return first(
     () =>
       output.grammarFile === undefined
@@ -181,7 +180,7 @@ export const checkRun = (body: unknown, limits: Limits = defaultLimits): Either.
       // a plan's infer steps may carry a whole inference request: its schema and grammar too
       if (!Array.isArray(plan.steps)) return undefined
       for (const [i, step] of plan.steps.entries()) {
-        const input = isRecord(step) && isRecord(step.input) ? step.input : undefined
+        const input = Json.isObject(step) && Json.isObject(step.input) ? step.input : undefined
         if (input === undefined) continue
         const where = `plan.steps.${i}.input`
         const problem = outOfRange(input.temperature, 0, 2, `${where}.temperature`) ??
@@ -199,9 +198,9 @@ export const checkRun = (body: unknown, limits: Limits = defaultLimits): Either.
 
 /** The checks of a `/v1/chat/completions` body, after `checkShape`. */
 export const checkChat = (body: unknown, limits: Limits = defaultLimits): Either.Either<void, Problem> => {
-  if (!isRecord(body)) return Either.right(undefined)
-  const format = isRecord(body.response_format) ? body.response_format : {}
-  const jsonSchema = isRecord(format.json_schema) ? format.json_schema : {}
+  if (!Json.isObject(body)) return Either.right(undefined)
+  const format = Json.isObject(body.response_format) ? body.response_format : {}
+  const jsonSchema = Json.isObject(format.json_schema) ? format.json_schema : {}
   return first(
     () => checkMessages(body.messages, limits),
     () =>
@@ -211,7 +210,7 @@ export const checkChat = (body: unknown, limits: Limits = defaultLimits): Either
     () => {
       if (!Array.isArray(body.tools)) return undefined
       for (const [i, tool] of body.tools.entries()) {
-        const fn = isRecord(tool) && isRecord(tool.function) ? tool.function : undefined
+        const fn = Json.isObject(tool) && Json.isObject(tool.function) ? tool.function : undefined
         if (fn?.parameters === undefined) continue
         const problem = checkSchema(fn.parameters, `tools.${i}.function.parameters`, limits)
         if (problem !== undefined) return problem
