@@ -20,6 +20,8 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { SystemError, SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
+import type * as Guard from "./Guard.js"
+import { openAiErrorType, statusOfError } from "./Status.js"
 
 /** The routes and their methods (for 404 against 405). */
 const routes: Readonly<Record<string, string>> = {
@@ -81,18 +83,41 @@ export const errorResponse = (
   /** The failed response with its partial output, when there is one. */
   partial?: SystemResponse
 ): HttpServerResponse.HttpServerResponse => {
-  const safe = forClient(error)
   const response = partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })
   return HttpServerResponse.unsafeJson(
     path === "/v1/chat/completions"
-      ? { error: { message: safe.message, type: openAiType(status), code: safe.code, param: null } }
-      : encodeResponse(new SystemResponse({ ...response, error: safe }, true)),
+      ? openAiError(error, status)
+      : encodeResponse(new SystemResponse({ ...response, error: forClient(error) }, true)),
     { status, headers: { "x-request-id": requestId, ...headers } }
   )
 }
 
-const openAiType = (status: number): string =>
-  status === 504 ? "timeout_error" : status >= 500 ? "server_error" : status === 401 ? "authentication_error" : "invalid_request_error"
+/**
+ * A failed request as its endpoint shapes errors, with the status its error says
+ * (whose fault it is). Every 5xx is logged with the request id and the code; no
+ * user content beyond the error's short message excerpt.
+ */
+export const refuse = (
+  path: "/v1/run" | "/v1/chat/completions",
+  error: SystemError,
+  requestId: string,
+  status: number = statusOfError(error),
+  partial?: SystemResponse
+): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
+  Effect.as(
+    status >= 500
+      ? Effect.logError("request failed").pipe(
+        Effect.annotateLogs({ requestId, status, code: error.code, message: Text.excerpt(error.message, 200) })
+      )
+      : Effect.void,
+    errorResponse(path, status, error, requestId, {}, partial)
+  )
+
+/** An error as OpenAI's `{ error }` body (also an SSE event once a stream has begun). */
+export const openAiError = (error: SystemError, status: number = statusOfError(error)) => {
+  const safe = forClient(error)
+  return { error: { message: safe.message, type: openAiErrorType(status), code: safe.code, param: null } }
+}
 
 /**
  * An error as a client may see it: the message and every string in the details
@@ -118,6 +143,10 @@ const withoutStacks = (details: Record<string, unknown>): Record<string, unknown
       typeof v === "string" ? v.split("\n").filter((line) => !STACK_FRAME.test(line)).join("\n") : v
     ])
   )
+
+/** A Guard problem as the client's mistake, naming the field. */
+export const fromProblem = (problem: Guard.Problem): SystemError =>
+  invalidRequest(`${problem.field}: ${problem.message}`, { field: problem.field })
 
 /** A client's mistake at the edge (CONFIG_INVALID_REQUEST, not retryable). */
 export const invalidRequest = (message: string, details: Record<string, unknown> = {}): SystemError =>

@@ -68,7 +68,13 @@ export const statusOfError = (error: { readonly code: FailureCode; readonly retr
 
 /** OpenAI's error `type` for a status. */
 export const openAiErrorType = (status: number): string =>
-  status === 504 ? "timeout_error" : status >= 500 ? "server_error" : "invalid_request_error"
+  status === 504
+    ? "timeout_error"
+    : status >= 500
+    ? "server_error"
+    : status === 401
+    ? "authentication_error"
+    : "invalid_request_error"
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/
 
