@@ -190,7 +190,7 @@ describe("Issues.describe", () => {
 
   it("a wrong optional or nullable field is reported at its deepest path only", () => {
     expect(issues({ mode: "chat", hints: { maxTokens: -1 } })).toEqual([
-      "hints.maxTokens: expected a non-negative number | undefined, got -1"
+      "hints.maxTokens: expected a non-negative number, got -1"
     ])
     expect(issues({ mode: "chat", tools: [{}] })).toEqual(["tools.0.name: is missing"])
   })

@@ -433,7 +433,7 @@ describe("Facade", () => {
         expect(withId.requestId).toBe("mine")
         // A wrong optional field is one issue at its own path, not also "expected undefined" above it.
         const negative = yield* system.runUnknown({ mode: "chat", messages: [{ role: "user", content: "x" }], hints: { maxTokens: -5 } })
-        expect(negative.error?.details).toEqual({ issues: ["hints.maxTokens: expected a non-negative number | undefined, got -5"] })
+        expect(negative.error?.details).toEqual({ issues: ["hints.maxTokens: expected a non-negative number, got -5"] })
         expect(yield* ScriptedEngine.requests).toHaveLength(0)
       }).pipe(Effect.provide(base([])))
     )

@@ -297,6 +297,23 @@ describe("hostile input against pagantic serve", () => {
       })
     ))
 
+  it.live("a schema no grammar can be made from (control characters in an enum) is a 400 naming output.schema", () =>
+    withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
+      Effect.gen(function* () {
+        for (const value of ["a\u0001b", "a\u0000"]) {
+          const res = yield* post(`${url}/v1/run`, {
+            mode: "structured",
+            messages: [{ role: "user", content: "x" }],
+            output: { schema: { type: "string", enum: [value, "c"] } }
+          })
+          expect(res.status).toBe(400)
+          expect(res.json.error.message).toContain("output.schema")
+          expect(res.json.error.message).toMatch(/control character|NUL/)
+          expect(res.json.error.message).not.toContain("Expected undefined")
+        }
+      })
+    ))
+
   it.live("a grammar that is not GBNF is the client's mistake (400), not a bad gateway", () =>
     withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
       Effect.gen(function* () {

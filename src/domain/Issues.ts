@@ -50,9 +50,12 @@ export const describe = (
     messages.push(issue.message)
     byPath.set(where, messages)
   }
+  const absentOnly = (m: string) => /^Expected (undefined|null), actual /s.test(m)
   for (const [where, messages] of byPath) {
-    const onlyUndefined = messages.every((m) => /^Expected (undefined|null), actual /s.test(m))
+    const onlyUndefined = messages.every(absentOnly)
     if (onlyUndefined && [...byPath.keys()].some((other) => other.startsWith(`${where}.`))) byPath.delete(where)
+    // an optional field that is present but wrong: its own problem says more than "expected undefined"
+    else if (!onlyUndefined && messages.some(absentOnly)) byPath.set(where, messages.filter((m) => !absentOnly(m)))
   }
   return [...byPath.entries()].map(([where, messages]) => {
     const expected = messages.map((m) => /^Expected (.*), actual (.*)$/s.exec(m))

@@ -6,8 +6,10 @@
  * decode external input into a SystemRequest and encode the response back: these
  * are Schemas so that both directions are checked.
  */
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { Failure } from "./Failure.js"
+import * as Gbnf from "./Gbnf.js"
 import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
 import { JsonSchema } from "./JsonSchema.js"
 import { ExecutionPlan } from "./Plan.js"
@@ -31,8 +33,17 @@ export class ExecutionHints extends Schema.Class<ExecutionHints>("ExecutionHints
 }) {}
 
 /** The expected shape of the output. */
+/**
+ * A JSON schema a grammar can be made from: within the size and nesting bounds of
+ * `Gbnf.checkSchema`, and without control characters (no answer could satisfy an
+ * enum value holding one; llama.cpp refuses it).
+ */
+const GrammarReadySchema = JsonSchema.pipe(
+  Schema.filter((schema) => Either.match(Gbnf.checkSchema(schema), { onLeft: (problem) => problem, onRight: () => undefined }))
+)
+
 export class OutputContract extends Schema.Class<OutputContract>("OutputContract")({
-  schema: Schema.optional(JsonSchema),
+  schema: Schema.optional(GrammarReadySchema),
   grammar: Schema.optional(Schema.String),
   /** A GBNF grammar file to read at PREPARE (a server-side setting: HTTP clients cannot set it); missing is CONFIG_GRAMMAR_NOT_FOUND. */
   grammarFile: Schema.optional(Schema.String),
