@@ -1,0 +1,95 @@
+/**
+ * The cancellation registry of a facade: the requests running now (each with the
+ * signal that cancels it), cancels that came before their request (kept for a
+ * window), and the ids of requests that recently finished.
+ *
+ * A cancel for a running request signals it. A cancel for an id not seen yet is
+ * kept until its window ends and applied when a request with that id starts (a
+ * client that hangs up at once still ends its request in CANCELLED). A cancel for
+ * a finished request is dropped, so it never hits a later request reusing the id;
+ * a request that was refused before it ran (it did not decode) counts as finished.
+ *
+ * State: plain Maps in one closure, read and written only inside synchronous
+ * steps (`Effect.sync`). One step is atomic between fibers, so each operation
+ * sees and leaves one consistent state, without a Ref of immutable maps copied
+ * on every request (and without the Ref's get-then-set gap a cancel had with
+ * the pending map beside it). Pending cancels and finished ids are bounded.
+ */
+import * as Clock from "effect/Clock"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+
+export interface Options {
+  /** How long a cancel that came before its request stays pending. */
+  readonly pendingWindow: Duration.DurationInput
+  /** At most this many pending cancels and finished ids are remembered (oldest dropped first). Default 1024. */
+  readonly maxRemembered?: number | undefined
+}
+
+/** A request that started: the signal that cancels it, and whether a cancel already waited for it. */
+export interface Registration {
+  readonly signal: Deferred.Deferred<void>
+  readonly cancelledEarly: boolean
+}
+
+export interface Cancellations {
+  /** A request with this id starts. */
+  readonly register: (requestId: string) => Effect.Effect<Registration>
+  /** The request is over (answered, failed, or refused before it ran): later cancels for it are dropped. */
+  readonly finish: (requestId: string) => Effect.Effect<void>
+  /** Signals the running request (true when this cancel ended it); else keeps the cancel pending, unless the id finished. */
+  readonly cancel: (requestId: string) => Effect.Effect<boolean>
+}
+
+export const defaultMaxRemembered = 1024
+
+export const make = (options: Options): Effect.Effect<Cancellations> =>
+  Effect.sync(() => {
+    const windowMs = Duration.toMillis(options.pendingWindow)
+    const limit = options.maxRemembered ?? defaultMaxRemembered
+    const running = new Map<string, Deferred.Deferred<void>>()
+    /** id -> expiry (ms) */
+    const pending = new Map<string, number>()
+    const finished = new Set<string>()
+    const bound = (remembered: Map<string, number> | Set<string>) => {
+      for (const id of remembered.keys()) {
+        if (remembered.size <= limit) break
+        remembered.delete(id)
+      }
+    }
+
+    const register = (requestId: string) =>
+      Effect.flatMap(Effect.zip(Deferred.make<void>(), Clock.currentTimeMillis), ([signal, now]) =>
+        Effect.sync((): Registration => {
+          running.set(requestId, signal)
+          finished.delete(requestId)
+          const until = pending.get(requestId)
+          pending.delete(requestId)
+          return { signal, cancelledEarly: until !== undefined && until >= now }
+        }))
+
+    const finish = (requestId: string) =>
+      Effect.sync(() => {
+        running.delete(requestId)
+        pending.delete(requestId)
+        finished.delete(requestId)
+        finished.add(requestId)
+        bound(finished)
+      })
+
+    const cancel = (requestId: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.suspend(() => {
+          const signal = running.get(requestId)
+          if (signal !== undefined) return Deferred.succeed(signal, undefined)
+          if (!finished.has(requestId)) {
+            for (const [id, expiry] of pending) if (expiry < now) pending.delete(id)
+            pending.set(requestId, now + windowMs)
+            bound(pending)
+          }
+          return Effect.succeed(false)
+        }))
+
+    return { register, finish, cancel }
+  })

@@ -1,0 +1,171 @@
+/**
+ * INIT: a request checked once, into a value that carries what each mode needs.
+ *
+ * A request runs only with an engine; structured and redundant requests need a
+ * schema; every mode but plan needs messages ending with a user message; every
+ * tool the request names must be registered; a tool message must answer a call an
+ * earlier assistant message made. A request that passes is a `Checked`, so the
+ * mode runners read its parts without looking again.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import { ConfigurationFailure, ToolFailure } from "../../domain/Failure.js"
+import type { JsonSchema } from "../../domain/JsonSchema.js"
+import * as Message from "../../domain/Message.js"
+import type { SystemRequest } from "../../domain/System.js"
+import * as Text from "../../domain/Text.js"
+import type * as Engine from "../../services/Engine.js"
+import type { Environment } from "./Environment.js"
+
+interface Common {
+  readonly request: SystemRequest
+  /** The engine the request runs on. */
+  readonly engine: Engine.Service
+}
+
+/** A chat turn: the user message it answers, the history the request brings, its session. */
+export interface Chat extends Common {
+  readonly mode: "chat"
+  readonly user: Message.UserMessage
+  readonly prior: ReadonlyArray<Message.Message>
+  readonly sessionId: string
+}
+
+/** A structured or redundant request: the user message and the schema its answer must fit. */
+export interface Extraction extends Common {
+  readonly mode: "structured" | "redundant"
+  readonly user: Message.UserMessage
+  readonly schema: JsonSchema
+}
+
+/** A plan request: a plan in it, or one the Planner makes. */
+export interface Plan extends Common {
+  readonly mode: "plan"
+}
+
+/** A request that passed the INIT checks. */
+export type Checked = Chat | Extraction | Plan
+
+/** Why a request was refused at INIT. */
+export type CheckFailure = ConfigurationFailure | ToolFailure
+
+/** A checked request, or why it was refused, with the session it runs in either way. */
+export interface Admission {
+  /** The request's session: its own, or a new one for a chat (a chat always has one). */
+  readonly sessionId: string | undefined
+  /** Raised inside the request (so its lifecycle, timeout and cancel apply as to any failure). */
+  readonly checked: Either.Either<Checked, CheckFailure>
+}
+
+/** CONFIG_INVALID_REQUEST: the caller's input is malformed. */
+export const invalid = (message: string, details: Record<string, unknown> = {}): ConfigurationFailure =>
+  ConfigurationFailure.invalidRequest(message, { details })
+
+/**
+ * A tool message must answer a call an earlier assistant message made (engines
+ * refuse a history where it does not); a message saying which one does not.
+ */
+const unansweredToolMessage = (messages: ReadonlyArray<Message.Message>): string | undefined => {
+  const calls = new Set<string>()
+  for (const [i, m] of messages.entries()) {
+    if (Message.isAssistant(m)) for (const call of m.toolCalls) calls.add(call.id)
+    else if (Message.isTool(m) && !calls.has(m.toolCallId)) {
+      return `messages.${i}: the tool message answers call "${Text.excerpt(m.toolCallId)}", which no earlier assistant message made`
+    }
+  }
+  return undefined
+}
+
+/** A tool the request names but nobody registered would silently leave the model without it. */
+const unknownTools = (env: Environment, request: SystemRequest): Option.Option<ToolFailure> => {
+  const { registry } = env
+  const unknown = request.tools.filter((name) => Option.isNone(registry) || !registry.value.has(name))
+  const [first, ...rest] = unknown.slice(0, 8).map((name) => Text.excerpt(name))
+  if (first === undefined) return Option.none()
+  const named = [first, ...rest]
+  const available = Option.isNone(registry) ? [] : registry.value.definitions().map((d) => d.name)
+  const more = unknown.length > named.length ? ` and ${unknown.length - named.length} more` : ""
+  return Option.some(
+    ToolFailure.notFound(
+      first,
+      `The request names tools that are not registered: ${named.join(", ")}${more} (registered: ${
+        available.length === 0 ? "none" : available.join(", ")
+      })`,
+      { details: { unknownTools: named, available } }
+    )
+  )
+}
+
+/** Needed by every mode. */
+const needEngine = (env: Environment): Either.Either<Engine.Service, CheckFailure> =>
+  Either.fromOption(env.engine, () =>
+    ConfigurationFailure.noEngine("No inference engine is configured: provide an Engine layer (e.g. LlamaEngine.layer)"))
+
+/** Needed by structured and redundant requests. */
+const needSchema = (request: SystemRequest): Either.Either<JsonSchema, CheckFailure> =>
+  Either.fromNullable(request.output.schema, () =>
+    ConfigurationFailure.schemaRequired(`Mode "${request.mode}" needs output.schema`, { details: { mode: request.mode } }))
+
+/** Needed by every mode but plan: the message the request asks about. */
+const needUser = (request: SystemRequest): Either.Either<Message.UserMessage, CheckFailure> => {
+  const last = request.messages.at(-1)
+  return last !== undefined && Message.isUser(last)
+    ? Either.right(last)
+    : Either.left(invalid(`Mode "${request.mode}" needs messages ending with a user message`))
+}
+
+/** Checked in every mode, after the mode's own checks. */
+const checkToolsAndHistory = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
+  const unknown = unknownTools(env, request)
+  if (Option.isSome(unknown)) return Either.left(unknown.value)
+  const unanswered = unansweredToolMessage(request.messages)
+  return unanswered === undefined ? Either.void : Either.left(invalid(unanswered))
+}
+
+const checkChat = (env: Environment, request: SystemRequest, sessionId: string): Either.Either<Checked, CheckFailure> =>
+  Either.gen(function* () {
+    const engine = yield* needEngine(env)
+    const user = yield* needUser(request)
+    yield* checkToolsAndHistory(env, request)
+    return { mode: "chat", request, engine, user, prior: request.messages.slice(0, -1), sessionId } satisfies Chat
+  })
+
+const checkPlan = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
+  Either.gen(function* () {
+    const engine = yield* needEngine(env)
+    yield* checkToolsAndHistory(env, request)
+    return { mode: "plan", request, engine } satisfies Plan
+  })
+
+const checkExtraction = (
+  env: Environment,
+  request: SystemRequest,
+  mode: Extraction["mode"]
+): Either.Either<Checked, CheckFailure> =>
+  Either.gen(function* () {
+    const engine = yield* needEngine(env)
+    const schema = yield* needSchema(request)
+    const user = yield* needUser(request)
+    yield* checkToolsAndHistory(env, request)
+    return { mode, request, engine, user, schema } satisfies Extraction
+  })
+
+/**
+ * Checks a request (INIT) and settles its session: a chat without a session id
+ * gets a new one, so its response and events carry it even when a check fails.
+ */
+export const check = (env: Environment, request: SystemRequest): Effect.Effect<Admission> => {
+  switch (request.mode) {
+    case "chat":
+      return Effect.map(
+        request.sessionId === undefined ? env.nextId("session") : Effect.succeed(request.sessionId),
+        (sessionId) => ({ sessionId, checked: checkChat(env, request, sessionId) })
+      )
+    case "plan":
+      return Effect.succeed({ sessionId: request.sessionId, checked: checkPlan(env, request) })
+    case "structured":
+    case "redundant":
+      return Effect.succeed({ sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) })
+  }
+}

@@ -1,0 +1,86 @@
+/**
+ * Modes structured and redundant: the request's user message answered in the
+ * shape of its schema, by one SpecializedLoop call or by replicas of a
+ * RedundantLoop that vote. Neither keeps anything in a session.
+ */
+import * as Effect from "effect/Effect"
+import * as Message from "../../domain/Message.js"
+import { withMetrics } from "../../services/Metrics.js"
+import type * as Lifecycle from "../Lifecycle.js"
+import * as RedundantLoop from "../RedundantLoop.js"
+import * as SpecializedLoop from "../SpecializedLoop.js"
+import * as Voting from "../Voting.js"
+import type * as Check from "./Check.js"
+import type { Environment } from "./Environment.js"
+import type { Outcome } from "./Types.js"
+
+/** The request's own system message, else the facade's default. */
+const systemPromptOf = (env: Environment, checked: Check.Extraction) =>
+  checked.request.messages.find(Message.isSystem)?.content ?? env.options.defaultSystemPrompt
+
+/** Mode structured: one call, with a tool phase only when the request names its tools. */
+export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
+  Effect.gen(function* () {
+    const { hints, output, tools } = checked.request
+    yield* tracker.transition("EXECUTE", "structured call")
+    const result = yield* SpecializedLoop.call(checked.user.content, {
+      schema: checked.schema,
+      repairAllowed: output.repairAllowed,
+      grammar: output.grammar,
+      systemPrompt: systemPromptOf(env, checked),
+      maxTokens: hints.maxTokens,
+      temperature: hints.temperature,
+      topP: hints.topP,
+      // An empty list means no tools here, so a plain extraction is never preceded
+      // by a tool round the caller did not ask for.
+      useTools: tools.length > 0,
+      allowTools: tools.length === 0 ? undefined : tools,
+      maxToolIterations: env.options.maxToolIterations
+    })
+    yield* tracker.transition("VALIDATE", "output validated against the schema")
+    return {
+      content: result.raw,
+      structuredOutput: result.value,
+      toolCallsMade: result.toolCalls,
+      validationResult: result.validation,
+      usage: result.usage,
+      stopReason: "finish"
+    } satisfies Outcome
+  })
+
+/** Mode redundant: replicas that vote; the vote is annotated on the request's span and counted. */
+export const redundant = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
+  Effect.gen(function* () {
+    const { hints, output, redundancy } = checked.request
+    yield* tracker.transition("EXECUTE", "redundant replicas")
+    const result = yield* RedundantLoop.run(checked.user.content, {
+      schema: checked.schema,
+      repairAllowed: output.repairAllowed,
+      voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
+      n: redundancy?.n,
+      quorum: redundancy?.quorum,
+      grammar: output.grammar,
+      systemPrompt: systemPromptOf(env, checked),
+      maxTokens: hints.maxTokens,
+      temperature: hints.temperature,
+      topP: hints.topP
+    })
+    yield* tracker.transition("VALIDATE", "replicas voted")
+    yield* Effect.annotateCurrentSpan({
+      "pagantic.vote.confidence": result.confidence,
+      "pagantic.vote.winner": result.winner,
+      "pagantic.vote.candidates": result.candidates.length,
+      "pagantic.vote.replicas": result.replicas.length
+    })
+    yield* withMetrics((m) => Effect.zipRight(m.increment("votes"), m.increment("vote_candidates", result.candidates.length)))
+    return {
+      content: result.content,
+      structuredOutput: result.value,
+      candidates: result.candidates,
+      confidence: result.confidence,
+      confidenceSource: "voting",
+      validationResult: result.validation,
+      usage: result.usage,
+      stopReason: "finish"
+    } satisfies Outcome
+  })

@@ -1,0 +1,82 @@
+/**
+ * A checked request routed by mode: plan goes to PLAN; the other modes go through
+ * PREPARE (reading `output.grammarFile` into `output.grammar`) to their runner.
+ */
+import * as Effect from "effect/Effect"
+import type * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Ref from "effect/Ref"
+import type { Failure } from "../../domain/Failure.js"
+import { ConfigurationFailure } from "../../domain/Failure.js"
+import * as Gbnf from "../../domain/Gbnf.js"
+import type { SystemRequest } from "../../domain/System.js"
+import { OutputContract, SystemRequest as SystemRequestClass } from "../../domain/System.js"
+import type { Constraint } from "../../services/Constraint.js"
+import * as Engine from "../../services/Engine.js"
+import type * as Lifecycle from "../Lifecycle.js"
+import * as Chat from "./Chat.js"
+import type * as Check from "./Check.js"
+import type { Environment } from "./Environment.js"
+import * as Extraction from "./Extraction.js"
+import * as Plan from "./Plan.js"
+import type { Outcome, RunOptions } from "./Types.js"
+
+/**
+ * Reads `output.grammarFile` into `output.grammar` (PREPARE): a regular file of
+ * bounded size only, so /dev/zero or a 64 MiB file is never read whole.
+ */
+const resolveGrammar = (env: Environment, request: SystemRequest): Effect.Effect<SystemRequest, ConfigurationFailure> => {
+  const file = request.output.grammarFile
+  if (file === undefined) return Effect.succeed(request)
+  const notFound = (reason: string) =>
+    ConfigurationFailure.grammarNotFound(`The grammar file ${file} cannot be read: ${reason}`, {
+      details: { grammarFile: file }
+    })
+  if (Option.isNone(env.fileSystem)) return Effect.fail(notFound("no FileSystem is provided"))
+  const fs = env.fileSystem.value
+  return fs.stat(file).pipe(
+    Effect.mapError((e) => notFound(e.message)),
+    Effect.filterOrFail(
+      (info) => info.type === "File",
+      (info) => notFound(`it is not a regular file (${info.type})`)
+    ),
+    Effect.filterOrFail(
+      (info) => Number(info.size) <= Gbnf.defaultLimits.maxBytes,
+      (info) => notFound(`it is ${Number(info.size)} bytes, more than the ${Gbnf.defaultLimits.maxBytes} a grammar may have`)
+    ),
+    Effect.zipRight(Effect.mapError(fs.readFileString(file), (e) => notFound(e.message))),
+    Effect.map((grammar) => new SystemRequestClass({ ...request, output: new OutputContract({ ...request.output, grammar }) }))
+  )
+}
+
+const runMode = (
+  env: Environment,
+  checked: Check.Checked,
+  partial: Ref.Ref<string>,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions
+): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> =>
+  Effect.gen(function* () {
+    if (checked.mode === "plan") return yield* Plan.run(env, checked, partial, tracker)
+    yield* tracker.transition("PREPARE", `mode ${checked.mode}`)
+    const request = yield* resolveGrammar(env, checked.request)
+    switch (checked.mode) {
+      case "chat":
+        return yield* Chat.run(env, { ...checked, request }, partial, tracker, runOptions)
+      case "structured":
+        return yield* Extraction.structured(env, { ...checked, request }, tracker)
+      case "redundant":
+        return yield* Extraction.redundant(env, { ...checked, request }, tracker)
+    }
+  })
+
+/** The request's checks raised, then its mode run on the engine the check found. */
+export const route = (
+  env: Environment,
+  admitted: Either.Either<Check.Checked, Check.CheckFailure>,
+  partial: Ref.Ref<string>,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions
+): Effect.Effect<Outcome, Failure, Constraint> =>
+  Effect.flatMap(admitted, (checked) =>
+    Effect.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))

@@ -1,0 +1,126 @@
+/**
+ * A request's end shaped into its SystemResponse: an Outcome becomes the answer
+ * (COMPLETE); a failure of the taxonomy becomes its SystemError (CANCELLED for a
+ * Cancellation, ERROR otherwise) with the partial output; a defect or an
+ * interruption is labelled ORCHESTRATION_DEFECT, telling what went wrong, never
+ * where (stack frames stay in the logs). Every response is annotated on the
+ * request's span and counted in the metrics.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
+import * as Ref from "effect/Ref"
+import type { Failure } from "../../domain/Failure.js"
+import { OrchestrationFailure } from "../../domain/Failure.js"
+import * as Issues from "../../domain/Issues.js"
+import type { SystemError } from "../../domain/System.js"
+import { SystemResponse, toSystemError } from "../../domain/System.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+import { withMetrics } from "../../services/Metrics.js"
+import * as Spans from "../internal/Spans.js"
+import type * as Lifecycle from "../Lifecycle.js"
+import { invalid } from "./Check.js"
+import type { Outcome } from "./Types.js"
+
+/** Who the response answers. */
+export interface Addressee {
+  readonly requestId: string
+  readonly sessionId: string | undefined
+}
+
+const describeDefect = (defect: unknown): string =>
+  defect instanceof Error ? `${defect.name}: ${defect.message}` : typeof defect === "string" ? defect : String(defect)
+
+const errorOf = (cause: Cause.Cause<Failure>): SystemError =>
+  Option.match(Cause.failureOption(cause), {
+    onSome: toSystemError,
+    onNone: () =>
+      toSystemError(
+        OrchestrationFailure.defect(
+          Cause.isInterruptedOnly(cause)
+            ? "The request was interrupted"
+            : `Internal error: ${describeDefect(Cause.squash(cause))}`,
+          { details: {} }
+        )
+      )
+  })
+
+const answered = (to: Addressee, o: Outcome): SystemResponse =>
+  new SystemResponse({
+    requestId: to.requestId,
+    ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId }),
+    content: o.content,
+    toolCallsMade: o.toolCallsMade ?? [],
+    tokenUsage: o.usage,
+    // a SystemResponse carries only the fields it has (no explicit undefined)
+    ...(o.structuredOutput === undefined ? {} : { structuredOutput: o.structuredOutput }),
+    ...(o.candidates === undefined ? {} : { candidates: o.candidates }),
+    ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
+    ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
+    ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
+    ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason })
+  })
+
+const failed = (to: Addressee, content: string, error: SystemError): SystemResponse =>
+  new SystemResponse({
+    requestId: to.requestId,
+    ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId }),
+    content,
+    toolCallsMade: [],
+    tokenUsage: TokenUsage.empty,
+    error
+  })
+
+/** The response to a request's end, its terminal lifecycle move made. */
+export const respond = (
+  to: Addressee,
+  exit: Exit.Exit<Outcome, Failure>,
+  tracker: Lifecycle.Tracker,
+  partial: Ref.Ref<string>
+): Effect.Effect<SystemResponse> =>
+  Exit.matchEffect(exit, {
+    onSuccess: (outcome) => Effect.as(tracker.transition("COMPLETE", "response assembled"), answered(to, outcome)),
+    onFailure: (cause) =>
+      Effect.gen(function* () {
+        const error = errorOf(cause)
+        const cancelled = Option.exists(Cause.failureOption(cause), (f) => f._tag === "Cancellation")
+        yield* tracker.transition(cancelled ? "CANCELLED" : "ERROR", error.message, { error })
+        return failed(to, yield* Ref.get(partial), error)
+      })
+  })
+
+/** Annotates the request's span with the response and counts it (latency since `startedAt`). */
+export const observe = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    yield* Effect.annotateCurrentSpan({
+      [Spans.GenAi.usageInputTokens]: response.tokenUsage.promptTokens,
+      [Spans.GenAi.usageOutputTokens]: response.tokenUsage.outputTokens,
+      "pagantic.tool_calls": response.toolCallsMade.length,
+      ...(response.stopReason === undefined ? {} : { "pagantic.stop_reason": response.stopReason }),
+      ...(response.error === undefined ? {} : { [Spans.Pagantic.errorCode]: response.error.code })
+    })
+    const durationMs = (yield* Clock.currentTimeMillis) - startedAt
+    yield* withMetrics((m) =>
+      Effect.all(
+        [
+          m.recordLatency("request", durationMs),
+          m.increment("requests"),
+          response.error === undefined ? Effect.void : m.increment("request_errors")
+        ],
+        { discard: true }
+      )
+    )
+  })
+
+/** The answer to an envelope that did not decode: CONFIG_INVALID_REQUEST listing the issues. */
+export const rejected = (requestId: string, error: ParseResult.ParseError): SystemResponse => {
+  const issues = Issues.describe(error, "a SystemRequest object")
+  return failed(
+    { requestId, sessionId: undefined },
+    "",
+    toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues }))
+  )
+}

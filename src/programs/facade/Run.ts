@@ -1,0 +1,108 @@
+/**
+ * One request, start to end: its ids, correlation and span; the request
+ * registered for cancellation; its checks and mode run under its timeout, raced
+ * against its cancel signal, tracked by its lifecycle, with the request's tool
+ * whitelist on the registry; then its response.
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Deferred from "effect/Deferred"
+import { Cancellation } from "../../domain/Failure.js"
+import type { SystemRequest } from "../../domain/System.js"
+import { withCorrelation } from "../../services/EventLog.js"
+import * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Spans from "../internal/Spans.js"
+import * as Lifecycle from "../Lifecycle.js"
+import type { Cancellations } from "./Cancellations.js"
+import * as Check from "./Check.js"
+import type { Environment } from "./Environment.js"
+import * as Modes from "./Modes.js"
+import * as Response from "./Response.js"
+import type { Execution, RunOptions } from "./Types.js"
+
+const executeChecked = (
+  env: Environment,
+  cancellations: Cancellations,
+  request: SystemRequest,
+  requestId: string,
+  admission: Check.Admission,
+  runOptions: RunOptions
+): Effect.Effect<Execution> =>
+  Effect.gen(function* () {
+    const startedAt = yield* Clock.currentTimeMillis
+    const tracker = yield* Lifecycle.makeTracker
+    const partial = yield* Ref.make("")
+    const { signal, cancelledEarly } = yield* cancellations.register(requestId)
+
+    const timeout = request.hints.timeout
+    const body = Modes.route(env, admission.checked, partial, tracker, runOptions)
+    const timed = timeout === undefined || Duration.toMillis(timeout) === 0
+      ? body
+      : Effect.timeoutFail(body, {
+        duration: timeout,
+        onTimeout: () => Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
+      })
+    const cancellable = cancelledEarly
+      ? Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
+      : Effect.raceFirst(
+        timed,
+        Effect.zipRight(
+          Deferred.await(signal),
+          Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller", { requestId }))
+        )
+      )
+
+    // the request's whitelist holds in every mode and every step kind
+    const context = Option.isSome(env.registry) && request.tools.length > 0
+      ? Context.add(env.context, ToolRegistry.ToolRegistry, ToolRegistry.restrict(env.registry.value, request.tools))
+      : env.context
+    const exit = yield* Effect.exit(
+      cancellable.pipe(
+        Lifecycle.tracked(tracker),
+        Effect.provide(context),
+        Effect.onInterrupt(() => tracker.interrupted)
+      )
+    )
+    yield* cancellations.finish(requestId)
+
+    const response = yield* Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial)
+    yield* Response.observe(response, startedAt)
+    return {
+      response,
+      state: yield* tracker.state,
+      transitions: yield* tracker.history
+    } satisfies Execution
+  })
+
+/** Runs a request to its Execution, under its correlation and its `Facade.run` span. */
+export const execute = (
+  env: Environment,
+  cancellations: Cancellations,
+  request: SystemRequest,
+  runOptions: RunOptions
+): Effect.Effect<Execution> =>
+  Effect.gen(function* () {
+    const requestId = request.requestId ?? (yield* env.nextId("req"))
+    const traceId = request.traceId ?? (yield* env.nextId("trace"))
+    const admission = yield* Check.check(env, request)
+    const { sessionId } = admission
+    return yield* executeChecked(env, cancellations, request, requestId, admission, runOptions).pipe(
+      withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
+      Effect.withSpan("Facade.run", {
+        attributes: {
+          mode: request.mode,
+          requestId,
+          traceId,
+          ...(sessionId === undefined ? {} : { sessionId }),
+          [Spans.Pagantic.mode]: request.mode,
+          [Spans.Pagantic.requestId]: requestId,
+          [Spans.Pagantic.traceId]: traceId,
+          ...(sessionId === undefined ? {} : { [Spans.Pagantic.sessionId]: sessionId })
+        }
+      })
+    )
+  })

@@ -1,0 +1,82 @@
+/**
+ * What the facade takes and gives: its options, the progress a running chat
+ * reports, an Execution (a response with its lifecycle), the Facade itself, and
+ * the Outcome a mode produces before it is shaped into a response.
+ */
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import type { ExecutionState } from "../../domain/Lifecycle.js"
+import type * as Message from "../../domain/Message.js"
+import type * as Plan from "../../domain/Plan.js"
+import type { ConfidenceSource, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
+import type * as TokenUsage from "../../domain/TokenUsage.js"
+import type * as PlanExecutor from "../PlanExecutor.js"
+
+export interface Options {
+  /** Used when a chat or structured request brings no system message. */
+  readonly defaultSystemPrompt?: string | undefined
+  /** Tool rounds per chat turn. Default 20. */
+  readonly maxToolIterations?: number | undefined
+  /** Tool calls of one round at once. Default 4. */
+  readonly toolConcurrency?: number | undefined
+  /**
+   * Step handlers for mode plan. Default: the built-in handlers whose services
+   * are present (infer always; tool, retrieve, rerank and validate when the
+   * ToolRegistry, Retriever, Reranker and Validator are provided).
+   */
+  readonly planHandlers?: ReadonlyArray<PlanExecutor.StepHandler> | undefined
+  /** Checked before any step runs. Default: permissive. */
+  readonly planPolicy?: Plan.PlanPolicy | undefined
+  /** Independent plan steps at once. Default 4. */
+  readonly planConcurrency?: number | undefined
+  /** How long a cancel that came before its request stays pending. Default 5 seconds. */
+  readonly pendingCancelWindow?: Duration.DurationInput | undefined
+}
+
+/** A response with the final ExecutionState and the moves that led to it. */
+export interface Execution {
+  readonly response: SystemResponse
+  readonly state: ExecutionState
+  readonly transitions: ReadonlyArray<{ readonly from: string; readonly to: string }>
+}
+
+/** What a running chat request reports as it goes (for streaming adapters). */
+export type Progress =
+  | { readonly _tag: "TextDelta"; readonly text: string }
+  | { readonly _tag: "ToolCallRequested"; readonly call: Message.ToolCall }
+  | { readonly _tag: "ToolResultReady"; readonly record: ToolCallRecord }
+
+export interface RunOptions {
+  /** Called with text deltas, tool calls and tool results while a chat request runs. */
+  readonly onProgress?: ((progress: Progress) => Effect.Effect<void>) | undefined
+}
+
+export interface Facade {
+  /** Runs a request to its response. Never fails: errors are in `response.error`. */
+  readonly run: (request: SystemRequest, options?: RunOptions) => Effect.Effect<SystemResponse>
+  /** Decodes an untrusted envelope (JSON), then runs it; a bad envelope is CONFIG_INVALID_REQUEST. */
+  readonly runUnknown: (input: unknown, options?: RunOptions) => Effect.Effect<SystemResponse>
+  /** `run`, also returning the ExecutionState and the lifecycle moves. */
+  readonly execute: (request: SystemRequest, options?: RunOptions) => Effect.Effect<Execution>
+  /**
+   * Cancels a running request; it answers CANCELLED_SIGNAL. False when no such
+   * request runs. A cancel that comes before its request starts (a client that hangs
+   * up at once) is kept for `pendingCancelWindow` and applied when a request with
+   * that id starts, so it too ends in CANCELLED; a cancel for a request that already
+   * finished is dropped.
+   */
+  readonly cancel: (requestId: string) => Effect.Effect<boolean>
+}
+
+/** What a mode produced, before it is shaped into a response. */
+export interface Outcome {
+  readonly content: string
+  readonly structuredOutput?: unknown
+  readonly candidates?: ReadonlyArray<string> | undefined
+  readonly toolCallsMade?: ReadonlyArray<ToolCallRecord> | undefined
+  readonly confidence?: number | undefined
+  readonly confidenceSource?: ConfidenceSource | undefined
+  readonly validationResult?: ValidationResult | undefined
+  readonly usage: TokenUsage.TokenUsage
+  readonly stopReason?: string | undefined
+}
