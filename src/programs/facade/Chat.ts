@@ -19,6 +19,7 @@ import type { Outcome, Progress, RunOptions } from "./Types.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
+/** One turn of the request's session; text deltas, tool calls and results reported as they come. */
 export const run = (
   env: Environment,
   chat: Check.Chat,

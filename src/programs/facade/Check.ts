@@ -64,29 +64,31 @@ export const invalid = (message: string, details: Record<string, unknown> = {}):
 
 /**
  * A tool message must answer a call an earlier assistant message made (engines
- * refuse a history where it does not); a message saying which one does not.
+ * refuse a history where it does not).
  */
-const unansweredToolMessage = (messages: ReadonlyArray<Message.Message>): string | undefined => {
+const checkToolMessages = (messages: ReadonlyArray<Message.Message>): Either.Either<void, CheckFailure> => {
   const calls = new Set<string>()
   for (const [i, m] of messages.entries()) {
     if (Message.isAssistant(m)) for (const call of m.toolCalls) calls.add(call.id)
     else if (Message.isTool(m) && !calls.has(m.toolCallId)) {
-      return `messages.${i}: the tool message answers call "${Text.excerpt(m.toolCallId)}", which no earlier assistant message made`
+      return Either.left(invalid(
+        `messages.${i}: the tool message answers call "${Text.excerpt(m.toolCallId)}", which no earlier assistant message made`
+      ))
     }
   }
-  return undefined
+  return Either.void
 }
 
 /** A tool the request names but nobody registered would silently leave the model without it. */
-const unknownTools = (env: Environment, request: SystemRequest): Option.Option<ToolFailure> => {
+const checkToolNames = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
   const { registry } = env
   const unknown = request.tools.filter((name) => Option.isNone(registry) || !registry.value.has(name))
   const [first, ...rest] = unknown.slice(0, 8).map((name) => Text.excerpt(name))
-  if (first === undefined) return Option.none()
+  if (first === undefined) return Either.void
   const named = [first, ...rest]
   const available = Option.isNone(registry) ? [] : registry.value.definitions().map((d) => d.name)
   const more = unknown.length > named.length ? ` and ${unknown.length - named.length} more` : ""
-  return Option.some(
+  return Either.left(
     ToolFailure.notFound(
       first,
       `The request names tools that are not registered: ${named.join(", ")}${more} (registered: ${
@@ -116,12 +118,8 @@ const needUser = (request: SystemRequest): Either.Either<Message.UserMessage, Ch
 }
 
 /** Checked in every mode, after the mode's own checks. */
-const checkToolsAndHistory = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
-  const unknown = unknownTools(env, request)
-  if (Option.isSome(unknown)) return Either.left(unknown.value)
-  const unanswered = unansweredToolMessage(request.messages)
-  return unanswered === undefined ? Either.void : Either.left(invalid(unanswered))
-}
+const checkToolsAndHistory = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> =>
+  Either.flatMap(checkToolNames(env, request), () => checkToolMessages(request.messages))
 
 const checkChat = (env: Environment, request: SystemRequest, sessionId: string): Either.Either<Checked, CheckFailure> =>
   Either.gen(function* () {

@@ -21,6 +21,7 @@ import * as Ids from "../internal/Ids.js"
 import * as PlanExecutor from "../PlanExecutor.js"
 import type { Options } from "./Types.js"
 
+/** The services and settings every request of one facade shares. */
 export interface Environment {
   readonly options: Options
   readonly engine: Option.Option<Engine.Service>

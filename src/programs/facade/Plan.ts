@@ -43,6 +43,7 @@ const toolCallsOf = (steps: ReadonlyArray<PlanExecutor.StepResult>): ReadonlyArr
       : []
   })
 
+/** Plans (unless the request brings its plan), checks and runs the steps. */
 export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
   Effect.gen(function* () {
     const { request } = checked

@@ -48,14 +48,18 @@ const errorOf = (cause: Cause.Cause<Failure>): SystemError =>
       )
   })
 
+/** A SystemResponse carries only the fields it has (no explicit undefined). */
+const addressed = (to: Addressee) => ({
+  requestId: to.requestId,
+  ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId })
+})
+
 const answered = (to: Addressee, o: Outcome): SystemResponse =>
   new SystemResponse({
-    requestId: to.requestId,
-    ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId }),
+    ...addressed(to),
     content: o.content,
     toolCallsMade: o.toolCallsMade ?? [],
     tokenUsage: o.usage,
-    // a SystemResponse carries only the fields it has (no explicit undefined)
     ...(o.structuredOutput === undefined ? {} : { structuredOutput: o.structuredOutput }),
     ...(o.candidates === undefined ? {} : { candidates: o.candidates }),
     ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
@@ -66,8 +70,7 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
 
 const failed = (to: Addressee, content: string, error: SystemError): SystemResponse =>
   new SystemResponse({
-    requestId: to.requestId,
-    ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId }),
+    ...addressed(to),
     content,
     toolCallsMade: [],
     tokenUsage: TokenUsage.empty,
