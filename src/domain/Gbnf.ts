@@ -19,6 +19,9 @@
  * by llama.cpp (a bad escape, a token it does not know): the check is a guard,
  * not a second parser.
  *
+ * One concept in one module on purpose (it is longer than most): the reader, the
+ * model of the rules it builds and the checks on that model share their state.
+ *
  * A problem is a short sentence in plain words with the place (line, column) and
  * an excerpt of at most a few dozen characters: never the grammar itself.
  */
