@@ -3,10 +3,10 @@
  *
  * Pure conversions between pagantic's request/result and the JSON an
  * OpenAI-compatible server speaks (llama.cpp's server, vLLM, Ollama, hosted APIs):
- * the request body, the decoded completion, and an accumulator for the SSE stream
- * that turns `data:` events into StreamParts. Every way the server's JSON can be
- * wrong ends in an `INFERENCE_MALFORMED_RESPONSE`, never in a defect. No I/O here:
- * the engine in ../OpenAiEngine.ts does the HTTP, the retries and the timing.
+ * the request body, the decoded completion, and the decoded stream chunk (./Stream.ts
+ * folds chunks into StreamParts). Every way the server's JSON can be wrong ends in
+ * an `INFERENCE_MALFORMED_RESPONSE`, never in a defect. No I/O here: ./Transport.ts
+ * does the HTTP, the retries and the timing.
  */
 import * as Either from "effect/Either"
 import type * as ParseResult from "effect/ParseResult"
@@ -18,7 +18,7 @@ import type { Message } from "../../domain/Message.js"
 import { ToolCall } from "../../domain/Message.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import type { FinishReason, InferenceRequest } from "../../services/Engine.js"
-import { InferenceResult, StreamPart } from "../../services/Engine.js"
+import { InferenceResult } from "../../services/Engine.js"
 
 // ---------------------------------------------------------------------------
 // Request
@@ -153,7 +153,7 @@ const WireChunk = Schema.Struct({
 })
 
 const decodeCompletion = Schema.decodeUnknownEither(Schema.parseJson(WireCompletion))
-const decodeChunk = Schema.decodeUnknownEither(Schema.parseJson(WireChunk))
+const decodeWireChunk = Schema.decodeUnknownEither(Schema.parseJson(WireChunk))
 
 /** Why a reply does not decode, in plain words (the first problems, never the schema's tree). */
 const reasonOf = (error: ParseResult.ParseError, expected: string): string =>
@@ -207,7 +207,8 @@ export const usageOf = (usage: WireUsage | null | undefined, measured: Measured)
   })
 }
 
-const malformed = (message: string, body: string, extra: Record<string, unknown> = {}) =>
+/** An INFERENCE_MALFORMED_RESPONSE with an excerpt of the body. */
+export const malformed = (message: string, body: string, extra: Record<string, unknown> = {}) =>
   InferenceFailure.malformed(message, { body: excerpt(body), ...extra })
 
 /**
@@ -243,7 +244,8 @@ export const parseArguments = (
   )
 }
 
-const toToolCalls = (
+/** The tool calls of a reply, each with arguments that are a JSON object. */
+export const toToolCalls = (
   calls: ReadonlyArray<{ readonly id: string | null | undefined; readonly name: string; readonly arguments: RawArguments }>
 ): Either.Either<ReadonlyArray<ToolCall>, InferenceFailure> =>
   Either.all(calls.map((call, i) => {
@@ -280,155 +282,12 @@ export const parseCompletion = (
     })
   })
 
-// ---------------------------------------------------------------------------
-// Streaming: SSE lines -> StreamParts
-// ---------------------------------------------------------------------------
-
-/** How an error payload inside a 200 stream (llama.cpp sends `data: {"error": ...}`) becomes a failure. */
-export type ErrorPayloadMapper = (payload: string) => InferenceFailure
-
-/**
- * The state of one streamed completion. Feed it the response's lines with
- * `line`; it returns the parts to emit now (text deltas) and accumulates tool-call
- * deltas by index. `end` returns the closing parts: each assembled tool call,
- * then `Finish`. One instance per stream, never shared.
- */
-export class StreamAccumulator {
-  private content = ""
-  private readonly calls = new Map<number, { id: string | undefined; name: string; args: string }>()
-  private reason: string | null | undefined = undefined
-  private usage: WireUsage | undefined = undefined
-  private data: Array<string> = []
-  private received = 0
-  private foreign: string | undefined = undefined
-  /** Whether `data: [DONE]` arrived. */
-  done = false
-
-  constructor(private readonly onErrorPayload: ErrorPayloadMapper) {}
-
-  /** How many characters of event data arrived (for failure details). */
-  get receivedChars(): number {
-    return this.received
-  }
-
-  line(raw: string): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
-    const line = raw.endsWith("\r") ? raw.slice(0, -1) : raw
-    if (line === "") return this.dispatch()
-    if (line.startsWith(":")) return Either.right([])
-    if (line.startsWith("data:")) {
-      const value = line.slice(5)
-      this.data.push(value.startsWith(" ") ? value.slice(1) : value)
-    }
-    if (this.foreign === undefined && !/^(event|id|retry):/.test(line)) this.foreign = line
-    // `event:`, `id:`, `retry:` lines carry nothing an OpenAI stream needs
-    return Either.right([])
-  }
-
-  private dispatch(): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
-    if (this.data.length === 0) return Either.right([])
-    const payload = this.data.join("\n")
-    this.data = []
-    this.received += payload.length
-    if (payload.trim() === "[DONE]") {
-      this.done = true
-      return Either.right([])
-    }
-    return Either.flatMap(
-      Either.mapLeft(
-        decodeChunk(payload),
-        (error) =>
-          malformed("a streamed event is not a chat-completion chunk", payload, {
-            reason: reasonOf(error, "a chat-completion chunk")
-          })
-      ),
-      (chunk): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> => {
-        if (chunk.error !== undefined && chunk.error !== null) return Either.left(this.onErrorPayload(payload))
-        if (chunk.usage !== undefined && chunk.usage !== null) this.usage = chunk.usage
-        const parts: Array<StreamPart> = []
-        for (const choice of chunk.choices ?? []) {
-          if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.reason = choice.finish_reason
-          const delta = choice.delta
-          if (delta === undefined || delta === null) continue
-          if (typeof delta.content === "string" && delta.content !== "") {
-            this.content += delta.content
-            parts.push(StreamPart.textDelta(delta.content))
-          }
-          for (const [position, call] of (delta.tool_calls ?? []).entries()) {
-            const index = call.index ?? position
-            const current = this.calls.get(index) ?? { id: undefined, name: "", args: "" }
-            const args = call.function?.arguments
-            this.calls.set(index, {
-              id: current.id ?? call.id ?? undefined,
-              name: current.name === "" ? call.function?.name ?? "" : current.name,
-              args: current.args + (typeof args === "string" ? args : args ? JSON.stringify(args) : "")
-            })
-          }
-        }
-        return Either.right(parts)
-      }
-    )
-  }
-
-  /**
-   * Closes the stream: the tool calls, then `Finish`. A stream that stopped
-   * before `[DONE]` and before any finish reason was cut off, and fails; one that
-   * never held an SSE event (an HTML page, say) is malformed.
-   */
-  end(measured: Measured): Either.Either<ReadonlyArray<StreamPart>, InferenceFailure> {
-    const self = this
-    return Either.gen(function*() {
-      yield* self.dispatch()
-      if (!self.done && (self.reason === undefined || self.reason === null)) {
-        if (self.received === 0 && self.foreign !== undefined) {
-          return yield* Either.left(malformed("the engine's reply is not a server-sent event stream", self.foreign))
-        }
-        return yield* Either.left(
-          InferenceFailure.engineError("the engine's stream ended before it finished (no [DONE], no finish_reason)", {
-            reason: "stream_cut",
-            receivedChars: self.received,
-            partialContent: excerpt(self.content)
-          })
-        )
-      }
-      const ordered = [...self.calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => call)
-      const toolCalls = yield* toToolCalls(ordered.map((call) => ({ id: call.id, name: call.name, arguments: call.args })))
-      const result = new InferenceResult({
-        content: self.content,
-        toolCalls,
-        usage: usageOf(self.usage, measured),
-        finishReason: finishReason(self.reason, toolCalls.length > 0)
+/** Decodes one streamed event's data into a chat-completion chunk. */
+export const decodeChunk = (payload: string): Either.Either<typeof WireChunk.Type, InferenceFailure> =>
+  Either.mapLeft(
+    decodeWireChunk(payload),
+    (error) =>
+      malformed("a streamed event is not a chat-completion chunk", payload, {
+        reason: reasonOf(error, "a chat-completion chunk")
       })
-      return [...toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)]
-    })
-  }
-}
-
-// ---------------------------------------------------------------------------
-// /v1/models
-// ---------------------------------------------------------------------------
-
-/**
- * The context window a `/v1/models` listing reports for `model` (or for its only
- * entry): vLLM's `max_model_len`, `context_length`/`max_context_length` (LM Studio,
- * OpenRouter), llama.cpp's `meta.n_ctx_train`. Undefined when none is given.
- */
-export const contextWindowFromModels = (text: string, model: string): number | undefined => {
-  const parsed = Either.getOrUndefined(Either.try((): unknown => JSON.parse(text)))
-  const data = typeof parsed === "object" && parsed !== null ? (parsed as { data?: unknown }).data : undefined
-  if (!Array.isArray(data)) return undefined
-  const entries = data.filter((e): e is Record<string, unknown> => typeof e === "object" && e !== null)
-  const entry = entries.find((e) => e.id === model) ?? (entries.length === 1 ? entries[0] : undefined)
-  if (entry === undefined) return undefined
-  const meta = typeof entry.meta === "object" && entry.meta !== null ? (entry.meta as Record<string, unknown>) : {}
-  for (const value of [entry.max_model_len, entry.context_length, entry.max_context_length, meta.n_ctx, meta.n_ctx_train]) {
-    if (typeof value === "number" && Number.isInteger(value) && value > 0) return value
-  }
-  return undefined
-}
-
-/** The parts of a whole (non-streamed) result, for a server that ignored `stream: true`. */
-export const partsOf = (result: InferenceResult): ReadonlyArray<StreamPart> => [
-  ...(result.content === "" ? [] : [StreamPart.textDelta(result.content)]),
-  ...result.toolCalls.map(StreamPart.toolCall),
-  StreamPart.finish(result)
-]
+  )
