@@ -680,4 +680,16 @@ describe("LlamaEngine loading", () => {
       expect(failure.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
       expect(failure.details["modelPath"]).toBe("/nonexistent/configured.gguf")
     }))
+
+  it.live("the config layer refuses PAGANTIC_THREADS below 1 before loading anything", () =>
+    Effect.gen(function*() {
+      for (const threads of ["0", "-2"]) {
+        const failure = yield* Effect.scoped(Layer.build(LlamaEngine.layerConfig())).pipe(
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["PAGANTIC_THREADS", threads]]))),
+          Effect.flip
+        )
+        expect(failure._tag).not.toBe("InferenceFailure")
+        expect(String(failure)).toContain("PAGANTIC_THREADS must be at least 1")
+      }
+    }))
 })

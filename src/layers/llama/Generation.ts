@@ -1,0 +1,174 @@
+/**
+ * One generation of the llama.cpp engine: a request is turned into a chat
+ * history, a grammar or functions, a tokenized prompt that must fit the context,
+ * and generation options (`plan`); then it runs on a borrowed sequence (`generate`).
+ *
+ * Functions and grammars exclude each other in llama.cpp chat: with tools, the
+ * call syntax wins. Interruption aborts the generation and waits for llama.cpp to
+ * stop before the sequence goes back to the pool, so no two generations ever
+ * share a sequence.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Random from "effect/Random"
+import type {
+  ChatHistoryItem,
+  ChatModelFunctions,
+  LlamaChatResponse,
+  LlamaChatResponseFunctionCallParamsChunk,
+  LLamaChatGenerateResponseOptions,
+  Token
+} from "node-llama-cpp"
+import { InferenceFailure } from "../../domain/Failure.js"
+import { InferenceResult } from "../../services/Engine.js"
+import type { InferenceRequest } from "../../services/Engine.js"
+import { toChatFunctions, toChatHistory } from "./ChatHistory.js"
+import type * as Grammars from "./Grammars.js"
+import { commonPrefixLength } from "./PromptSharing.js"
+import type { Resources, Worker } from "./Resources.js"
+import * as Response from "./Response.js"
+
+/** A request ready to generate: its history, prompt and options, checked against the context. */
+export interface Plan {
+  readonly history: Array<ChatHistoryItem>
+  readonly prompt: ReadonlyArray<Token>
+  readonly options: LLamaChatGenerateResponseOptions<ChatModelFunctions>
+  /** The last parameters chunk of each function call, to tell a call cut off by maxTokens. */
+  readonly partialCalls: Map<number, LlamaChatResponseFunctionCallParamsChunk>
+}
+
+/** Sampling options the request passes in `options` that node-llama-cpp understands. */
+const extraSampling = (options: InferenceRequest["options"]) => {
+  const topK = options?.["topK"]
+  const minP = options?.["minP"]
+  return { ...(typeof topK === "number" ? { topK } : {}), ...(typeof minP === "number" ? { minP } : {}) }
+}
+
+/**
+ * Prepares a request, or answers it at once: a request for no tokens gets an
+ * empty result ("length") without touching a sequence.
+ */
+export const plan = Effect.fnUntraced(function*(
+  resources: Resources,
+  grammars: Grammars.Grammars,
+  request: InferenceRequest,
+  onText: ((text: string) => void) | undefined
+) {
+  const { chatWrapper, contextWindow, model } = resources
+  const converted = toChatHistory(request.messages)
+  if ("_tag" in converted) return yield* Response.orphanToolResult(converted)
+  const history = converted.history
+  const functions = request.tools.length > 0 ? toChatFunctions(request.tools) : undefined
+  const grammar = functions !== undefined
+    ? undefined
+    : request.grammar !== undefined
+    ? yield* Effect.mapError(grammars.gbnf(request.grammar), Response.grammarRejected)
+    : request.schema !== undefined
+    ? yield* Effect.mapError(grammars.schema(request.schema), Response.grammarRejected)
+    : undefined
+
+  const prompt = yield* Effect.try({
+    try: () =>
+      chatWrapper.generateContextState({
+        chatHistory: history,
+        ...(functions === undefined ? {} : { availableFunctions: functions })
+      }).contextText.tokenize(model.tokenizer),
+    catch: (cause) =>
+      InferenceFailure.engineError(`cannot render the prompt: ${Response.errorMessage(cause)}`, {}, cause)
+  })
+  const promptTokens = prompt.length
+  const room = contextWindow - promptTokens - 1
+  if (room < 1) {
+    return yield* InferenceFailure.contextExceeded(
+      `the prompt has ${promptTokens} tokens; the context window holds ${contextWindow}`,
+      { promptTokens, contextWindow }
+    )
+  }
+  const maxTokens = Math.min(request.maxTokens ?? room, room)
+  if (maxTokens === 0) return Response.empty(contextWindow)
+
+  const partialCalls = new Map<number, LlamaChatResponseFunctionCallParamsChunk>()
+  const options: LLamaChatGenerateResponseOptions<ChatModelFunctions> = {
+    maxTokens,
+    contextShift: Response.contextShift,
+    ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
+    ...(request.topP === undefined ? {} : { topP: request.topP }),
+    // node-llama-cpp's default seed is the current second: replicas sampled in the
+    // same second would all draw the same tokens. Each call draws its own seed.
+    seed: request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31 - 1)),
+    ...extraSampling(request.options),
+    ...(onText === undefined ? {} : { onTextChunk: onText }),
+    ...(functions !== undefined
+      ? { functions, onFunctionCallParamsChunk: (chunk) => partialCalls.set(chunk.callIndex, chunk) }
+      : grammar !== undefined
+      ? { grammar }
+      : {})
+  }
+  const planned: Plan = { history, prompt, options, partialCalls }
+  return planned
+})
+
+/** Runs node-llama-cpp's generation on `worker`; interruption aborts it and waits for it to stop. */
+const generateResponse = (
+  resources: Resources,
+  worker: Worker,
+  planned: Plan
+): Effect.Effect<LlamaChatResponse<ChatModelFunctions>, InferenceFailure> =>
+  Effect.async<LlamaChatResponse<ChatModelFunctions>, InferenceFailure>((resume) => {
+    const { chat, sequence } = worker
+    const controller = new AbortController()
+    resources.generating.add(sequence)
+    const done = chat.generateResponse(planned.history, { ...planned.options, signal: controller.signal })
+    void done.finally(() => resources.generating.delete(sequence)).catch(() => undefined)
+    done.then(
+      (response) => resume(Effect.succeed(response)),
+      (error) =>
+        resume(Effect.fail(Response.fromGenerationError(error, {
+          promptTokens: planned.prompt.length,
+          contextWindow: resources.contextWindow
+        })))
+    )
+    return Effect.promise(() => {
+      controller.abort()
+      return done.then(() => undefined, () => undefined)
+    })
+  })
+
+/** Generates a planned request on a sequence borrowed from the pool (its session's, else the best prefix). */
+export const generate = (
+  resources: Resources,
+  request: InferenceRequest,
+  planned: Plan,
+  nextCallId: Effect.Effect<string>
+): Effect.Effect<InferenceResult, InferenceFailure> => {
+  const affinity = (worker: Worker) => commonPrefixLength(worker.sequence.contextTokens, planned.prompt)
+  return resources.pool.withSlot(request.sessionKey, affinity, (slot) =>
+    Effect.gen(function*() {
+      const { sequence } = slot.value
+      const before = sequence.tokenMeter.getState()
+      const start = yield* Clock.currentTimeNanos
+      const shared = yield* resources.sharing.prepare(sequence, planned.prompt)
+      if (shared._tag === "Copied") yield* Effect.annotateCurrentSpan("pagantic.prompt.copied_tokens", shared.tokens)
+
+      const response = yield* generateResponse(resources, slot.value, planned)
+
+      const elapsedNanos = (yield* Clock.currentTimeNanos) - start
+      const used = sequence.tokenMeter.diff(before)
+      const toolCalls = yield* Response.toolCallsOf(response, request, planned.partialCalls, nextCallId)
+      return Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos))
+    }))
+}
+
+/** Plans and generates one request; `onText` receives the text as it is decoded. */
+export const run = (
+  resources: Resources,
+  grammars: Grammars.Grammars,
+  nextCallId: Effect.Effect<string>,
+  request: InferenceRequest,
+  onText: ((text: string) => void) | undefined
+): Effect.Effect<InferenceResult, InferenceFailure> =>
+  Effect.flatMap(
+    plan(resources, grammars, request, onText),
+    (planned) =>
+      planned instanceof InferenceResult ? Effect.succeed(planned) : generate(resources, request, planned, nextCallId)
+  )
