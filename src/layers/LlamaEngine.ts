@@ -104,14 +104,8 @@ const settingsOf = (options: Options): Resources.Settings => ({
 // The engine
 // ---------------------------------------------------------------------------
 
-/** Tool call ids: from the IdGenerator when one is provided, else random UUIDs. */
-const callIds = Effect.map(
-  Effect.serviceOption(IdGenerator),
-  Option.match({
-    onNone: (): Effect.Effect<string> => Effect.sync(() => `call_${globalThis.crypto.randomUUID()}`),
-    onSome: (generator) => generator.next("call")
-  })
-)
+/** Tool call ids from the context's IdGenerator (random UUIDs unless a test provides another). */
+const callIds = Effect.map(IdGenerator, (generator) => generator.next("call"))
 
 /** Streams one generation: text deltas as they are decoded, then the tool calls and the finish. */
 const streamOf = (

@@ -80,11 +80,8 @@ export const runTied = (
 // Request ids
 // ---------------------------------------------------------------------------
 
-/** The source of new request ids: the IdGenerator when there is one, random UUIDs otherwise. */
-export const newRequestIds: Effect.Effect<Effect.Effect<string>> = Effect.map(
-  Effect.serviceOption(IdGenerator),
-  (ids) => Option.isSome(ids) ? ids.value.next("req") : Effect.sync(() => `req_${globalThis.crypto.randomUUID()}`)
-)
+/** The source of new request ids: the context's IdGenerator (random UUIDs unless a test provides another). */
+export const newRequestIds: Effect.Effect<Effect.Effect<string>> = Effect.map(IdGenerator, (ids) => ids.next("req"))
 
 /**
  * The ids of the requests running now. A client-chosen id that is in use is
