@@ -14,6 +14,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
 import { ConversationStore } from "../src/services/ConversationStore.js"
 import { EventLog } from "../src/services/EventLog.js"
+import { chatRequest, post, send } from "./support/server.js"
 
 // ---------------------------------------------------------------------------
 // A real server on 127.0.0.1, port 0, stopped by its scope
@@ -59,40 +60,6 @@ const withServer = <A>(
       })
     })
   ).pipe(Effect.timeout("20 seconds"), Effect.orDie)
-
-interface Reply {
-  readonly status: number
-  readonly headers: Headers
-  readonly text: string
-  readonly json: any
-}
-
-const send = (url: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}) =>
-  Effect.promise(async (): Promise<Reply> => {
-    const res = await fetch(url, {
-      method: init.method ?? (init.body === undefined ? "GET" : "POST"),
-      headers: { "content-type": "application/json", ...init.headers },
-      ...(init.body === undefined ? {} : { body: init.body }),
-      signal: AbortSignal.timeout(15_000)
-    })
-    const text = await res.text()
-    let json: unknown = undefined
-    try {
-      json = JSON.parse(text)
-    } catch {
-      json = undefined
-    }
-    return { status: res.status, headers: res.headers, text, json }
-  })
-
-const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  send(url, { body: JSON.stringify(body), headers })
-
-const chatRequest = (content: string, extra: Record<string, unknown> = {}) => ({
-  mode: "chat",
-  messages: [{ role: "user", content }],
-  ...extra
-})
 
 const transitionsOf = (events: ReadonlyArray<Event>, requestId: string) =>
   events.flatMap((e) =>
