@@ -27,17 +27,9 @@ import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { PaganticChatWrapper } from "../src/layers/llama/PaganticChatWrapper.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
+import type { Row } from "./Table.js"
+import { median, quantile } from "./Table.js"
 
-export interface Row {
-  readonly name: string
-  readonly ours: string
-  readonly baseline: string
-  readonly ratio: number
-  /** The interquartile range of the per-round ratios: how much the machine's load moved them. */
-  readonly spread?: string
-  readonly goal: string
-  readonly met: boolean
-}
 
 export const SEQUENCES = 6
 const THREADS = 1
@@ -46,15 +38,6 @@ const SYSTEM = "You are a helpful assistant."
 const ENDLESS = "root ::= [a-z ] root"
 
 const now = Effect.sync(() => performance.now())
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-const quantile = (xs: ReadonlyArray<number>, q: number): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))]!
-}
 const iqr = (xs: ReadonlyArray<number>): string => `${quantile(xs, 0.25).toFixed(2)}-${quantile(xs, 0.75).toFixed(2)}`
 const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits })
 

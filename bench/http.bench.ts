@@ -28,18 +28,9 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
+import type { Row } from "./Table.js"
+import { mb } from "./Table.js"
 
-/** A row of bench/index.ts's table (the same shape as engine.bench.ts's). */
-export interface Row {
-  readonly name: string
-  readonly ours: string
-  readonly baseline: string
-  readonly ratio: number
-  /** One run per scenario here, so no interquartile range: "-". */
-  readonly spread: string
-  readonly goal: string
-  readonly met: boolean
-}
 
 export const CONCURRENCY = Number(process.env.HTTP_BENCH_CONCURRENCY ?? 16)
 export const FIRST = Number(process.env.HTTP_BENCH_FIRST ?? 1_000)
@@ -61,7 +52,6 @@ const heapAfterGc = (): number => {
   return process.memoryUsage().heapUsed
 }
 
-const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
 
 interface Scenario {
   readonly name: string

@@ -10,8 +10,9 @@ import * as EngineBench from "./engine.bench.js"
 import * as HttpBench from "./http.bench.js"
 import * as ObserveBench from "./observe.bench.js"
 import * as SoakBench from "./soak.bench.js"
+import type { Row } from "./Table.js"
 
-const table = (rows: ReadonlyArray<EngineBench.Row>): string => {
+const table = (rows: ReadonlyArray<Row>): string => {
   const header = ["benchmark", "ours", "baseline", "ratio", "IQR", "goal", "met"]
   const cells = rows.map((r) => [r.name, r.ours, r.baseline, r.ratio.toFixed(3), r.spread ?? "-", r.goal, r.goal === "(reference)" ? "-" : r.met ? "yes" : "NO"])
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)))

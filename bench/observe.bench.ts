@@ -20,17 +20,9 @@ import { CorrelationContext } from "../src/domain/System.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import { makeInMemory as makeInMemoryConversationStore } from "../src/services/ConversationStore.js"
 import type { Service as EventLogService } from "../src/services/EventLog.js"
+import type { Row } from "./Table.js"
+import { median, quantile } from "./Table.js"
 
-/** A row of bench/index.ts's table (the same shape as engine.bench.ts's). */
-export interface Row {
-  readonly name: string
-  readonly ours: string
-  readonly baseline: string
-  readonly ratio: number
-  readonly spread: string
-  readonly goal: string
-  readonly met: boolean
-}
 
 const ROUNDS = Number(process.env.OBSERVE_BENCH_ROUNDS ?? 15)
 const WRITES = 1_000
@@ -40,15 +32,6 @@ const LARGE = 200_000
 const REFERENCE_LARGE = 30_000
 const GOAL = 1.5
 
-const median = (xs: ReadonlyArray<number>): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2
-}
-const quantile = (xs: ReadonlyArray<number>, q: number): number => {
-  const s = [...xs].sort((a, b) => a - b)
-  return s[Math.min(s.length - 1, Math.max(0, Math.round(q * (s.length - 1))))]!
-}
 
 const event = new Event.ToolEnd({
   timestamp: 0,

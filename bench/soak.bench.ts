@@ -53,7 +53,8 @@ import type { InferenceRequest } from "../src/services/Engine.js"
 import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
 import { ConversationStore } from "../src/services/ConversationStore.js"
 import * as Tool from "../src/services/ToolRegistry.js"
-import type { Row } from "./http.bench.js"
+import type { Row } from "./Table.js"
+import { mb } from "./Table.js"
 
 export const REQUESTS = Number(process.env.SOAK_REQUESTS ?? 1_000)
 export const CONCURRENCY = Number(process.env.SOAK_CONCURRENCY ?? 16)
@@ -296,7 +297,6 @@ const heapAfterGc = async (): Promise<number> => {
   return process.memoryUsage().heapUsed
 }
 
-const mb = (bytes: number) => `${(bytes / 1024 / 1024).toFixed(1)} MB`
 
 /** One POST; resolves with the status and parsed body, or undefined when no answer came. */
 const post = (agent: http.Agent, port: number, path: string, body: unknown): Promise<Answer | undefined> =>

@@ -39,6 +39,13 @@ const withServer = <A>(
     )
   ).pipe(Effect.timeout("30 seconds"), Effect.orDie)
 
+/** A structured request for "x" with `output`. */
+const structured = (output: Record<string, unknown>) => ({
+  mode: "structured",
+  messages: [{ role: "user", content: "x" }],
+  output
+})
+
 /** `{"a":{"a":...}}` nested `levels` deep, as JSON text (JSON.stringify would overflow the stack). */
 const deep = (levels: number) => `${'{"a":'.repeat(levels)}"x"${"}".repeat(levels)}`
 
@@ -79,11 +86,7 @@ describe("hostile input against pagantic serve", () => {
       Effect.gen(function* () {
         const answers = []
         for (const grammarFile of ["/etc/passwd", "/dev/zero", "../../../etc/hostname", "/no/such/file", "/etc"]) {
-          const res = yield* post(`${url}/v1/run`, {
-            mode: "structured",
-            messages: [{ role: "user", content: "x" }],
-            output: { schema: { type: "string" }, grammarFile }
-          })
+          const res = yield* post(`${url}/v1/run`, structured({ schema: { type: "string" }, grammarFile }))
           expect(res.status).toBe(400)
           expectCleanError(res)
           expect(res.json.error.message).toContain("output.grammarFile")
@@ -100,11 +103,7 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
       Effect.gen(function* () {
         const grammar = "root ::= " + "(".repeat(20_000) + '"a"' + ")".repeat(20_000)
-        const res = yield* post(`${url}/v1/run`, {
-          mode: "structured",
-          messages: [{ role: "user", content: "x" }],
-          output: { schema: { type: "string" }, grammar }
-        })
+        const res = yield* post(`${url}/v1/run`, structured({ schema: { type: "string" }, grammar }))
         expect(res.status).toBe(400)
         expectCleanError(res)
         expect(res.json.error.message).toContain("output.grammar")
@@ -229,11 +228,7 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply("x")], ({ url }) =>
       Effect.gen(function* () {
         const values = Array.from({ length: 60_000 }, (_, i) => `v${i}`)
-        const enumRes = yield* post(`${url}/v1/run`, {
-          mode: "structured",
-          messages: [{ role: "user", content: "x" }],
-          output: { schema: { type: "string", enum: values } }
-        })
+        const enumRes = yield* post(`${url}/v1/run`, structured({ schema: { type: "string", enum: values } }))
         expect(enumRes.status).toBe(400)
         expect(enumRes.json.error.message).toContain("output.schema")
         expect(enumRes.json.error.message).toMatch(/at most \d+/)
@@ -301,11 +296,7 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
       Effect.gen(function* () {
         for (const value of ["a\u0001b", "a\u0000"]) {
-          const res = yield* post(`${url}/v1/run`, {
-            mode: "structured",
-            messages: [{ role: "user", content: "x" }],
-            output: { schema: { type: "string", enum: [value, "c"] } }
-          })
+          const res = yield* post(`${url}/v1/run`, structured({ schema: { type: "string", enum: [value, "c"] } }))
           expect(res.status).toBe(400)
           expect(res.json.error.message).toContain("output.schema")
           expect(res.json.error.message).toMatch(/control character|NUL/)
@@ -318,11 +309,7 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
       Effect.gen(function* () {
         for (const grammar of ["", "not a grammar at all", 'root ::= missing', 'root ::= "a\u0000"']) {
-          const res = yield* post(`${url}/v1/run`, {
-            mode: "structured",
-            messages: [{ role: "user", content: "x" }],
-            output: { schema: { type: "string" }, grammar }
-          })
+          const res = yield* post(`${url}/v1/run`, structured({ schema: { type: "string" }, grammar }))
           expect(res.status, JSON.stringify(grammar)).toBe(400)
           expectCleanError(res)
         }
@@ -544,11 +531,7 @@ describe("hostile input against pagantic serve on the bundled model", () => {
         Effect.gen(function* () {
           const { url } = yield* serve({ engine: LlamaEngine.layer({ threads: 1 }), tools: [] })
           for (const grammar of ["root ::= " + "(".repeat(20_000) + '"a"' + ")".repeat(20_000), "x".repeat(200_000)]) {
-            const res = yield* post(`${url}/v1/run`, {
-              mode: "structured",
-              messages: [{ role: "user", content: "x" }],
-              output: { schema: { type: "string" }, grammar }
-            })
+            const res = yield* post(`${url}/v1/run`, structured({ schema: { type: "string" }, grammar }))
             expect(res.status).toBe(400)
             expectCleanError(res)
           }
