@@ -169,6 +169,31 @@ describe("Lifecycle", () => {
     expect(Lifecycle.canTransition("COMPLETE", "EXECUTE")).toBe(false)
     expect(Lifecycle.canTransition("ERROR", "CANCELLED")).toBe(false)
   })
+
+  it("the whole table, pair by pair (SUSPENDED is entered from EXECUTE and resumes to EXECUTE)", () => {
+    const allowed: Record<Lifecycle.LifecycleState, ReadonlyArray<Lifecycle.LifecycleState>> = {
+      INIT: ["PLAN", "PREPARE", "ERROR", "CANCELLED"],
+      PLAN: ["PREPARE", "ERROR", "CANCELLED"],
+      PREPARE: ["EXECUTE", "ERROR", "CANCELLED"],
+      EXECUTE: ["VALIDATE", "SUSPENDED", "COMPLETE", "ERROR", "CANCELLED"],
+      VALIDATE: ["EXECUTE", "COMPLETE", "ERROR", "CANCELLED"],
+      SUSPENDED: ["EXECUTE", "ERROR", "CANCELLED"],
+      COMPLETE: [],
+      ERROR: [],
+      CANCELLED: []
+    }
+    const states = Lifecycle.LifecycleState.literals
+    expect([...states].sort()).toEqual(Object.keys(allowed).sort())
+    for (const from of states) {
+      for (const to of states) {
+        expect({ from, to, allowed: Lifecycle.canTransition(from, to) }).toEqual({
+          from,
+          to,
+          allowed: allowed[from].includes(to)
+        })
+      }
+    }
+  })
 })
 
 describe("Issues.describe", () => {

@@ -27,8 +27,11 @@ const sample = (code: Failure.FailureCode): Failure.Failure => {
 describe("Failure taxonomy", () => {
   const allCodes = Failure.FailureCode.members.flatMap((m) => m.literals) as ReadonlyArray<Failure.FailureCode>
 
-  it("has the 22 codes of seed 03 plus two labelled extensions, each mapped to a category", () => {
-    expect(allCodes).toHaveLength(24)
+  it("has the 22 codes of seed 03, two labelled extensions and three of durable runs, each mapped to a category", () => {
+    expect(allCodes).toHaveLength(27)
+    expect(allCodes).toContain("ORCHESTRATION_REPLAY_DIVERGED")
+    expect(allCodes).toContain("ORCHESTRATION_STATE_UNAVAILABLE")
+    expect(allCodes).toContain("ORCHESTRATION_SLOT_CLOSED")
     expect(allCodes).toContain("CONFIG_INVALID_REQUEST")
     expect(allCodes).toContain("ORCHESTRATION_DEFECT")
     expect(Object.keys(Failure.categoryOfCode).sort()).toEqual([...allCodes].sort())
@@ -118,6 +121,9 @@ describe("Failure taxonomy", () => {
       F.OrchestrationFailure.iterationLimit("x"),
       F.OrchestrationFailure.noConsensus("x"),
       F.OrchestrationFailure.defect("x"),
+      F.OrchestrationFailure.replayDiverged("x"),
+      F.OrchestrationFailure.stateUnavailable("x"),
+      F.OrchestrationFailure.slotClosed("x"),
       F.ConfigurationFailure.noEngine("x"),
       F.ConfigurationFailure.schemaRequired("x"),
       F.ConfigurationFailure.grammarNotFound("x"),
@@ -142,7 +148,11 @@ describe("Failure taxonomy", () => {
       TOOL_NOT_FOUND: "never",
       INFERENCE_CONTEXT_EXCEEDED: "never",
       CONFIG_INVALID_REQUEST: "never",
-      CANCELLED_SIGNAL: "never"
+      CANCELLED_SIGNAL: "never",
+      // a store that is down comes back: the run resumes; a diverged history or a closed slot never changes
+      ORCHESTRATION_STATE_UNAVAILABLE: "always",
+      ORCHESTRATION_REPLAY_DIVERGED: "never",
+      ORCHESTRATION_SLOT_CLOSED: "never"
     })
   })
 })

@@ -41,7 +41,13 @@ export const OrchestrationCode = Schema.Literal(
   "ORCHESTRATION_ITERATION_LIMIT",
   "ORCHESTRATION_NO_CONSENSUS",
   /** A defect (a bug) caught at the boundary, labelled instead of escaping. */
-  "ORCHESTRATION_DEFECT"
+  "ORCHESTRATION_DEFECT",
+  /** A durable run's recorded history is one the code no longer produces (a record it cannot read or reach). */
+  "ORCHESTRATION_REPLAY_DIVERGED",
+  /** The durable store cannot be reached (after a bounded retry); nothing recorded is lost. */
+  "ORCHESTRATION_STATE_UNAVAILABLE",
+  /** An answer came for a human slot that is closed (answered, expired or cancelled) or never opened. */
+  "ORCHESTRATION_SLOT_CLOSED"
 )
 export const ConfigurationCode = Schema.Literal(
   "CONFIG_NO_ENGINE",
@@ -201,7 +207,10 @@ export class ValidationFailure extends Schema.TaggedError<ValidationFailure>()("
   }
 }
 
-/** A plan step got the wrong input, a loop hit its limit, or voting found no consensus. */
+/**
+ * A plan step got the wrong input, a loop hit its limit, voting found no consensus,
+ * or a durable run could not go on (diverged replay, store down, closed slot).
+ */
 export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailure>()("OrchestrationFailure", {
   code: OrchestrationCode,
   ...common
@@ -221,6 +230,18 @@ export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailur
   /** A bug caught at the boundary, labelled. Never retryable. */
   static defect(message: string, fields: Extra = {}): OrchestrationFailure {
     return new OrchestrationFailure({ code: "ORCHESTRATION_DEFECT", retryable: false, message, ...extra(fields) })
+  }
+  /** A recorded run no longer matches its code (the record is named in the message). Never retryable. */
+  static replayDiverged(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_REPLAY_DIVERGED", retryable: false, message, ...extra(fields) })
+  }
+  /** The durable store is down; retrying later resumes the run where its records stop. */
+  static stateUnavailable(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_STATE_UNAVAILABLE", retryable: true, message, ...extra(fields) })
+  }
+  /** The slot no longer takes answers (or never existed). Never retryable. */
+  static slotClosed(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_SLOT_CLOSED", retryable: false, message, ...extra(fields) })
   }
 }
 
@@ -311,6 +332,9 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   ORCHESTRATION_ITERATION_LIMIT: "OrchestrationFailure",
   ORCHESTRATION_NO_CONSENSUS: "OrchestrationFailure",
   ORCHESTRATION_DEFECT: "OrchestrationFailure",
+  ORCHESTRATION_REPLAY_DIVERGED: "OrchestrationFailure",
+  ORCHESTRATION_STATE_UNAVAILABLE: "OrchestrationFailure",
+  ORCHESTRATION_SLOT_CLOSED: "OrchestrationFailure",
   CONFIG_NO_ENGINE: "ConfigurationFailure",
   CONFIG_SCHEMA_REQUIRED: "ConfigurationFailure",
   CONFIG_GRAMMAR_NOT_FOUND: "ConfigurationFailure",
@@ -343,6 +367,9 @@ export const retryabilityOfCode: { readonly [C in FailureCode]: "always" | "neve
   ORCHESTRATION_ITERATION_LIMIT: "never",
   ORCHESTRATION_NO_CONSENSUS: "never",
   ORCHESTRATION_DEFECT: "never",
+  ORCHESTRATION_REPLAY_DIVERGED: "never",
+  ORCHESTRATION_STATE_UNAVAILABLE: "always",
+  ORCHESTRATION_SLOT_CLOSED: "never",
   CONFIG_NO_ENGINE: "never",
   CONFIG_SCHEMA_REQUIRED: "never",
   CONFIG_GRAMMAR_NOT_FOUND: "never",

@@ -4,7 +4,9 @@
  * Every SystemRequest passes through a fixed state machine from receipt to
  * response; which states are visited depends on the pattern. A retry is not a
  * separate mechanism but the transition VALIDATE -> EXECUTE, which increments the
- * attempt. ERROR and CANCELLED can be entered from any non-terminal state.
+ * attempt. A durable run that waits for an outside answer (a human slot) is
+ * SUSPENDED, entered from EXECUTE, and goes back to EXECUTE when it resumes (the
+ * same attempt). ERROR and CANCELLED can be entered from any non-terminal state.
  */
 import * as Schema from "effect/Schema"
 import { SystemError } from "./System.js"
@@ -15,6 +17,7 @@ export const LifecycleState = Schema.Literal(
   "PREPARE",
   "EXECUTE",
   "VALIDATE",
+  "SUSPENDED",
   "COMPLETE",
   "ERROR",
   "CANCELLED"
@@ -27,8 +30,9 @@ const forward: { readonly [S in LifecycleState]: ReadonlyArray<LifecycleState> }
   INIT: ["PLAN", "PREPARE"],
   PLAN: ["PREPARE"],
   PREPARE: ["EXECUTE"],
-  EXECUTE: ["VALIDATE", "COMPLETE"],
+  EXECUTE: ["VALIDATE", "SUSPENDED", "COMPLETE"],
   VALIDATE: ["EXECUTE", "COMPLETE"],
+  SUSPENDED: ["EXECUTE"],
   COMPLETE: [],
   ERROR: [],
   CANCELLED: []

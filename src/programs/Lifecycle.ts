@@ -148,7 +148,9 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
 /**
  * Reports a move of the lifecycle from inside a loop. With a tracker (inside the
  * facade) the machine moves and records; without one, the event is recorded as seen.
- * Loops report only EXECUTE and VALIDATE; terminal states belong to the facade.
+ * Loops report only EXECUTE, VALIDATE and SUSPENDED (a durable run waiting for an
+ * outside answer; SUSPENDED -> EXECUTE on resume keeps the attempt); terminal
+ * states belong to the facade.
  */
 export const transition = (from: LifecycleState, to: LifecycleState, attempt: number, reason: string): Effect.Effect<void> =>
   Effect.flatMap(FiberRef.get(currentTracker), (tracker) =>

@@ -10,16 +10,21 @@
  *        does not have), INFERENCE_CONTEXT_EXCEEDED (the conversation does not fit
  *        the model's context; 413 stays reserved for the byte limit), every
  *        CONSTRAINT_* and VALIDATION_* (the model's output failed the contract
- *        after repair and retries), ORCHESTRATION_* but DEFECT
+ *        after repair and retries), ORCHESTRATION_* but DEFECT, REPLAY_DIVERGED
+ *        and STATE_UNAVAILABLE (ORCHESTRATION_SLOT_CLOSED: the answer came for
+ *        a slot that no longer takes one)
  *   499  CANCELLED_SIGNAL (the caller went away; nginx's "client closed request")
- *   500  ORCHESTRATION_DEFECT (a bug, labelled; never a stack trace)
+ *   500  ORCHESTRATION_DEFECT (a bug, labelled; never a stack trace),
+ *        ORCHESTRATION_REPLAY_DIVERGED (a recorded run the deployed code no
+ *        longer produces: the server's, not the client's)
  *   502  INFERENCE_ENGINE_ERROR, INFERENCE_MALFORMED_RESPONSE, a retryable
  *        TOOL_EXECUTION_FAILED (a dependency behind the server failed); a
  *        TOOL_EXECUTION_FAILED that is not retryable is 422: the call as the
  *        client made it cannot succeed (a plan's tool step with wrong arguments,
  *        a calculator asked to divide by zero)
- *   503  INFERENCE_MODEL_UNAVAILABLE, TOOL_UNAVAILABLE, CONFIG_NO_ENGINE (the
- *        server is not able to serve now; not the client's fault)
+ *   503  INFERENCE_MODEL_UNAVAILABLE, TOOL_UNAVAILABLE, CONFIG_NO_ENGINE,
+ *        ORCHESTRATION_STATE_UNAVAILABLE (the server is not able to serve now;
+ *        not the client's fault)
  *   504  CANCELLED_TIMEOUT, TOOL_TIMEOUT
  */
 import type { FailureCode } from "../../domain/Failure.js"
@@ -34,6 +39,7 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
     case "CONFIG_NO_ENGINE":
     case "INFERENCE_MODEL_UNAVAILABLE":
     case "TOOL_UNAVAILABLE":
+    case "ORCHESTRATION_STATE_UNAVAILABLE":
       return 503
     case "CONFIG_GRAMMAR_NOT_FOUND":
     case "TOOL_NOT_FOUND":
@@ -47,6 +53,7 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
     case "ORCHESTRATION_STEP_MISMATCH":
     case "ORCHESTRATION_ITERATION_LIMIT":
     case "ORCHESTRATION_NO_CONSENSUS":
+    case "ORCHESTRATION_SLOT_CLOSED":
       return 422
     case "INFERENCE_ENGINE_ERROR":
     case "INFERENCE_MALFORMED_RESPONSE":
@@ -58,6 +65,7 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
     case "CANCELLED_SIGNAL":
       return 499
     case "ORCHESTRATION_DEFECT":
+    case "ORCHESTRATION_REPLAY_DIVERGED":
       return 500
   }
 }
