@@ -8,8 +8,14 @@
  *   training/out/train.jsonl      one {kind, text} per line, text = LlamaText JSON of the
  *                                  exact context the engine renders, plus the closing <|end|>
  *   training/out/corpus.jsonl     the plain-text pieces (for the tokenizer trainer)
- *   training/eval/sentiment.jsonl held-out reviews {review, label}
+ *   training/eval/sentiment.jsonl held-out reviews {review, label} (the older templates)
+ *   training/eval/sentiment-unseen.jsonl reviews made only of words of the lexicon's
+ *                                  held-out split (lexicon.ts), which training never contains
  *   training/eval/calculator.jsonl held-out questions {question, expression, result, answer}
+ *
+ * Checked here, on the rendered training text: no word of the held-out split of the
+ * lexicon occurs in it, and no hand-written review (eval/sentiment-handwritten*.jsonl,
+ * written by people, not by this generator) is among the training reviews.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -18,6 +24,8 @@ import { LlamaText, SpecialTokensText } from "node-llama-cpp"
 import { PaganticChatWrapper, PaganticSpecialTokens } from "../src/layers/llama/PaganticChatWrapper.js"
 import type { Example } from "./tasks.js"
 import { finalAnswer, makeAgentExample, makeQuestion, makeReview, makeSentimentExample, Rng } from "./tasks.js"
+import { makeRichReview, makeUnseenReview } from "./reviews.js"
+import { heldOutWordsIn } from "./lexicon.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const arg = (name: string, fallback: number): number => {
@@ -42,12 +50,38 @@ const evalDir = path.join(here, "eval")
 fs.mkdirSync(outDir, { recursive: true })
 fs.mkdirSync(evalDir, { recursive: true })
 
+const normalize = (s: string): string => s.toLowerCase().replace(/[^a-z0-9]+/g, " ").trim()
+const handwritten = new Set(
+  ["sentiment-handwritten.jsonl", "sentiment-handwritten-lexicon.jsonl"].flatMap((file) =>
+    fs
+      .readFileSync(path.join(evalDir, file), "utf8")
+      .split("\n")
+      .filter((l) => l.trim() !== "")
+      .map((l) => normalize((JSON.parse(l) as { review: string }).review))
+  )
+)
+
+// Half sentiment (40% the older templates, 60% everyday reviews in real vocabulary), half calculator and chat.
 const rng = new Rng(seed)
 const train = fs.createWriteStream(path.join(outDir, "train.jsonl"))
 const corpus = fs.createWriteStream(path.join(outDir, "corpus.jsonl"))
+let rejected = 0
+const trainingReview = () => {
+  for (;;) {
+    const r = rng.chance(0.4) ? makeReview(rng, "train") : makeRichReview(rng)
+    if (!handwritten.has(normalize(r.review))) return r
+    rejected++
+  }
+}
 for (let i = 0; i < nTrain; i++) {
-  const ex = rng.chance(0.5) ? makeSentimentExample(rng, "train") : makeAgentExample(rng, "train")
+  const ex = rng.chance(0.5) ? makeSentimentExample(rng, "train", trainingReview()) : makeAgentExample(rng, "train")
   const text = renderExample(ex)
+  const plain = text.values.filter((v): v is string => typeof v === "string").join(" ")
+  const leaked = heldOutWordsIn(plain)
+  if (leaked.length > 0) throw new Error(`held-out lexicon words in a training example: ${leaked.join(", ")}\n${plain}`)
+  for (const item of ex.history) {
+    if (item.type === "user" && handwritten.has(normalize(item.text))) throw new Error(`a hand-written review in training: ${item.text}`)
+  }
   train.write(JSON.stringify({ kind: ex.kind, text: text.toJSON() }) + "\n")
   for (const v of text.values) if (typeof v === "string") corpus.write(JSON.stringify(v) + "\n")
 }
@@ -59,6 +93,16 @@ const evalRng = new Rng(seed + 1000)
 const sentiment: Array<string> = []
 for (let i = 0; i < 300; i++) sentiment.push(JSON.stringify(makeReview(evalRng, "eval")))
 fs.writeFileSync(path.join(evalDir, "sentiment.jsonl"), sentiment.join("\n") + "\n")
+const unseenRng = new Rng(seed + 2000)
+const unseen: Array<string> = []
+const unseenSeen = new Set<string>()
+while (unseen.length < 300) {
+  const r = makeUnseenReview(unseenRng)
+  if (unseenSeen.has(r.review)) continue
+  unseenSeen.add(r.review)
+  unseen.push(JSON.stringify(r))
+}
+fs.writeFileSync(path.join(evalDir, "sentiment-unseen.jsonl"), unseen.join("\n") + "\n")
 const calculator: Array<string> = []
 for (let i = 0; i < 200; i++) {
   const q = makeQuestion(evalRng, "eval")
@@ -71,4 +115,7 @@ const show = new Rng(7)
 for (const ex of [makeSentimentExample(show, "train"), makeAgentExample(show, "train"), makeAgentExample(show, "train")]) {
   console.log(JSON.stringify(renderExample(ex).toJSON()))
 }
-console.log(`wrote ${nTrain} training examples, ${sentiment.length} + ${calculator.length} eval items`)
+console.log(
+  `wrote ${nTrain} training examples (${rejected} reviews equal to a hand-written one dropped), ` +
+    `${sentiment.length} + ${unseen.length} + ${calculator.length} eval items`
+)

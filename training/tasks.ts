@@ -83,7 +83,7 @@ const NEU = ["okay", "fine", "average", "ordinary", "acceptable", "so-so", "unre
 
 const INTENS = ["", "", "", "really ", "very ", "absolutely ", "quite ", "pretty ", "so ", "truly ", "extremely "]
 
-const SUBJECTS_EVAL = [
+export const SUBJECTS_EVAL = [
   "the film", "this tablet", "the pasta", "the resort", "the support team", "the novel", "the monitor",
   "the festival", "the meal", "the waiter", "the website", "the puzzle", "the speakers", "the cafe",
   "the series", "the workshop", "the bike", "the tea", "the apartment", "the charger", "the lens",
@@ -476,8 +476,9 @@ const GENERAL_SYSTEM_PROMPTS: ReadonlyArray<string | undefined> = [
   "Answer the user's questions."
 ]
 
-export const makeSentimentExample = (rng: Rng, split: Split): Example => {
-  const r = makeReview(rng, split)
+/** A sentiment conversation around a review (by default one of the older templates). */
+export const makeSentimentExample = (rng: Rng, split: Split, review?: Review): Example => {
+  const r = review ?? makeReview(rng, split)
   const history: Array<ChatHistoryItem> = []
   if (!rng.chance(0.08)) history.push(system(rng.pick(SENTIMENT_SYSTEM_PROMPTS)))
   const user = rng.chance(0.75) ? r.review : rng.pick([`Review: ${r.review}`, `Text: ${r.review}`, r.review])
