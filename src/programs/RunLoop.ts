@@ -1,0 +1,183 @@
+/**
+ * RunLoop: the general agent loop, with the model interaction as a strategy.
+ *
+ * A run takes a transcript and a configuration and repeats: transform the
+ * context, let the strategy prepare a request and call the model, parse the reply
+ * into an action (tool calls, a thought, a final answer), run the tools and feed
+ * their results back, until the strategy says the run is done or a limit stops
+ * it. Built-in strategies: `nativeTools` (the engine's own tool calling, what
+ * AgentLoop does), `react` (a grammar-constrained JSON action per reply) and
+ * `structured(schema)` (one typed answer).
+ *
+ * Why a run stopped is a value (`finish`, `length`, `max_iterations`, `error`,
+ * `aborted`, `budget_exhausted`, `finish_over_budget`), and so is the failure
+ * behind an `error` (a context overflow: `isContextOverflow`). An abort interrupts
+ * the model call and the tools in flight; every tool call the model made is
+ * answered in the transcript, the ones not run with "not executed".
+ *
+ * The transcript is a list of RunMessages: ids, metadata, raw tool results, and
+ * an `internal` role for notes that are kept and never sent to an engine.
+ *
+ * Services: Engine is required; ToolRegistry, CostTracker (needed for a cost
+ * budget), EventLog, Metrics and IdGenerator are used when present, taken once
+ * when the loop is made.
+ *
+ * Durable runs: `execute` in run/Loop is the one place a model call and a tool
+ * call happen (through the strategy's LoopEnv and run/Tools); a durable mode
+ * wraps those two calls as steps keyed by (run, iteration, call id).
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Mailbox from "effect/Mailbox"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import { ConfigurationFailure, isFailure } from "../domain/Failure.js"
+import type { InferenceFailure } from "../domain/Failure.js"
+import type * as Engine from "../services/Engine.js"
+import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
+import * as Loop from "./run/Loop.js"
+import type { Input } from "./run/Message.js"
+import type { LoopConfig, LoopEvent, LoopResult, StopReason } from "./run/Types.js"
+
+export * as RunMessage from "./run/Message.js"
+export { nativeTools, react, reactGrammar, reactInstructions, reactSchema, structured } from "./run/Strategies.js"
+export type { NativeToolsOptions, ReactAction } from "./run/Strategies.js"
+export { StopReasons } from "./run/Types.js"
+export type {
+  AbortTrigger,
+  Budget,
+  LoopAction,
+  LoopConfig,
+  LoopEnv,
+  LoopEvent,
+  LoopFailure,
+  LoopResult,
+  PrepareInput,
+  RequestDefaults,
+  StopReason,
+  Strategy,
+  StrategyError,
+  ToolUsePolicy
+} from "./run/Types.js"
+export { defaultMaxIterations, defaultToolConcurrency } from "./run/Loop.js"
+
+/** Whether a failure is the engine's context window overflowing (INFERENCE_CONTEXT_EXCEEDED). */
+export const isContextOverflow = (error: unknown): error is InferenceFailure =>
+  isFailure(error) && error.code === "INFERENCE_CONTEXT_EXCEEDED"
+
+/** What a run can fail with: a bad configuration or input, a finished loop run again, or the transform's own failure. */
+export type RunLoopError<E> = ConfigurationFailure | E
+
+/** A loop made once, run once. */
+export interface RunLoop<Out, E = never> {
+  /** Runs to a stop reason; a second call, or a call while running, fails (the loop has finished). */
+  readonly run: (messages: ReadonlyArray<Input>) => Effect.Effect<LoopResult<Out>, RunLoopError<E>>
+  /** The run as a stream of its events, ending with `LoopFinished`. */
+  readonly runStream: (messages: ReadonlyArray<Input>) => Stream.Stream<LoopEvent<Out>, RunLoopError<E>>
+  /** Whether the loop has run to a stop. */
+  readonly finished: Effect.Effect<boolean>
+}
+
+type Phase = { readonly _tag: "Idle" } | { readonly _tag: "Running" } | { readonly _tag: "Finished"; readonly stopReason: StopReason }
+
+/**
+ * Builds a loop: the services are taken from the context now, the configuration
+ * is checked now (a bad value is a CONFIG_INVALID_REQUEST naming it).
+ */
+export const make: <Out = string, E = never>(
+  config?: LoopConfig<Out, E>
+) => Effect.Effect<RunLoop<Out, E>, ConfigurationFailure, Engine.Engine> = Effect.fn("RunLoop.make")(function* <
+  Out = string,
+  E = never
+>(config: LoopConfig<Out, E> = {}) {
+  const rt = yield* Loop.runtime
+  const settings = yield* Either.match(Loop.check(rt, config), { onLeft: Effect.fail, onRight: Effect.succeed })
+  const phase = yield* Ref.make<Phase>({ _tag: "Idle" })
+
+  const begin = Effect.flatten(
+    Ref.modify(phase, (p): readonly [Effect.Effect<void, ConfigurationFailure>, Phase] =>
+      p._tag === "Idle"
+        ? [Effect.void, { _tag: "Running" }]
+        : [
+          ConfigurationFailure.invalidRequest(
+            p._tag === "Running"
+              ? "This run loop is already running; make a new loop for another run"
+              : `This run loop has finished (stop reason ${p.stopReason}); make a new loop to run again`,
+            { details: { phase: p._tag } }
+          ),
+          p
+        ]
+    )
+  )
+
+  const once = (messages: ReadonlyArray<Input>, emit: (e: LoopEvent<Out>) => Effect.Effect<void>, streaming: boolean) =>
+    Effect.zipRight(
+      begin,
+      withRequestScope(
+        Loop.execute(rt, withEmit(settings, emit), messages, streaming).pipe(
+          Effect.onExit((exit) =>
+            Ref.set<Phase>(
+              phase,
+              exit._tag === "Success" ? { _tag: "Finished", stopReason: exit.value.stopReason } : { _tag: "Idle" }
+            )
+          )
+        ),
+        rt
+      )
+    )
+
+  return {
+    run: (messages) => once(messages, noEmit, false).pipe(Effect.withSpan("RunLoop.run")),
+    runStream: (messages) =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          const mailbox = yield* Mailbox.make<LoopEvent<Out>, RunLoopError<E>>()
+          yield* once(messages, (e) => Effect.asVoid(mailbox.offer(e)), true).pipe(
+            Effect.withSpan("RunLoop.runStream"),
+            Mailbox.into(mailbox),
+            Effect.forkScoped
+          )
+          return Mailbox.toStream(mailbox)
+        })
+      ),
+    finished: Effect.map(Ref.get(phase), (p) => p._tag === "Finished")
+  } satisfies RunLoop<Out, E>
+})
+
+/** Runs `messages` once with `config`: `make` then `run`. */
+export const run = <Out = string, E = never>(
+  messages: ReadonlyArray<Input>,
+  config: LoopConfig<Out, E> = {}
+): Effect.Effect<LoopResult<Out>, RunLoopError<E>, Engine.Engine> =>
+  Effect.flatMap(make(config), (loop) => loop.run(messages))
+
+/** Runs `messages` once with `config`, as a stream of events ending with `LoopFinished`. */
+export const runStream = <Out = string, E = never>(
+  messages: ReadonlyArray<Input>,
+  config: LoopConfig<Out, E> = {}
+): Stream.Stream<LoopEvent<Out>, RunLoopError<E>, Engine.Engine> =>
+  Stream.unwrap(Effect.map(make(config), (loop) => loop.runStream(messages)))
+
+const noEmit = () => Effect.void
+
+/** The caller's onEvent, then the stream's. */
+const withEmit = <Out, E>(settings: Loop.Settings<Out, E>, emit: (e: LoopEvent<Out>) => Effect.Effect<void>): Loop.Settings<Out, E> =>
+  emit === noEmit
+    ? settings
+    : {
+      ...settings,
+      onEvent: Option.some(
+        Option.match(settings.onEvent, {
+          onNone: () => emit,
+          onSome: (own) => (e: LoopEvent<Out>) => Effect.zipRight(own(e), emit(e))
+        })
+      )
+    }
+
+/** A request id for the run's events when the caller has none. */
+const withRequestScope = <A, E>(effect: Effect.Effect<A, E>, rt: Loop.Runtime): Effect.Effect<A, E> =>
+  Effect.flatMap(currentCorrelation, (correlation) =>
+    correlation.requestId === "unscoped"
+      ? Effect.flatMap(rt.nextId("req"), (requestId) => withCorrelation({ requestId })(effect))
+      : effect)

@@ -1,0 +1,80 @@
+/**
+ * The model calls of a run: each one observed (events, metrics, span), its
+ * retryable failures retried on the run's schedule; streamed when the run is,
+ * its text deltas emitted as they come. A streamed attempt that already emitted
+ * text is not retried (the deltas are out; a second attempt would repeat them).
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
+import type * as Tracer from "effect/Tracer"
+import { InferenceFailure } from "../../domain/Failure.js"
+import type * as Engine from "../../services/Engine.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
+import type * as Ids from "../internal/Ids.js"
+import * as Observed from "../internal/Observed.js"
+
+export interface InferenceEnv {
+  readonly engine: Engine.Service
+  readonly model: Effect.Effect<string>
+  readonly nextId: Ids.NextId
+  readonly inferenceRetry: Schedule.Schedule<unknown, InferenceFailure>
+  /** Where text deltas go when the run is streamed; absent: `infer`, not `stream`. */
+  readonly onDelta: Option.Option<(text: string) => Effect.Effect<void>>
+}
+
+/** The last call's id and span, so the tool calls it asked for link to it. */
+export interface LastCall {
+  inferenceId: string
+  span: Option.Option<Tracer.AnySpan>
+}
+
+/** One observed, retried model call; its id and span are written to `last`. */
+export const infer = (
+  env: InferenceEnv,
+  last: LastCall,
+  request: InferenceRequest
+): Effect.Effect<InferenceResult, InferenceFailure> =>
+  Effect.gen(function* () {
+    const inferenceId = yield* env.nextId("inf")
+    let emitted = false
+    const tracked = (onDelta: (text: string) => Effect.Effect<void>) => (text: string) => {
+      if (text !== "") emitted = true
+      return onDelta(text)
+    }
+    const call = Option.isSome(env.onDelta)
+      ? streamed(env.engine, request, tracked(env.onDelta.value))
+      : env.engine.infer(request)
+    const [result, span] = yield* Effect.retry(Observed.inference({ model: env.model, request, inferenceId, call }), {
+      schedule: env.inferenceRetry,
+      while: (f: InferenceFailure) => f.retryable && !emitted
+    })
+    last.inferenceId = inferenceId
+    last.span = span
+    return result
+  })
+
+/** The engine's stream, its text deltas handed on, folded into the result of its Finish part. */
+const streamed = (
+  engine: Engine.Service,
+  request: InferenceRequest,
+  onDelta: (text: string) => Effect.Effect<void>
+): Effect.Effect<InferenceResult, InferenceFailure> =>
+  Effect.gen(function* () {
+    let last: InferenceResult | undefined
+    yield* Stream.runForEach(engine.stream(request), (part) => {
+      switch (part._tag) {
+        case "TextDelta":
+          return onDelta(part.text)
+        case "ToolCallPart":
+          return Effect.void
+        case "Finish":
+          return Effect.sync(() => {
+            last = part.result
+          })
+      }
+    })
+    if (last === undefined) return yield* InferenceFailure.malformed("The engine's stream ended without a Finish part")
+    return last
+  })

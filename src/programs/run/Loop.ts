@@ -1,0 +1,431 @@
+/**
+ * The run loop itself: call the model through the strategy, act on its reply
+ * (run the tools it asks for, one at a time or concurrently under a cap), feed
+ * the results back, and stop for a reason that is a value: the answer, a cut-off
+ * reply, the iteration cap, the budget, a failure, an abort. Every tool call the
+ * model made is answered in the transcript, even the ones that were not run.
+ *
+ * `Runtime` holds the services, taken once; `check` turns a LoopConfig into the
+ * settings a run needs, refusing bad values by name; `execute` runs once.
+ */
+import type * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import type * as Duration from "effect/Duration"
+import { ConfigurationFailure, type InferenceFailure, type ToolFailure } from "../../domain/Failure.js"
+import type * as DomainMessage from "../../domain/Message.js"
+import type { ToolCallRecord } from "../../domain/System.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+import { CostTracker } from "../../services/CostTracker.js"
+import * as Engine from "../../services/Engine.js"
+import * as RetryPolicy from "../../services/RetryPolicy.js"
+import * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Ids from "../internal/Ids.js"
+import * as Observed from "../internal/Observed.js"
+import * as Spans from "../internal/Spans.js"
+import { correctionPrompt } from "../Structured.js"
+import * as Inference from "./Inference.js"
+import * as RunMessage from "./Message.js"
+import { nativeTools } from "./Strategies.js"
+import * as Tools from "./Tools.js"
+import type {
+  AbortTrigger,
+  LoopAction,
+  LoopConfig,
+  LoopEvent,
+  LoopFailure,
+  LoopResult,
+  RequestDefaults,
+  StopReason,
+  Strategy
+} from "./Types.js"
+
+// ---------------------------------------------------------------------------
+// Runtime and settings
+// ---------------------------------------------------------------------------
+
+/** The services a loop runs with, taken once. */
+export interface Runtime {
+  readonly engine: Engine.Service
+  readonly registry: Option.Option<ToolRegistry.Service>
+  readonly cost: Option.Option<CostTracker["Type"]>
+  readonly model: Effect.Effect<string>
+  readonly nextId: Ids.NextId
+  /** EventLog, Metrics and CostTracker when present, provided to every run. */
+  readonly observe: Context.Context<never>
+}
+
+export const runtime: Effect.Effect<Runtime, never, Engine.Engine> = Effect.gen(function* () {
+  const engine = yield* Engine.Engine
+  return {
+    engine,
+    registry: yield* Effect.serviceOption(ToolRegistry.ToolRegistry),
+    cost: yield* Effect.serviceOption(CostTracker),
+    model: yield* Spans.modelName(engine.modelInfo),
+    nextId: yield* Ids.nextId,
+    observe: yield* Observed.services
+  }
+})
+
+/** A LoopConfig checked, defaults applied. */
+export interface Settings<Out, E> {
+  readonly strategy: Strategy<Out>
+  readonly maxIterations: number
+  readonly transformContext: Option.Option<(messages: ReadonlyArray<RunMessage.RunMessage>) => Effect.Effect<ReadonlyArray<RunMessage.RunMessage>, E>>
+  readonly onEvent: Option.Option<(event: LoopEvent<Out>) => Effect.Effect<void>>
+  readonly request: RequestDefaults
+  readonly allowTools: ReadonlyArray<string> | undefined
+  readonly toolConcurrency: number
+  readonly toolTimeout: Duration.DurationInput | undefined
+  readonly toolRetry: Schedule.Schedule<unknown, ToolFailure>
+  readonly inferenceRetry: Schedule.Schedule<unknown, InferenceFailure>
+  readonly stopOnToolError: boolean
+  readonly tokenBudget: Option.Option<number>
+  readonly costBudget: Option.Option<number>
+  readonly abort: Option.Option<Effect.Effect<void>>
+  /** True when the abort was an AbortSignal already aborted. */
+  readonly abortedAlready: boolean
+  readonly definitions: ReadonlyArray<DomainMessage.ToolDefinition>
+}
+
+export const defaultMaxIterations = 20
+export const defaultToolConcurrency = 4
+
+const positiveInt = (name: string, value: number | undefined, fallback: number): Either.Either<number, string> =>
+  value === undefined
+    ? Either.right(fallback)
+    : Number.isInteger(value) && value >= 1
+    ? Either.right(value)
+    : Either.left(`${name} must be a whole number of at least 1, got ${value}`)
+
+const positive = (name: string, value: number | undefined): Either.Either<Option.Option<number>, string> =>
+  value === undefined
+    ? Either.right(Option.none())
+    : Number.isFinite(value) && value > 0
+    ? Either.right(Option.some(value))
+    : Either.left(`${name} must be a finite number above 0, got ${value}`)
+
+/** The config as the settings of a run, or a CONFIG_INVALID_REQUEST naming what is wrong. */
+export const check = <Out, E>(
+  rt: Runtime,
+  config: LoopConfig<Out, E>
+): Either.Either<Settings<Out, E>, ConfigurationFailure> => {
+  const problems: Array<string> = []
+  const take = <A>(e: Either.Either<A, string>, fallback: A): A => {
+    if (Either.isLeft(e)) {
+      problems.push(e.left)
+      return fallback
+    }
+    return e.right
+  }
+  const maxIterations = take(positiveInt("maxIterations", config.maxIterations, defaultMaxIterations), 1)
+  const concurrency = take(positiveInt("maxToolConcurrency", config.maxToolConcurrency, defaultToolConcurrency), 1)
+  const tokenBudget = take(positive("budget.tokens", config.budget?.tokens), Option.none())
+  const costBudget = take(positive("budget.cost", config.budget?.cost), Option.none())
+  if (Option.isSome(costBudget) && Option.isNone(rt.cost)) {
+    problems.push("budget.cost needs a CostTracker in the context; none is provided")
+  }
+  if (problems.length > 0) {
+    return Either.left(
+      ConfigurationFailure.invalidRequest(`Invalid run loop configuration: ${problems.join("; ")}`, {
+        details: { problems }
+      })
+    )
+  }
+  const strategy = config.strategy ?? (nativeTools() as unknown as Strategy<Out>)
+  const abort = abortEffect(config.abort)
+  return Either.right({
+    strategy,
+    maxIterations,
+    transformContext: Option.fromNullable(config.transformContext),
+    onEvent: Option.fromNullable(config.onEvent),
+    request: config.request ?? {},
+    allowTools: config.allowTools,
+    toolConcurrency: config.parallelTools === false ? 1 : concurrency,
+    toolTimeout: config.toolTimeout,
+    toolRetry: config.toolRetry ?? RetryPolicy.tool,
+    inferenceRetry: config.inferenceRetry ?? RetryPolicy.inference,
+    stopOnToolError: config.toolErrorMode === "stop",
+    tokenBudget,
+    costBudget,
+    abort,
+    abortedAlready: config.abort !== undefined && isAbortSignal(config.abort) && config.abort.aborted,
+    definitions:
+      strategy.toolUsePolicy === "none" || Option.isNone(rt.registry) ? [] : rt.registry.value.definitions(config.allowTools)
+  })
+}
+
+const isAbortSignal = (trigger: AbortTrigger): trigger is AbortSignal =>
+  typeof (trigger as AbortSignal).addEventListener === "function" && "aborted" in trigger
+
+/** An abort trigger as an Effect that completes when the run must stop. */
+const abortEffect = (trigger: AbortTrigger | undefined): Option.Option<Effect.Effect<void>> => {
+  if (trigger === undefined) return Option.none()
+  if (!isAbortSignal(trigger)) return Option.some(trigger)
+  return Option.some(
+    Effect.async<void>((resume) => {
+      if (trigger.aborted) {
+        resume(Effect.void)
+        return
+      }
+      const onAbort = () => resume(Effect.void)
+      trigger.addEventListener("abort", onAbort, { once: true })
+      return Effect.sync(() => trigger.removeEventListener("abort", onAbort))
+    })
+  )
+}
+
+// ---------------------------------------------------------------------------
+// One run
+// ---------------------------------------------------------------------------
+
+interface Stop {
+  readonly reason: StopReason
+  readonly error: Option.Option<LoopFailure>
+}
+
+const stop = (reason: StopReason, error?: LoopFailure): Stop => ({
+  reason,
+  error: error === undefined ? Option.none() : Option.some(error)
+})
+
+/** What a run has done so far: read by the abort path, so it lives outside the loop's fiber. */
+interface State<Out> {
+  readonly messages: Array<RunMessage.RunMessage>
+  readonly records: Array<ToolCallRecord>
+  usage: TokenUsage.TokenUsage
+  iterations: number
+  content: string
+  output: Option.Option<Out>
+  toolsRan: boolean
+  /** The calls of the round being executed, and the outcomes that are in. */
+  round: Option.Option<{ readonly calls: ReadonlyArray<DomainMessage.ToolCall>; readonly done: Map<string, Tools.Outcome> }>
+}
+
+/**
+ * One run over `input`: streamed (text deltas emitted) when `streaming`. Stops
+ * are values in the result; the error channel has only the transform's failure
+ * and a malformed input message.
+ */
+export const execute = <Out, E>(
+  rt: Runtime,
+  settings: Settings<Out, E>,
+  input: ReadonlyArray<RunMessage.Input>,
+  streaming: boolean
+): Effect.Effect<LoopResult<Out>, E | ConfigurationFailure> =>
+  Effect.gen(function* () {
+    const messages = yield* takeInput(input)
+    const state: State<Out> = {
+      messages,
+      records: [],
+      usage: TokenUsage.empty,
+      iterations: 0,
+      content: "",
+      output: Option.none(),
+      toolsRan: false,
+      round: Option.none()
+    }
+    const startCost = Option.isSome(rt.cost) ? yield* rt.cost.value.totalCost : 0
+    const spentCost = Option.isSome(rt.cost) ? Effect.map(rt.cost.value.totalCost, (t) => t - startCost) : Effect.succeed(0)
+    const emit = (event: LoopEvent<Out>) => (Option.isSome(settings.onEvent) ? settings.onEvent.value(event) : Effect.void)
+
+    const body = loop(rt, settings, state, emit, spentCost, streaming)
+    const ended: Stop = settings.abortedAlready
+      ? stop("aborted")
+      : Option.isSome(settings.abort)
+      ? yield* Effect.raceFirst(body, Effect.as(settings.abort.value, stop("aborted")))
+      : yield* body
+    if (ended.reason === "aborted") yield* answerRound(state, "the run was aborted")
+
+    const result: LoopResult<Out> = {
+      messages: state.messages.slice(),
+      output: state.output,
+      content: state.content,
+      stopReason: ended.reason,
+      iterations: state.iterations,
+      usage: state.usage,
+      cost: yield* spentCost,
+      toolCalls: state.records.slice(),
+      error: ended.error
+    }
+    yield* emit({ _tag: "LoopFinished", result })
+    return result
+  }).pipe(Effect.provide(rt.observe))
+
+const takeInput = (input: ReadonlyArray<RunMessage.Input>) =>
+  Effect.gen(function* () {
+    const out: Array<RunMessage.RunMessage> = []
+    for (let i = 0; i < input.length; i++) {
+      const checked = yield* RunMessage.fromInput(input[i]!, i)
+      if (Either.isLeft(checked)) {
+        return yield* ConfigurationFailure.invalidRequest(`Invalid run loop input: ${checked.left}`)
+      }
+      out.push(checked.right)
+    }
+    return out
+  })
+
+/** Whether `spent` passed `limit` (strictly: spending exactly the budget is within it). */
+const over = (spent: number, limit: Option.Option<number>) => Option.isSome(limit) && spent > limit.value
+/** Whether no further model call fits: the budget is reached. */
+const reached = (spent: number, limit: Option.Option<number>) => Option.isSome(limit) && spent >= limit.value
+
+const loop = <Out, E>(
+  rt: Runtime,
+  settings: Settings<Out, E>,
+  state: State<Out>,
+  emit: (event: LoopEvent<Out>) => Effect.Effect<void>,
+  spentCost: Effect.Effect<number>,
+  streaming: boolean
+): Effect.Effect<Stop, E> =>
+  Effect.gen(function* () {
+    const { strategy } = settings
+    const last: Inference.LastCall = { inferenceId: "", span: Option.none() }
+    let iteration = 0
+    const inferenceEnv: Inference.InferenceEnv = {
+      engine: rt.engine,
+      model: rt.model,
+      nextId: rt.nextId,
+      inferenceRetry: settings.inferenceRetry,
+      onDelta: streaming ? Option.some((text: string) => emit({ _tag: "TextDelta", text, iteration })) : Option.none()
+    }
+    const env = { infer: (request: Engine.InferenceRequest) => Inference.infer(inferenceEnv, last, request) }
+    const toolEnv: Tools.ToolEnv = {
+      registry: rt.registry,
+      allowTools: settings.allowTools,
+      toolTimeout: settings.toolTimeout,
+      toolRetry: settings.toolRetry
+    }
+    const push = (m: Effect.Effect<RunMessage.RunMessage>) => Effect.map(m, (message) => void state.messages.push(message))
+
+    while (true) {
+      iteration = state.iterations
+      yield* emit({ _tag: "IterationStarted", iteration })
+      const context = Option.isSome(settings.transformContext)
+        ? yield* settings.transformContext.value(state.messages)
+        : state.messages
+      const prepared = yield* Effect.either(
+        strategy.prepareRequest({ messages: RunMessage.toEngine(context), tools: settings.definitions, defaults: settings.request })
+      )
+      if (Either.isLeft(prepared)) return stop("error", prepared.left)
+      const called = yield* Effect.either(strategy.callModel(env, prepared.right))
+      if (Either.isLeft(called)) return stop("error", called.left)
+      const response = called.right
+      state.iterations++
+      state.usage = TokenUsage.combine(state.usage, response.usage)
+      state.content = response.content
+
+      const parsed = yield* Effect.either(strategy.parseResponse(response))
+      if (Either.isLeft(parsed)) {
+        yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
+        yield* push(RunMessage.assistant(response.content))
+        if (response.finishReason === "length") return stop("length")
+        const failure = parsed.left
+        if (failure._tag === "ConstraintFailure" && failure.retryable && state.iterations < settings.maxIterations) {
+          yield* push(RunMessage.user(correctionPrompt(failure), { metadata: { correction: failure.code } }))
+          continue
+        }
+        return stop("error", failure)
+      }
+      const action = parsed.right
+      yield* push(
+        RunMessage.assistant(response.content, action.toolCalls, action.thought === "" ? {} : { metadata: { thought: action.thought } })
+      )
+      yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
+      for (const call of action.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, iteration })
+
+      const tokens = state.usage.totalTokens
+      if (!(yield* strategy.shouldContinue(action, iteration))) {
+        yield* answerAll(state, action.toolCalls, "the strategy ended the run")
+        if (action.stopReason !== undefined) return stop(action.stopReason)
+        if (
+          strategy.toolUsePolicy === "required" && !state.toolsRan && action.toolCalls.length === 0 &&
+          state.iterations < settings.maxIterations
+        ) {
+          const names = settings.definitions.map((d) => d.name).join(", ")
+          yield* push(RunMessage.user(`Use one of the tools (${names}) before answering.`, { metadata: { reminder: "toolUsePolicy" } }))
+          continue
+        }
+        state.output = action.result
+        const cost = yield* spentCost
+        return over(tokens, settings.tokenBudget) || over(cost, settings.costBudget) ? stop("finish_over_budget") : stop("finish")
+      }
+
+      const cost = yield* spentCost
+      const limit: Option.Option<readonly [StopReason, string]> = state.iterations >= settings.maxIterations
+        ? Option.some(["max_iterations", `iteration limit (${settings.maxIterations} model calls) reached`])
+        : reached(tokens, settings.tokenBudget)
+        ? Option.some(["budget_exhausted", `token budget (${Option.getOrElse(settings.tokenBudget, () => 0)}) exhausted`])
+        : reached(cost, settings.costBudget)
+        ? Option.some(["budget_exhausted", `cost budget (${Option.getOrElse(settings.costBudget, () => 0)}) exhausted`])
+        : Option.none()
+      if (Option.isSome(limit)) {
+        yield* answerAll(state, action.toolCalls, limit.value[1])
+        return stop(limit.value[0])
+      }
+      if (action.toolCalls.length === 0) continue
+
+      const failed = yield* runRound(settings, toolEnv, state, action, last, emit, iteration)
+      if (Option.isSome(failed)) return stop("error", failed.value)
+    }
+  })
+
+/** Runs the calls of one reply; with `stopOnToolError`, the first failure interrupts the rest and is returned. */
+const runRound = <Out, E>(
+  settings: Settings<Out, E>,
+  toolEnv: Tools.ToolEnv,
+  state: State<Out>,
+  action: LoopAction<Out>,
+  last: Inference.LastCall,
+  emit: (event: LoopEvent<Out>) => Effect.Effect<void>,
+  iteration: number
+): Effect.Effect<Option.Option<ToolFailure>> =>
+  Effect.gen(function* () {
+    const done = new Map<string, Tools.Outcome>()
+    state.round = Option.some({ calls: action.toolCalls, done })
+    state.toolsRan = true
+    const { inferenceId, span } = last
+    const outcome = yield* Effect.either(
+      Effect.forEach(
+        action.toolCalls,
+        (call) =>
+          Effect.gen(function* () {
+            const o = yield* Tools.run(toolEnv, call, inferenceId, span)
+            done.set(call.id, o)
+            yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
+            if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
+          }),
+        { concurrency: settings.toolConcurrency, discard: true }
+      )
+    )
+    yield* answerRound(state, "a sibling call failed and the run stopped")
+    return Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
+  })
+
+/** Closes the round in flight: results that are in, in call order; the others answered "not executed". */
+const answerRound = <Out>(state: State<Out>, reason: string): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    if (Option.isNone(state.round)) return
+    const { calls, done } = state.round.value
+    state.round = Option.none()
+    for (const call of calls) {
+      const o = done.get(call.id)
+      if (o !== undefined) {
+        state.records.push(o.record)
+        state.messages.push(yield* RunMessage.tool(o.result))
+      } else {
+        state.messages.push(yield* RunMessage.tool(Tools.notExecuted(call, reason).result))
+      }
+    }
+  })
+
+/** Answers calls that will not run, so every call in the transcript has its result. */
+const answerAll = <Out>(
+  state: State<Out>,
+  calls: ReadonlyArray<DomainMessage.ToolCall>,
+  reason: string
+): Effect.Effect<void> =>
+  Effect.forEach(calls, (call) =>
+    Effect.map(RunMessage.tool(Tools.notExecuted(call, reason).result), (m) => void state.messages.push(m)), { discard: true })

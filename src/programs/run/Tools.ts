@@ -1,0 +1,88 @@
+/**
+ * The tool calls of a run: each one observed (events, metrics, span), retried
+ * while its failure is retryable, and turned into its record and its tool
+ * message (the text the model reads, the handler's raw value beside it). A
+ * failure is an error result the model can react to; calls that were not run
+ * (a limit, an abort) are answered "not executed" so the transcript stays
+ * well-formed for any engine.
+ */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import type * as Duration from "effect/Duration"
+import type * as Tracer from "effect/Tracer"
+import { ToolFailure } from "../../domain/Failure.js"
+import type * as Message from "../../domain/Message.js"
+import { ToolCallRecord } from "../../domain/System.js"
+import type * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Observed from "../internal/Observed.js"
+import { RunToolResult } from "./Message.js"
+
+/** What tool calls run with. */
+export interface ToolEnv {
+  readonly registry: Option.Option<ToolRegistry.Service>
+  readonly allowTools: ReadonlyArray<string> | undefined
+  readonly toolTimeout: Duration.DurationInput | undefined
+  readonly toolRetry: Schedule.Schedule<unknown, ToolFailure>
+}
+
+/** A call's outcome: its record, the result kept in the transcript, and the failure when it failed. */
+export interface Outcome {
+  readonly record: ToolCallRecord
+  readonly result: RunToolResult
+  readonly failure: Option.Option<ToolFailure>
+}
+
+/** One requested call, observed and retried while its failure is retryable; never fails. */
+export const run = (
+  env: ToolEnv,
+  call: Message.ToolCall,
+  inferenceId: string,
+  requestedBy: Option.Option<Tracer.AnySpan>
+): Effect.Effect<Outcome> =>
+  Effect.gen(function* () {
+    let attempt = 0
+    const started = yield* Clock.currentTimeMillis
+    const once = Effect.suspend(() => {
+      attempt++
+      return Observed.toolCall({ call, attempt, inferenceId, requestedBy, execute: execute(env, call) })
+    })
+    const outcome = yield* Effect.either(Effect.retry(once, { schedule: env.toolRetry, while: (f: ToolFailure) => f.retryable }))
+    const durationMs = (yield* Clock.currentTimeMillis) - started
+    const content = Either.isRight(outcome)
+      ? outcome.right.content
+      : `Error [${outcome.left.code}]: ${outcome.left.message}`
+    const isError = Either.isLeft(outcome)
+    return {
+      record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }),
+      result: new RunToolResult({
+        callId: call.id,
+        name: call.name,
+        content,
+        isError,
+        ...(Either.isRight(outcome) ? { raw: outcome.right.value } : {})
+      }),
+      failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
+    }
+  })
+
+const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegistry.ToolOutput, ToolFailure> =>
+  Option.isSome(env.registry)
+    ? env.registry.value.execute(call, { allow: env.allowTools, timeout: env.toolTimeout })
+    : Effect.fail(
+        ToolFailure.notFound(call.name, `Tool "${call.name}" does not exist; no tools are registered`, {
+          toolCallId: call.id
+        })
+      )
+
+/** The answer to a call that was not run. */
+export const notExecuted = (call: Message.ToolCall, reason: string): Outcome => {
+  const content = `Error: not executed: ${reason}`
+  return {
+    record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError: true, durationMs: 0 }),
+    result: new RunToolResult({ callId: call.id, name: call.name, content, isError: true }),
+    failure: Option.none()
+  }
+}
