@@ -3,7 +3,11 @@
  * saw, measured through the library itself (the real llama.cpp engine, the real
  * loops), not through node-llama-cpp directly:
  *
- *   sentiment   Structured (ChatStructured) with the JSON-schema grammar, greedy
+ *   sentiment   Structured (ChatStructured) with the JSON-schema grammar, greedy, on
+ *               four sets: the synthetic held-out set (the older templates), the
+ *               unseen-word set (only words of the lexicon's held-out split, see
+ *               training/lexicon.ts), 72 everyday reviews written by hand outside the
+ *               generator, and the older 33 hand-written reviews
  *   calculator  AgentLoop with the calculator tool: the final answer must be right
  *   voting      at a sampling temperature (8, top-p 1: the model is very sure of
  *               itself), one structured call versus a
@@ -11,6 +15,7 @@
  *
  * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5]
  */
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
@@ -140,8 +145,26 @@ const voting = Effect.gen(function* () {
   return { single: single.filter(Boolean).length, voted: voted.filter(Boolean).length, total: reviews.length }
 })
 
+/** What training/run.sh recorded about the model it trained (training/model-info.json), if present. */
+const trainingInfo = (file: string): string => {
+  const infoPath = path.join(root, "training", "model-info.json")
+  if (!fs.existsSync(infoPath)) return "training time unknown (no training/model-info.json)"
+  const info = JSON.parse(fs.readFileSync(infoPath, "utf8")) as {
+    readonly sha256?: string
+    readonly minutes?: number
+    readonly steps?: number
+    readonly parameters?: number
+    readonly shape?: string
+  }
+  const sha = crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex")
+  const same = info.sha256 === sha ? "" : " (recorded for another file: this one was not trained by the recorded run)"
+  return `${info.shape ?? "?"}, ${(info.parameters ?? 0).toLocaleString("en")} parameters, trained ${info.minutes ?? "?"} minutes, ${(info.steps ?? 0).toLocaleString("en")} steps${same}`
+}
+
 const program = Effect.gen(function* () {
   const started = Date.now()
+  const file = path.resolve(modelPath ?? path.join(root, "models", "pagantic-tiny.gguf"))
+  console.log(`file: ${path.relative(root, file)}, ${(fs.statSync(file).size / 1e6).toFixed(2)} MB; ${trainingInfo(file)}`)
   const model = yield* Effect.flatMap(
     Effect.serviceOption((yield* Effect.promise(() => import("../src/services/Engine.js"))).Engine),
     (e) => (e._tag === "Some" ? e.value.modelInfo : Effect.dieMessage("no engine"))
@@ -149,8 +172,12 @@ const program = Effect.gen(function* () {
   console.log(`model: ${model.name} (context ${model.contextWindow}), greedy unless noted\n`)
   const s1 = yield* sentiment("sentiment.jsonl")
   console.log(`sentiment, held-out synthetic:    ${pct(s1.correct, s1.total)}   goal >= 95%`)
+  const s3 = yield* sentiment("sentiment-unseen.jsonl")
+  console.log(`sentiment, unseen-word held-out:  ${pct(s3.correct, s3.total)}   goal >= 90%`)
   const s2 = yield* sentiment("sentiment-handwritten.jsonl")
-  console.log(`sentiment, handwritten reviews:   ${pct(s2.correct, s2.total)}`)
+  console.log(`sentiment, hand-written everyday: ${pct(s2.correct, s2.total)}   goal >= 90%`)
+  const s4 = yield* sentiment("sentiment-handwritten-lexicon.jsonl")
+  console.log(`sentiment, older hand-written:    ${pct(s4.correct, s4.total)}`)
   const t = yield* tools
   console.log(`calculator via AgentLoop:         called ${pct(t.called, t.total)}, right arguments ${pct(t.rightArgs, t.total)}`)
   console.log(`                                  right final answer ${pct(t.rightAnswer, t.total)}   goal >= 90%`)

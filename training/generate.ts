@@ -26,6 +26,7 @@ import type { Example } from "./tasks.js"
 import { finalAnswer, makeAgentExample, makeQuestion, makeReview, makeSentimentExample, Rng } from "./tasks.js"
 import { makeRichReview, makeUnseenReview } from "./reviews.js"
 import { heldOutWordsIn } from "./lexicon.js"
+import { makeDecomposition, PROVISIONAL_SYSTEM_PROMPTS, renderTaskList } from "./decomposition.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const arg = (name: string, fallback: number): number => {
@@ -61,7 +62,24 @@ const handwritten = new Set(
   )
 )
 
-// Half sentiment (40% the older templates, 60% everyday reviews in real vocabulary), half calculator and chat.
+const decompositionExample = (rng: Rng, split: "train" | "eval"): Example & { readonly answer: string; readonly request: string } => {
+  const d = makeDecomposition(rng, split)
+  const answer = renderTaskList(d.list)
+  return {
+    kind: "decomposition",
+    history: [
+      { type: "system", text: LlamaText(rng.pick(PROVISIONAL_SYSTEM_PROMPTS)).toJSON() },
+      { type: "user", text: d.request },
+      { type: "model", response: [answer] }
+    ],
+    functions: undefined,
+    answer,
+    request: d.request
+  }
+}
+
+// 46% sentiment (40% of it the older templates, 60% everyday reviews in real
+// vocabulary), 46% calculator and chat, 8% task decomposition.
 const rng = new Rng(seed)
 const train = fs.createWriteStream(path.join(outDir, "train.jsonl"))
 const corpus = fs.createWriteStream(path.join(outDir, "corpus.jsonl"))
@@ -74,7 +92,8 @@ const trainingReview = () => {
   }
 }
 for (let i = 0; i < nTrain; i++) {
-  const ex = rng.chance(0.5) ? makeSentimentExample(rng, "train", trainingReview()) : makeAgentExample(rng, "train")
+  const r = rng.next()
+  const ex = r < 0.46 ? makeSentimentExample(rng, "train", trainingReview()) : r < 0.92 ? makeAgentExample(rng, "train") : decompositionExample(rng, "train")
   const text = renderExample(ex)
   const plain = text.values.filter((v): v is string => typeof v === "string").join(" ")
   const leaked = heldOutWordsIn(plain)
@@ -103,6 +122,13 @@ while (unseen.length < 300) {
   unseen.push(JSON.stringify(r))
 }
 fs.writeFileSync(path.join(evalDir, "sentiment-unseen.jsonl"), unseen.join("\n") + "\n")
+const decompositionRng = new Rng(seed + 3000)
+const decomposition: Array<string> = []
+for (let i = 0; i < 100; i++) {
+  const d = makeDecomposition(decompositionRng, "eval")
+  decomposition.push(JSON.stringify(d))
+}
+fs.writeFileSync(path.join(evalDir, "decomposition.jsonl"), decomposition.join("\n") + "\n")
 const calculator: Array<string> = []
 for (let i = 0; i < 200; i++) {
   const q = makeQuestion(evalRng, "eval")
@@ -117,5 +143,5 @@ for (const ex of [makeSentimentExample(show, "train"), makeAgentExample(show, "t
 }
 console.log(
   `wrote ${nTrain} training examples (${rejected} reviews equal to a hand-written one dropped), ` +
-    `${sentiment.length} + ${unseen.length} + ${calculator.length} eval items`
+    `${sentiment.length} + ${unseen.length} + ${calculator.length} + ${decomposition.length} eval items`
 )

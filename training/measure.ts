@@ -66,14 +66,20 @@ for (const [i, r] of reviews.entries()) {
   else if (verbose) console.log(`  sentiment miss: ${r.review} -> ${label} (want ${r.label})`)
 }
 const sentimentMs = performance.now() - t0
-// hand-written reviews, outside the generator's templates (reported, not a target)
-const handwritten = readJsonl<{ review: string; label: string }>("sentiment-handwritten.jsonl")
-let handwrittenOk = 0
-for (const r of handwritten) {
-  const label = await classify(r.review, SENTIMENT_SYSTEM_PROMPTS[0]!)
-  if (label === r.label) handwrittenOk++
-  else if (verbose) console.log(`  handwritten miss: ${r.review} -> ${label} (want ${r.label})`)
+// the unseen-word set and the hand-written ones (none of them produced for training)
+const scoreSet = async (file: string): Promise<readonly [number, number]> => {
+  const items = readJsonl<{ review: string; label: string }>(file)
+  let ok = 0
+  for (const r of items) {
+    const label = await classify(r.review, SENTIMENT_SYSTEM_PROMPTS[0]!)
+    if (label === r.label) ok++
+    else if (verbose) console.log(`  ${file} miss: ${r.review} -> ${label} (want ${r.label})`)
+  }
+  return [ok, items.length]
 }
+const [unseenOk, unseenN] = await scoreSet("sentiment-unseen.jsonl")
+const [handwrittenOk, handwrittenN] = await scoreSet("sentiment-handwritten.jsonl")
+const [olderOk, olderN] = await scoreSet("sentiment-handwritten-lexicon.jsonl")
 
 // --- calculator ----------------------------------------------------------------
 const questions = readJsonl<{ question: string; expression: string; result: string; answer: string }>("calculator.jsonl")
@@ -159,7 +165,8 @@ const pct = (a: number, b: number) => `${a}/${b} (${((100 * a) / Math.max(1, b))
 console.log(`model: ${modelPath} (${fs.statSync(modelPath).size} bytes)`)
 console.log(`sentiment accuracy (JSON-schema grammar, greedy): ${pct(sentimentOk, reviews.length)}, ` +
   `${(sentimentMs / reviews.length).toFixed(1)} ms/prompt, ${(sentimentTokens / reviews.length).toFixed(1)} prompt tokens`)
-console.log(`sentiment on hand-written reviews (out of distribution): ${pct(handwrittenOk, handwritten.length)}`)
+console.log(`sentiment on the unseen-word set: ${pct(unseenOk, unseenN)}`)
+console.log(`sentiment on hand-written everyday reviews: ${pct(handwrittenOk, handwrittenN)}; older hand-written: ${pct(olderOk, olderN)}`)
 console.log(`calculator right call: ${pct(callOk, questions.length)}; right final answer after the tool result: ${pct(finalOk, questions.length)}; ` +
   `both right: ${pct(bothOk, questions.length)}; ${(calcMs / questions.length).toFixed(1)} ms/question, ${(calcTokens / questions.length).toFixed(1)} prompt tokens`)
 console.log(`chat turns without a tool call: ${pct(chatOk, greetings.length)}`)

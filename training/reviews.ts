@@ -12,18 +12,13 @@
  * all come from the held-out split (see lexicon.ts), in the shapes where those
  * words alone carry the sentiment.
  */
-import * as fs from "node:fs"
-import * as path from "node:path"
-import { fileURLToPath } from "node:url"
 import type { LexSplit, Polarity, PolarVerb, PolarWord } from "./lexicon.js"
-import { lexicon, registerCurated } from "./lexicon.js"
+import { lexicon } from "./lexicon.js"
 import type { Review, Rng, Sentiment } from "./tasks.js"
 import { SUBJECTS_EVAL } from "./tasks.js"
 
 // Every word written in the templates (this file and the older ones in tasks.ts)
-// stays in the training split of the lexicon.
-const here = path.dirname(fileURLToPath(import.meta.url))
-registerCurated([fs.readFileSync(path.join(here, "reviews.ts"), "utf8"), fs.readFileSync(path.join(here, "tasks.ts"), "utf8")])
+// stays in the training split of the lexicon (lexicon.ts reads them).
 
 const flip = (p: Polarity): Polarity => (p === "positive" ? "negative" : "positive")
 const cap = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)

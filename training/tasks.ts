@@ -8,6 +8,7 @@
 import type { ChatHistoryItem, ChatModelFunctions, ChatModelResponse } from "node-llama-cpp"
 import { LlamaText } from "node-llama-cpp"
 import { BUNDLED_CALCULATOR_TOOL } from "../src/layers/llama/PaganticChatWrapper.js"
+import { heldOutWordsIn } from "./lexicon.js"
 
 export type Split = "train" | "eval"
 
@@ -121,11 +122,14 @@ const SYLLABLES = ["ba", "ko", "zu", "mi", "ra", "to", "ne", "fli", "gor", "ste"
 type Subject = { readonly det: string; readonly noun: string }
 const subjectText = (s: Subject): string => `${s.det} ${s.noun}`
 
+/** A made-up word; never one that happens to be a word of the lexicon's held-out split. */
 const pseudoWord = (rng: Rng): string => {
-  let w = ""
-  const n = rng.int(2, 3)
-  for (let i = 0; i < n; i++) w += rng.pick(SYLLABLES)
-  return w
+  for (;;) {
+    let w = ""
+    const n = rng.int(2, 3)
+    for (let i = 0; i < n; i++) w += rng.pick(SYLLABLES)
+    if (heldOutWordsIn(w).length === 0) return w
+  }
 }
 
 const pickSubject = (rng: Rng, split: Split): Subject => {
@@ -456,7 +460,7 @@ export const makeChatTurn = (rng: Rng): { readonly user: string; readonly answer
 // ---------------------------------------------------------------------------
 
 export type Example = {
-  readonly kind: "sentiment" | "calculator" | "chat"
+  readonly kind: "sentiment" | "calculator" | "chat" | "decomposition"
   readonly history: ReadonlyArray<ChatHistoryItem>
   readonly functions: ChatModelFunctions | undefined
 }

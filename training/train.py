@@ -7,6 +7,7 @@ The loss is on the assistant's tokens only (mask = 1). Exports the GGUF every
 --export-every minutes and at the end; checkpoints go to training/out/ckpt.pt.
 """
 import argparse
+import json
 import math
 import os
 import random
@@ -145,6 +146,15 @@ def main():
             last_export = time.time()
         if done:
             break
+    info = {
+        "shape": f"llama {args.dim} dim x {args.layers} layers, {args.heads} heads, FFN {args.ffn}, vocab {len(vocab['tokens']):,}, F16",
+        "parameters": n_params,
+        "minutes": round((time.time() - t0) / 60, 1),
+        "steps": step,
+    }
+    with open(os.path.join(OUT, "train-info.json"), "w") as f:
+        json.dump(info, f)
+    print("train-info", info, flush=True)
 
 
 if __name__ == "__main__":
