@@ -6,9 +6,11 @@
  *   programs import services and domain, never layers or adapters
  *   layers   do not import each other (each implements one concept; a consumer
  *            defines the small interface it needs): a layer file imports only its
- *            own folder (llama/, openai/, tools/); the one exception is the
+ *            own folder (llama/, openai/, tools/, durable/); the one exception is the
  *            observe band, whose OpenTelemetry layer builds on the in-memory one
  *   adapters may compose everything
+ *   only layers (and adapters) import the durable engine's storage: cluster, sql,
+ *            database drivers
  */
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
@@ -46,7 +48,7 @@ module.exports = {
       comment: "a layer does not import another layer (the middle band stays apart): only its own folder",
       severity: "error",
       from: { path: "^src/layers/([^/]+)\\.ts$", pathNot: "^src/layers/Telemetry\\.ts$" },
-      to: { path: "^src/layers/", pathNot: "^src/layers/(llama|openai|tools)/" }
+      to: { path: "^src/layers/", pathNot: "^src/layers/(llama|openai|tools|durable)/" }
     },
     {
       name: "layers-apart-observe",
@@ -54,6 +56,13 @@ module.exports = {
       severity: "error",
       from: { path: "^src/layers/Telemetry\\.ts$" },
       to: { path: "^src/layers/", pathNot: "^src/layers/InMemoryObserve\\.ts$" }
+    },
+    {
+      name: "storage-only-in-layers",
+      comment: "the durable engine's storage (cluster runners, SQL clients, database drivers) is imported by layers (and adapters) only",
+      severity: "error",
+      from: { path: "^src/(domain|services|programs)/" },
+      to: { path: "node_modules/(@effect/(cluster|sql|sql-sqlite-node|sql-pg)|better-sqlite3|pg|postgres)/" }
     },
     {
       name: "programs-never-import-layers",

@@ -1,0 +1,109 @@
+/**
+ * Durable runs on a SQLite file: the workflow engine of @effect/cluster (one
+ * SingleRunner) with its journal in the file, and the runs' own tables next to
+ * it. One process owns a file at a time (`<file>.owner`; a second one fails fast
+ * with ORCHESTRATION_STATE_UNAVAILABLE naming the owner); the tables are created
+ * before the runner starts; on start, the runs a killed process left going are
+ * re-driven from their records. The file is created with mode 0600.
+ */
+import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
+import { EntityAddress } from "@effect/cluster/EntityAddress"
+import * as EntityId from "@effect/cluster/EntityId"
+import { EntityType } from "@effect/cluster/EntityType"
+import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as Sharding from "@effect/cluster/Sharding"
+import * as SingleRunner from "@effect/cluster/SingleRunner"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import type { ConfigurationFailure } from "../domain/Failure.js"
+import { OrchestrationFailure } from "../domain/Failure.js"
+import type { AnyDefinition, Requirements } from "../services/Runs.js"
+import { Runs } from "../services/Runs.js"
+import * as Engine from "./durable/Engine.js"
+import * as Owner from "./durable/Owner.js"
+import * as Store from "./durable/Store.js"
+
+/** Where the state lives when nothing says otherwise. */
+export const defaultFilename = ".pagantic/state.db"
+
+export interface Options<Defs extends AnyDefinition> {
+  /** The SQLite file (created 0600 with its folder); default `.pagantic/state.db`. */
+  readonly filename?: string | undefined
+  /** The run definitions this process runs (a run of a definition not listed is left as is). */
+  readonly definitions: ReadonlyArray<Defs>
+  /** How often the runner looks for messages it was not told about (default 1 second). */
+  readonly pollInterval?: number | undefined
+}
+
+const unavailable = (what: string) => (error: { readonly message: string }) =>
+  OrchestrationFailure.stateUnavailable(`${what}: ${error.message}`, { cause: error })
+
+/** The SQL client on `filename`, owned by this process, its tables created. */
+const store = (filename: string) =>
+  Layer.unwrapScoped(
+    Effect.gen(function* () {
+      yield* Effect.try({
+        try: () => {
+          fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true })
+          fs.closeSync(fs.openSync(filename, "a", 0o600))
+        },
+        catch: (error) => OrchestrationFailure.stateUnavailable(`cannot create the state file ${filename}: ${String(error)}`)
+      })
+      yield* Owner.acquire(filename)
+      const client = SqliteClient.layer({ filename }).pipe(Layer.mapError(unavailable(`cannot open ${filename}`)))
+      return Layer.effectDiscard(Store.migrate).pipe(Layer.provideMerge(client))
+    })
+  )
+
+/** Durable runs of `definitions` on a SQLite file. */
+export const layer = <Defs extends AnyDefinition>(
+  options: Options<Defs>
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Requirements<Defs>> => {
+  const filename = options.filename ?? defaultFilename
+  const runner = ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(
+      SingleRunner.layer({
+        runnerStorage: "memory",
+        shardingConfig: { entityMessagePollInterval: options.pollInterval ?? 1000 }
+      })
+    ),
+    Layer.mapError(unavailable("cannot start the workflow runner")),
+    Layer.provideMerge(store(filename))
+  )
+  return Layer.scoped(
+    Runs,
+    Effect.gen(function* () {
+      const storage = yield* MessageStorage.MessageStorage
+      const sharding = yield* Sharding.Sharding
+      return yield* Engine.make(options.definitions, {
+        owner: `${process.pid}:${globalThis.crypto.randomUUID()}`,
+        purge: (workflow, runId) => {
+          const entityId = EntityId.make(runId)
+          return storage.clearAddress(
+            new EntityAddress({
+              entityType: EntityType.make(`Workflow/${workflow}`),
+              entityId,
+              shardId: sharding.getShardId(entityId, "default")
+            })
+          ).pipe(Effect.ignore)
+        }
+      })
+    })
+  ).pipe(Layer.provide(runner))
+}
+
+/** As `layer`, the file from `PAGANTIC_STATE` (default `.pagantic/state.db`). */
+export const layerConfig = <Defs extends AnyDefinition>(options: {
+  readonly definitions: ReadonlyArray<Defs>
+  readonly filename?: Config.Config<string> | undefined
+}): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Requirements<Defs>> =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Effect.orElseSucceed(options.filename ?? Config.withDefault(Config.string("PAGANTIC_STATE"), defaultFilename), () => defaultFilename),
+      (filename) => layer({ filename, definitions: options.definitions })
+    )
+  )

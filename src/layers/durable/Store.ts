@@ -1,0 +1,274 @@
+/**
+ * The runs' own tables, next to the workflow engine's: what the engine does not
+ * keep in a form the Runs API can read. One row per run (status, result, owner),
+ * one per human slot (the secret's hash, the absolute deadline, how it closed),
+ * and the thread of records per run. Every write that may race (closing a slot,
+ * ending a run) is one conditional UPDATE: the first writer wins, the others see
+ * that they lost. Store errors are retried on a short named schedule, then become
+ * ORCHESTRATION_STATE_UNAVAILABLE.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
+import { OrchestrationFailure } from "../../domain/Failure.js"
+import type { RecordKind, RunStatus } from "../../services/Runs.js"
+
+/** Store errors: three quick retries (50 ms doubling, jittered) before the store counts as down. */
+export const storeRetry: Schedule.Schedule<unknown> = Schedule.exponential("50 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(3)),
+  Schedule.asVoid
+)
+
+const unavailable = (what: string) => (error: SqlError) =>
+  OrchestrationFailure.stateUnavailable(`the run store failed to ${what}: ${error.message}`, { cause: error })
+
+const guarded = (what: string) => <A, R>(effect: Effect.Effect<A, SqlError, R>) =>
+  effect.pipe(Effect.retry(storeRetry), Effect.mapError(unavailable(what)))
+
+/** The tables, created if missing. Run before any runner starts. */
+export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlClient> = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`CREATE TABLE IF NOT EXISTS pagantic_runs (
+    id TEXT PRIMARY KEY,
+    definition TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    status TEXT NOT NULL,
+    waiting_on TEXT,
+    result TEXT,
+    error TEXT,
+    owner TEXT,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL
+  )`
+  yield* sql`CREATE INDEX IF NOT EXISTS pagantic_runs_status ON pagantic_runs (status, updated_at)`
+  yield* sql`CREATE TABLE IF NOT EXISTS pagantic_slots (
+    run_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    shape TEXT NOT NULL,
+    secret_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    deadline INTEGER NOT NULL,
+    answer TEXT,
+    closed_at INTEGER,
+    delivered INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (run_id, key)
+  )`
+  yield* sql`CREATE TABLE IF NOT EXISTS pagantic_records (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    key TEXT NOT NULL,
+    at INTEGER NOT NULL,
+    body TEXT,
+    UNIQUE (run_id, kind, key)
+  )`
+}).pipe(guarded("create its tables"))
+
+export interface RunRow {
+  readonly id: string
+  readonly definition: string
+  readonly payload: string
+  readonly status: Exclude<RunStatus, "stale">
+  readonly waiting_on: string | null
+  readonly result: string | null
+  readonly error: string | null
+  readonly owner: string | null
+  readonly created_at: number
+  readonly updated_at: number
+}
+
+export type SlotStatus = "open" | "answered" | "expired" | "cancelled"
+
+export interface SlotRow {
+  readonly run_id: string
+  readonly key: string
+  readonly shape: string
+  readonly secret_hash: string
+  readonly status: SlotStatus
+  readonly deadline: number
+  readonly answer: string | null
+  readonly closed_at: number | null
+  readonly delivered: number
+}
+
+export interface RecordRow {
+  readonly seq: number
+  readonly run_id: string
+  readonly kind: RecordKind
+  readonly key: string
+  readonly at: number
+  readonly body: string | null
+}
+
+const json = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value))
+
+/** The store's operations (every one guarded: retried, then ORCHESTRATION_STATE_UNAVAILABLE). */
+export const make = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+
+  const record = (runId: string, kind: RecordKind, key: string, at: number, body?: unknown) =>
+    sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
+        ON CONFLICT (run_id, kind, key) DO NOTHING`.pipe(Effect.asVoid, guarded(`record ${kind} ${key} of run ${runId}`))
+
+  const getRun = (id: string) =>
+    sql<RunRow>`SELECT * FROM pagantic_runs WHERE id = ${id}`.pipe(
+      Effect.map((rows) => rows[0]),
+      guarded(`read run ${id}`)
+    )
+
+  return {
+    record,
+    getRun,
+
+    /** Records a new run and its INTEND; false when the id exists. */
+    insertRun: (row: { readonly id: string; readonly definition: string; readonly payload: unknown; readonly owner: string; readonly at: number }) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, created_at, updated_at)
+            VALUES (${row.id}, ${row.definition}, ${JSON.stringify(row.payload)}, 'running', ${row.owner}, ${row.at}, ${row.at})
+            ON CONFLICT (id) DO NOTHING RETURNING id`
+          if (inserted.length === 0) return false
+          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${row.id}, 'INTEND', 'payload', ${row.at}, ${JSON.stringify(row.payload)})`
+          return true
+        })
+      ).pipe(guarded(`record run ${row.id}`)),
+
+    /**
+     * The run is going (again) in this process: running, owned by `owner`, waiting
+     * on nothing. A run already over keeps its status; returns the row after.
+     */
+    markRunning: (id: string, owner: string, at: number) =>
+      sql<RunRow>`UPDATE pagantic_runs SET status = 'running', waiting_on = NULL, owner = ${owner}, updated_at = ${at}
+        WHERE id = ${id} AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING *`.pipe(
+        Effect.flatMap((rows) => (rows.length > 0 ? Effect.succeed(rows[0]) : getRun(id).pipe(Effect.orDie))),
+        guarded(`mark run ${id} running`)
+      ),
+
+    /** The run waits for slot `key`; records STATE suspended once per slot. */
+    markSuspended: (id: string, key: string, at: number) =>
+      sql<{ id: string }>`UPDATE pagantic_runs SET status = 'suspended', waiting_on = ${key}, updated_at = ${at}
+        WHERE id = ${id} AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id`.pipe(
+        guarded(`mark run ${id} suspended`),
+        Effect.flatMap((rows) => (rows.length > 0 ? record(id, "STATE", `suspended/${key}`, at, { waitingOn: key }) : Effect.void))
+      ),
+
+    /**
+     * Ends the run, unless it has ended already (the first end wins): completed
+     * with its encoded result (KNOW), or failed/cancelled with the encoded failure.
+     */
+    finish: (
+      id: string,
+      end:
+        | { readonly status: "completed"; readonly result: unknown }
+        | { readonly status: "failed" | "cancelled"; readonly error: unknown },
+      at: number
+    ) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const result = end.status === "completed" ? json(end.result) : null
+          const error = end.status === "completed" ? null : json(end.error)
+          const updated = yield* sql<{ id: string }>`UPDATE pagantic_runs SET status = ${end.status}, waiting_on = NULL,
+              result = ${result}, error = ${error}, updated_at = ${at}
+            WHERE id = ${id} AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id`
+          if (updated.length === 0) return false
+          const [kind, key, body] = end.status === "completed"
+            ? (["KNOW", "result", result] as const)
+            : (["STATE", end.status, error] as const)
+          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${id}, ${kind}, ${key}, ${at}, ${body})
+            ON CONFLICT (run_id, kind, key) DO NOTHING`
+          return true
+        })
+      ).pipe(guarded(`end run ${id}`)),
+
+    /** Records after `afterSeq`, in order. */
+    records: (runId: string, afterSeq: number) =>
+      sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND seq > ${afterSeq} ORDER BY seq`.pipe(
+        guarded(`read the records of run ${runId}`)
+      ),
+
+    /** Whether a record exists (an at-most-once step's intent). */
+    hasRecord: (runId: string, kind: RecordKind, key: string) =>
+      sql<{ n: number }>`SELECT COUNT(*) AS n FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
+        Effect.map((rows) => (rows[0]?.n ?? 0) > 0),
+        guarded(`read record ${kind} ${key} of run ${runId}`)
+      ),
+
+    /**
+     * Opens slot `key` with a secret's hash; if it is open already (a step re-run
+     * after a crash) the new secret replaces the old and the deadline stays. Returns
+     * the deadline in force.
+     */
+    openSlot: (slot: { readonly runId: string; readonly key: string; readonly shape: string; readonly secretHash: string; readonly deadline: number }) =>
+      sql<{ deadline: number }>`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline)
+          VALUES (${slot.runId}, ${slot.key}, ${slot.shape}, ${slot.secretHash}, 'open', ${slot.deadline})
+        ON CONFLICT (run_id, key) DO UPDATE SET secret_hash = excluded.secret_hash
+          WHERE pagantic_slots.status = 'open'
+        RETURNING deadline`.pipe(
+        Effect.map((rows) => rows[0]?.deadline ?? slot.deadline),
+        guarded(`open slot ${slot.key} of run ${slot.runId}`)
+      ),
+
+    getSlot: (runId: string, key: string) =>
+      sql<SlotRow>`SELECT * FROM pagantic_slots WHERE run_id = ${runId} AND key = ${key}`.pipe(
+        Effect.map((rows) => rows[0]),
+        guarded(`read slot ${key} of run ${runId}`)
+      ),
+
+    /** Closes an open slot; false when it was closed already (someone else won). */
+    closeSlot: (runId: string, key: string, status: Exclude<SlotStatus, "open">, answer: unknown, at: number) =>
+      sql<{ key: string }>`UPDATE pagantic_slots SET status = ${status}, answer = ${json(answer)}, closed_at = ${at}
+        WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING key`.pipe(
+        Effect.map((rows) => rows.length > 0),
+        guarded(`close slot ${key} of run ${runId}`)
+      ),
+
+    markDelivered: (runId: string, key: string) =>
+      sql`UPDATE pagantic_slots SET delivered = 1 WHERE run_id = ${runId} AND key = ${key}`.pipe(
+        Effect.asVoid,
+        guarded(`mark slot ${key} of run ${runId} delivered`)
+      ),
+
+    /** Slots closed but not yet handed to their run (a crash came in between). */
+    undelivered: sql<SlotRow>`SELECT * FROM pagantic_slots WHERE status <> 'open' AND delivered = 0`.pipe(
+      guarded("read the undelivered slots")
+    ),
+
+    openSlots: sql<SlotRow>`SELECT * FROM pagantic_slots WHERE status = 'open'`.pipe(guarded("read the open slots")),
+
+    openSlotsOf: (runId: string) =>
+      sql<SlotRow>`SELECT * FROM pagantic_slots WHERE run_id = ${runId} AND status = 'open'`.pipe(
+        guarded(`read the open slots of run ${runId}`)
+      ),
+
+    /** Runs not over (running or suspended), oldest first. */
+    activeRuns: sql<RunRow>`SELECT * FROM pagantic_runs WHERE status IN ('running', 'suspended') ORDER BY created_at`.pipe(
+      guarded("read the active runs")
+    ),
+
+    list: (status: RunStatus | undefined, limit: number) =>
+      (status === undefined
+        ? sql<RunRow>`SELECT * FROM pagantic_runs ORDER BY created_at DESC, id LIMIT ${limit}`
+        : sql<RunRow>`SELECT * FROM pagantic_runs WHERE status = ${status === "stale" ? "running" : status}
+            ORDER BY created_at DESC, id LIMIT ${limit}`).pipe(guarded("list runs")),
+
+    /** Deletes runs over before `before` with their slots and records; returns their ids. */
+    prune: (before: number) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const gone = yield* sql<{ id: string; definition: string }>`SELECT id, definition FROM pagantic_runs
+            WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ${before}`
+          for (const run of gone) {
+            yield* sql`DELETE FROM pagantic_records WHERE run_id = ${run.id}`
+            yield* sql`DELETE FROM pagantic_slots WHERE run_id = ${run.id}`
+            yield* sql`DELETE FROM pagantic_runs WHERE id = ${run.id}`
+          }
+          return gone
+        })
+      ).pipe(guarded("prune runs"))
+  }
+})
+
+/** The store's operations. */
+export type Store = Effect.Effect.Success<typeof make>
