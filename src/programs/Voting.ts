@@ -7,12 +7,14 @@
  * candidates are compared in canonical form (keys sorted, no whitespace), so key
  * order and formatting never split a vote; anything else is compared as trimmed
  * text. Ties break by first-seen order, so the same candidates always give the
- * same winner.
+ * same winner. Both strategies are the consensus fold (see Folds) over the
+ * candidates' canonical forms: the voting logic exists once.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { canonicalJson } from "../domain/Json.js"
+import * as Folds from "./Folds.js"
 
 /** The outcome of a vote. */
 export interface Vote {
@@ -56,46 +58,43 @@ const noCandidates = (strategy: string) =>
 // Strategies
 // ---------------------------------------------------------------------------
 
-/** Counts votes per canonical form, in first-seen order. */
-export const tally = (
-  candidates: ReadonlyArray<string>
-): ReadonlyArray<{ readonly key: string; readonly first: number; readonly votes: number }> => {
-  const groups = new Map<string, { key: string; first: number; votes: number }>()
-  candidates.forEach((candidate, i) => {
-    const key = canonical(candidate)
-    const group = groups.get(key)
-    if (group === undefined) groups.set(key, { key, first: i, votes: 1 })
-    else group.votes += 1
-  })
-  return Array.from(groups.values())
-}
+/** The candidates as fold responses: one per replica, each answer its canonical form. */
+const asResponses = (candidates: ReadonlyArray<string>): ReadonlyArray<Folds.Response> =>
+  candidates.map((candidate, i) =>
+    Folds.answered({ responder: `replica ${i}`, responderIndex: i, recordId: "", body: canonical(candidate) })
+  )
+
+const consensusOf = (strategy: string, candidates: ReadonlyArray<string>) =>
+  Either.mapLeft(Folds.consensus(asResponses(candidates)), () => noCandidates(strategy))
 
 /**
  * The most frequent candidate wins; ties go to the one seen first. Confidence is
- * the winner's votes over the number of candidates.
+ * the winner's votes over the number of candidates (the consensus fold).
  */
 export const MajorityVoting: VotingStrategy = {
   name: "majority",
   vote: Effect.fn("MajorityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
     if (candidates.length === 0) return yield* noCandidates("majority")
-    let best = tally(candidates)[0]!
-    for (const group of tally(candidates)) if (group.votes > best.votes) best = group
-    const vote: Vote = { winner: best.first, content: candidates[best.first]!, confidence: best.votes / candidates.length }
+    const folded = yield* consensusOf("majority", candidates)
+    const winner = folded.chosen.responderIndex
+    const vote: Vote = { winner, content: candidates[winner]!, confidence: folded.confidence }
     return vote
   })
 }
 
 /**
  * Every candidate must agree (in canonical form); confidence is then 1. Otherwise
- * fails with ORCHESTRATION_NO_CONSENSUS naming the first candidate that differs.
+ * fails with ORCHESTRATION_NO_CONSENSUS naming the first candidate that differs
+ * (the consensus fold's second group starts with it).
  */
 export const UnanimityVoting: VotingStrategy = {
   name: "unanimity",
   vote: Effect.fn("UnanimityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
     if (candidates.length === 0) return yield* noCandidates("unanimity")
-    const reference = canonical(candidates[0]!)
-    const differing = candidates.findIndex((c) => canonical(c) !== reference)
-    if (differing !== -1) {
+    const folded = yield* consensusOf("unanimity", candidates)
+    const second = folded.groups[1]
+    if (second !== undefined) {
+      const differing = second[0]!.responderIndex
       return yield* OrchestrationFailure.noConsensus(`unanimity voting: candidate ${differing} differs from candidate 0`, {
         details: { strategy: "unanimity", candidate: differing, candidates: candidates.length }
       })

@@ -1,0 +1,380 @@
+/**
+ * CEL: the expressions a query may carry, in exactly three kinds of place.
+ *
+ * A query is not a program: its orchestration is one of six named patterns. CEL
+ * (the Common Expression Language: no loops, no side effects, always terminating)
+ * is allowed only where a scalar needs to be computed per query: a responder
+ * predicate over the candidate (`responder`), a fold's weight over one response
+ * (`response`) or choice over all of them (`responses`), and a pattern's
+ * threshold over the fold (`fold`, and `audit` for the auditor's verdict). Each
+ * place declares its variables and the type its result must have; an expression
+ * is compiled and type-checked against that declaration once, when the query is
+ * checked, so a typo in a field name or a predicate that yields a number is a
+ * CONFIG_INVALID_REQUEST naming the field and the position before anything runs.
+ *
+ * At run time an expression can still fail on its inputs (a missing key in an
+ * answer, a division by zero): that is a typed OrchestrationFailure naming the
+ * expression, the position and short excerpts of the inputs, never a crash.
+ *
+ * Values follow CEL's JSON mapping: numbers in answers and metadata are doubles,
+ * counters and indexes (`index`, `attempt`, `stage`, `valid`...) are ints.
+ */
+import type { ASTNode, TypeCheckResult } from "@marcbachmann/cel-js"
+import { Environment } from "@marcbachmann/cel-js"
+import * as Either from "effect/Either"
+import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
+import * as Text from "../domain/Text.js"
+
+// ---------------------------------------------------------------------------
+// The variables: what an expression sees
+// ---------------------------------------------------------------------------
+
+/** A candidate responder, as a predicate sees it. */
+export class ResponderView {
+  constructor(
+    readonly id: string,
+    readonly kind: string,
+    readonly name: string,
+    readonly capabilities: ReadonlyArray<string>,
+    readonly model: string,
+    readonly did: string,
+    readonly description: string,
+    readonly tags: ReadonlyArray<string>,
+    /** `status`, `hours`, `typical_response_delay_s`, `last_seen_at` when known. */
+    readonly availability: Readonly<Record<string, unknown>>,
+    readonly metadata: Readonly<Record<string, unknown>>
+  ) {}
+}
+
+/** One response, as a weight or a fold expression sees it. */
+export class ResponseView {
+  constructor(
+    /** Position among the valid responses, in canonical order. */
+    readonly index: bigint,
+    readonly responder: string,
+    readonly kind: string,
+    readonly attempt: bigint,
+    readonly stage: bigint,
+    readonly record_id: string,
+    /** The answer (the body without its `_` keys). */
+    readonly answer: unknown,
+    readonly confidence: number,
+    readonly rationale: string
+  ) {}
+}
+
+/** The answer a fold chose. */
+export class AnswerView {
+  constructor(
+    readonly value: unknown,
+    /** The fold's confidence in it. */
+    readonly confidence: number,
+    readonly rationale: string,
+    readonly responder: string,
+    readonly record_id: string
+  ) {}
+}
+
+/** A fold's output, as a threshold sees it (`fold.answer.confidence >= 0.85`). */
+export class FoldView {
+  readonly function: string
+  readonly answer: AnswerView
+  /** Responses that agreed with (or chose) the answer. */
+  readonly support: bigint
+  readonly valid: bigint
+  readonly total: bigint
+  constructor(fields: {
+    readonly function: string
+    readonly answer: AnswerView
+    readonly support: bigint
+    readonly valid: bigint
+    readonly total: bigint
+  }) {
+    this.function = fields.function
+    this.answer = fields.answer
+    this.support = fields.support
+    this.valid = fields.valid
+    this.total = fields.total
+  }
+}
+
+/** An auditor's verdict (`audit.approved == true`). */
+export class AuditView {
+  constructor(
+    readonly approved: boolean,
+    readonly rationale: string,
+    readonly verdict: unknown,
+    readonly responder: string
+  ) {}
+}
+
+// ---------------------------------------------------------------------------
+// The places
+// ---------------------------------------------------------------------------
+
+interface Variables {
+  readonly responder: ResponderView
+  readonly response: ResponseView
+  readonly responses: ReadonlyArray<ResponseView>
+  readonly fold: FoldView
+  readonly audit: AuditView
+}
+type Variable = keyof Variables
+
+/** Where an expression stands, what it sees and what it must yield. */
+export const places = {
+  /** `responders[].expression`: is this candidate wanted? */
+  predicate: { variables: ["responder"], returns: "bool" },
+  /** `fold.weight_expression`: the weight of one response. */
+  weight: { variables: ["response"], returns: "number" },
+  /** `fold.expression`: the index of the chosen response. */
+  choice: { variables: ["responses"], returns: "int" },
+  /** `verify.agreement_threshold`: the agreement needed, from the two responses. */
+  agreement: { variables: ["responses"], returns: "number" },
+  /** retry, escalate and waterfall expressions: a decision on the fold. */
+  decision: { variables: ["fold"], returns: "bool" },
+  /** `ensemble_with_audit.audit_expression`: the auditor approved. */
+  audit: { variables: ["audit", "fold"], returns: "bool" }
+} as const satisfies Record<string, { readonly variables: ReadonlyArray<Variable>; readonly returns: "bool" | "number" | "int" }>
+
+export type Place = keyof typeof places
+type Returns = { readonly bool: boolean; readonly number: number; readonly int: number }
+export type ResultOf<P extends Place> = Returns[(typeof places)[P]["returns"]]
+export type VariablesOf<P extends Place> = Pick<Variables, (typeof places)[P]["variables"][number]>
+
+const acceptedTypes: Record<"bool" | "number" | "int", ReadonlyArray<string>> = {
+  bool: ["bool", "dyn"],
+  number: ["double", "int", "uint", "dyn"],
+  int: ["int", "uint", "dyn"]
+}
+
+/** Bounds on one expression beyond its length (the wire bounds that). */
+export const limits = {
+  maxAstNodes: 256,
+  maxDepth: 24,
+  /** Comprehensions (all, exists, map, filter...) nested in each other. */
+  maxComprehensionNesting: 2
+} as const
+
+const comprehensions = new Set(["all", "exists", "exists_one", "map", "filter"])
+
+const declare = (variables: ReadonlyArray<Variable>): Environment => {
+  const env = new Environment({
+    limits: { maxAstNodes: limits.maxAstNodes, maxDepth: limits.maxDepth, maxListElements: 64, maxMapEntries: 64 }
+  })
+  const has = (v: Variable) => variables.includes(v)
+  if (has("responder")) {
+    env.registerType("Responder", {
+      ctor: ResponderView,
+      fields: {
+        id: "string",
+        kind: "string",
+        name: "string",
+        capabilities: "list<string>",
+        model: "string",
+        did: "string",
+        description: "string",
+        tags: "list<string>",
+        availability: "map<string, dyn>",
+        metadata: "map<string, dyn>"
+      }
+    })
+    env.registerVariable("responder", "Responder")
+  }
+  if (has("response") || has("responses")) {
+    env.registerType("Response", {
+      ctor: ResponseView,
+      fields: {
+        index: "int",
+        responder: "string",
+        kind: "string",
+        attempt: "int",
+        stage: "int",
+        record_id: "string",
+        answer: "dyn",
+        confidence: "double",
+        rationale: "string"
+      }
+    })
+    if (has("response")) env.registerVariable("response", "Response")
+    if (has("responses")) env.registerVariable("responses", "list<Response>")
+  }
+  if (has("fold")) {
+    env.registerType("Answer", {
+      ctor: AnswerView,
+      fields: { value: "dyn", confidence: "double", rationale: "string", responder: "string", record_id: "string" }
+    })
+    env.registerType("Fold", {
+      ctor: FoldView,
+      fields: { function: "string", answer: "Answer", support: "int", valid: "int", total: "int" }
+    })
+    env.registerVariable("fold", "Fold")
+  }
+  if (has("audit")) {
+    env.registerType("Audit", {
+      ctor: AuditView,
+      fields: { approved: "bool", rationale: "string", verdict: "dyn", responder: "string" }
+    })
+    env.registerVariable("audit", "Audit")
+  }
+  return env
+}
+
+// Building an environment is the expensive part: one per place, on first use.
+const environments = new Map<Place, Environment>()
+const environment = (place: Place): Environment => {
+  const known = environments.get(place)
+  if (known !== undefined) return known
+  const made = declare(places[place].variables)
+  environments.set(place, made)
+  return made
+}
+
+// ---------------------------------------------------------------------------
+// Compiling
+// ---------------------------------------------------------------------------
+
+/** A checked expression, ready to run many times. */
+export interface Compiled<P extends Place> {
+  readonly place: P
+  /** Where it came from in the query, e.g. `responders[0].expression`. */
+  readonly field: string
+  readonly source: string
+  /** The type the checker inferred. */
+  readonly type: string
+  readonly run: (variables: VariablesOf<P>) => Either.Either<ResultOf<P>, OrchestrationFailure>
+}
+
+interface CelErrorLike {
+  readonly name?: string
+  readonly code?: string
+  readonly summary?: string
+  readonly message?: string
+  readonly range?: { readonly start: number; readonly end: number } | undefined
+}
+
+const asCelError = (u: unknown): CelErrorLike => (typeof u === "object" && u !== null ? (u as CelErrorLike) : { summary: String(u) })
+
+/** Line and column (both from 1) of an offset. */
+const lineColumn = (source: string, offset: number): { readonly line: number; readonly column: number } => {
+  const before = source.slice(0, offset).split("\n")
+  return { line: before.length, column: before[before.length - 1]!.length + 1 }
+}
+
+const refuse = (field: string, source: string, problem: string, range: CelErrorLike["range"], code: string) => {
+  const at = range === undefined ? "" : (() => {
+    const { column, line } = lineColumn(source, range.start)
+    return ` at position ${range.start} (line ${line}, column ${column})`
+  })()
+  return ConfigurationFailure.invalidRequest(`${field}: ${problem}${at} in the CEL expression ${JSON.stringify(Text.excerpt(source, 120))}`, {
+    details: {
+      field,
+      expression: Text.excerpt(source, 200),
+      problem,
+      code,
+      ...(range === undefined ? {} : { position: range.start, end: range.end, ...lineColumn(source, range.start) })
+    }
+  })
+}
+
+/** The deepest nesting of comprehensions in `node`, and where the deepest one starts. */
+const nesting = (node: ASTNode): { readonly depth: number; readonly at: number } => {
+  let best = { depth: 0, at: node.start }
+  const stack: Array<{ readonly node: unknown; readonly depth: number }> = [{ node, depth: 0 }]
+  while (stack.length > 0) {
+    const { depth, node: current } = stack.pop()!
+    if (Array.isArray(current)) {
+      for (const item of current) stack.push({ node: item, depth })
+      continue
+    }
+    if (typeof current !== "object" || current === null || !("op" in current)) continue
+    const ast = current as ASTNode
+    const inner = ast.op === "rcall" && comprehensions.has(ast.args[0]) ? depth + 1 : depth
+    if (inner > best.depth) best = { depth: inner, at: ast.start }
+    stack.push({ node: ast.args, depth: inner })
+  }
+  return best
+}
+
+const resultMatches = (returns: "bool" | "number" | "int", value: unknown): Either.Either<boolean | number, string> => {
+  switch (returns) {
+    case "bool":
+      return typeof value === "boolean" ? Either.right(value) : Either.left(`yielded ${describeValue(value)}, not a bool`)
+    case "number":
+      if (typeof value === "bigint") return Either.right(Number(value))
+      return typeof value === "number" && Number.isFinite(value)
+        ? Either.right(value)
+        : Either.left(`yielded ${describeValue(value)}, not a finite number`)
+    case "int":
+      if (typeof value === "bigint") return Either.right(Number(value))
+      return typeof value === "number" && Number.isInteger(value)
+        ? Either.right(value)
+        : Either.left(`yielded ${describeValue(value)}, not an int`)
+  }
+}
+
+const describeValue = (value: unknown): string =>
+  Text.excerpt(typeof value === "bigint" ? `${value}` : JSON.stringify(Text.bounded(value, { maxString: 40, maxDepth: 2, maxItems: 4 })) ?? String(value), 60)
+
+/**
+ * Compiles `source` for `place` and type-checks it against the place's
+ * declaration and result type. A syntax or type error, a result of the wrong
+ * type, or an expression past the bounds is CONFIG_INVALID_REQUEST naming
+ * `field` and the position.
+ */
+export const compile = <P extends Place>(place: P, field: string, source: string): Either.Either<Compiled<P>, ConfigurationFailure> => {
+  const env = environment(place)
+  const parsed = Either.try({ try: () => env.parse(source), catch: asCelError })
+  if (Either.isLeft(parsed)) {
+    const e = parsed.left
+    return Either.left(refuse(field, source, e.summary ?? e.message ?? "does not parse", e.range, e.code ?? "parse_error"))
+  }
+  const program = parsed.right
+  const deepest = nesting(program.ast)
+  if (deepest.depth > limits.maxComprehensionNesting) {
+    return Either.left(
+      refuse(field, source, `comprehensions nested ${deepest.depth} deep (at most ${limits.maxComprehensionNesting})`, {
+        start: deepest.at,
+        end: deepest.at
+      }, "nesting")
+    )
+  }
+  const checked = Either.try({ try: (): TypeCheckResult => program.check(), catch: asCelError })
+  if (Either.isLeft(checked)) {
+    const e = checked.left
+    return Either.left(refuse(field, source, e.summary ?? e.message ?? "does not type-check", e.range, e.code ?? "type_error"))
+  }
+  if (!checked.right.valid) {
+    const e = asCelError(checked.right.error)
+    return Either.left(refuse(field, source, e.summary ?? e.message ?? "does not type-check", e.range, e.code ?? "type_error"))
+  }
+  const type = checked.right.type ?? "dyn"
+  const returns = places[place].returns
+  if (!acceptedTypes[returns].includes(type)) {
+    const wanted = returns === "number" ? "a number (double or int)" : `a ${returns}`
+    return Either.left(refuse(field, source, `must yield ${wanted}, yields ${type}`, { start: 0, end: source.length }, "result_type"))
+  }
+  const run = (variables: VariablesOf<P>): Either.Either<ResultOf<P>, OrchestrationFailure> => {
+    const failed = (problem: string, range?: CelErrorLike["range"], code?: string) =>
+      OrchestrationFailure.stepMismatch(`${field}: the CEL expression ${JSON.stringify(Text.excerpt(source, 120))} failed: ${problem}`, {
+        details: {
+          field,
+          expression: Text.excerpt(source, 200),
+          problem,
+          ...(code === undefined ? {} : { code }),
+          ...(range === undefined ? {} : { position: range.start }),
+          inputs: Text.bounded(variables, { maxString: 80, maxDepth: 4, maxItems: 8 })
+        }
+      })
+    const value = Either.try({ try: (): unknown => program(variables as Record<string, unknown>), catch: asCelError })
+    if (Either.isLeft(value)) {
+      const e = value.left
+      return Either.left(failed(e.summary ?? e.message ?? "evaluation error", e.range, e.code))
+    }
+    return Either.mapBoth(resultMatches(returns, value.right), {
+      onLeft: (problem) => failed(problem),
+      onRight: (result) => result as ResultOf<P>
+    })
+  }
+  return Either.right({ place, field, source, type, run })
+}
