@@ -86,4 +86,117 @@ describe("Durable runs in memory", () => {
         expect(info.error?.message).toMatch(/"same" is used twice .*first at .*Durable\.test\.ts:\d+.*again at .*Durable\.test\.ts:\d+/)
       })
     ).pipe(Effect.timeout("20 seconds")))
+
+  const records = (runs: Runs.Service, id: string) =>
+    Effect.map(
+      Effect.flatMap(runs.poll(id), () =>
+        Stream.runCollect(Stream.take(runs.events(id), 1_000).pipe(Stream.timeout("200 millis")))
+      ),
+      (chunk) => Chunk.toReadonlyArray(chunk).map((r) => `${r.kind} ${r.key}`)
+    )
+
+  it.live("a slot answered in time: a wrong secret and a wrong shape are refused and record nothing, the right answer is Accepted once", () =>
+    withRuns(({ log, slots }) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+        const waiting = yield* runs.await(id, { untilSuspended: true })
+        expect(waiting.status).toBe("suspended")
+        expect(waiting.waitingOn).toBe("review")
+        const [slot] = yield* Ref.get(slots)
+        const before = yield* records(runs, id)
+        expect(before).toEqual(["INTEND payload", "DO prepare", "CALL review", "DO notify", "STATE suspended/review"])
+
+        const wrong = yield* Effect.flip(runs.respond(id, "review", "not-the-secret", { approved: true, note: "x" }))
+        expect(wrong.code).toBe("CONFIG_INVALID_REQUEST")
+        const badShape = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: "yes" }))
+        expect(badShape.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(badShape.message).toContain("approved")
+        expect(yield* records(runs, id)).toEqual(before)
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+
+        expect(yield* runs.respond(id, "review", secretOf(slot!), { approved: true, note: "ok" })).toBe("Accepted")
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        expect(done.result).toMatchObject({ outcome: "approved", note: "ok" })
+        // prepare and finish ran once each, notify's slot was handed out once
+        expect(yield* Ref.get(log)).toEqual(["prepare", "finish"])
+        expect(yield* Ref.get(slots)).toHaveLength(1)
+
+        const late = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: false, note: "late" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        const unknown = yield* Effect.flip(runs.respond(id, "nope", "s", {}))
+        expect(unknown.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+      })
+    ).pipe(Effect.timeout("20 seconds")))
+
+  it.effect("a slot with no answer expires at its deadline (the SLA timer closes it), a later answer is SLOT_CLOSED", () =>
+    withRuns(({ slots }) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* runs.start(Approval, { slaMillis: 4_000 })
+        yield* runs.await(id, { untilSuspended: true })
+        const [slot] = yield* Ref.get(slots)
+        yield* TestClock.adjust("3999 millis")
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+        yield* TestClock.adjust("1 millis")
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        expect(done.result).toMatchObject({ outcome: "expired", deadline: 4_000 })
+        const late = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: true, note: "late" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        expect(late.message).toContain("expired")
+      })
+    ), 20_000)
+
+  it.live("cancel ends a suspended run CANCELLED_SIGNAL and closes its slot; cancelling again changes nothing", () =>
+    withRuns(({ slots }) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+        yield* runs.await(id, { untilSuspended: true })
+        yield* runs.cancel(id)
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("cancelled")
+        expect(done.error?.code).toBe("CANCELLED_SIGNAL")
+        yield* runs.cancel(id)
+        expect((yield* runs.poll(id)).status).toBe("cancelled")
+        const [slot] = yield* Ref.get(slots)
+        const late = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: true, note: "x" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        expect((yield* runs.list({ status: "cancelled" })).map((r) => r.id)).toEqual([id])
+        expect(yield* runs.list({ status: "running" })).toEqual([])
+      })
+    ).pipe(Effect.timeout("20 seconds")))
+
+  it.live("bad inputs get typed errors naming what was wrong", () =>
+    withRuns(() =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const unknownRun = yield* Effect.flip(runs.poll("no-such-run"))
+        expect(unknownRun.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(unknownRun.message).toContain("no-such-run")
+        const badPayload = yield* Effect.flip(runs.start(Reference, { seed: "x" as unknown as number }))
+        expect(badPayload.message).toContain("reference")
+        const Stranger = Runs.define({ ...Reference, name: "stranger" })
+        const unregistered = yield* Effect.flip(runs.start(Stranger, { seed: 1 }))
+        expect(unregistered.message).toContain("stranger")
+        const badLimit = yield* Effect.flip(runs.list({ limit: 0 }))
+        expect(badLimit.code).toBe("CONFIG_INVALID_REQUEST")
+      })
+    ).pipe(Effect.timeout("20 seconds")))
+
+  it.live("prune removes the rows of runs that ended, and keeps those going", () =>
+    withRuns(() =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const done = yield* runs.start(Reference, { seed: 1 })
+        yield* runs.await(done)
+        const going = yield* runs.start(Approval, { slaMillis: 60_000 })
+        yield* runs.await(going, { untilSuspended: true })
+        expect(yield* runs.prune({ olderThan: 0 })).toBe(1)
+        expect((yield* Effect.flip(runs.poll(done))).code).toBe("CONFIG_INVALID_REQUEST")
+        expect((yield* runs.poll(going)).status).toBe("suspended")
+      })
+    ).pipe(Effect.timeout("20 seconds")))
 })
