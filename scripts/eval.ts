@@ -9,18 +9,29 @@
  *               training/lexicon.ts), 72 everyday reviews written by hand outside the
  *               generator, and the older 33 hand-written reviews
  *   calculator  AgentLoop with the calculator tool: the final answer must be right
+ *   decomposition  requests of the one family the bundled model was taught
+ *               ("classify these reviews and add up these numbers") held out in
+ *               training/eval/decomposition.jsonl: Structured with the TaskList's
+ *               JSON schema (processor an enum of sentiment/calculator), greedy:
+ *               right tasks (processor, review or expression) and dependencies;
+ *               and the same requests sampled (temperature 0.8, seed = index)
+ *               straight through the Engine: does the TaskList decode?
  *   voting      at a sampling temperature (8, top-p 1: the model is very sure of
  *               itself), one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5 --only sentiment,decomposition]
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Constraint from "../src/layers/JsonConstraint.js"
+import * as Schema from "effect/Schema"
+import * as JsonConstraint from "../src/layers/JsonConstraint.js"
+import * as Constraint from "../src/services/Constraint.js"
+import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
 import * as ToolRegistry from "../src/layers/InProcessToolRegistry.js"
@@ -43,6 +54,9 @@ const votes = Number(arg("n") ?? 5)
 // can matter; sampling from the whole distribution is what makes replicas disagree
 const topP = Number(arg("top-p") ?? 1)
 const modelPath = arg("model")
+/** `--only sentiment,decomposition` runs only those parts (sentiment, calculator, decomposition, voting). */
+const only = arg("only")?.split(",")
+const runs = (part: string): boolean => only === undefined || only.includes(part)
 
 const root = path.resolve(import.meta.dirname, "..")
 const readJsonl = <A>(file: string): ReadonlyArray<A> =>
@@ -161,35 +175,144 @@ const trainingInfo = (file: string): string => {
   return `${info.shape ?? "?"}, ${(info.parameters ?? 0).toLocaleString("en")} parameters, trained ${info.minutes ?? "?"} minutes, ${(info.steps ?? 0).toLocaleString("en")} steps${same}`
 }
 
+// ---------------------------------------------------------------------------
+// Task decomposition
+// ---------------------------------------------------------------------------
+
+interface DraftTask {
+  readonly id: string
+  readonly type: string
+  readonly processor: string
+  readonly priority: number
+  readonly dependencies: ReadonlyArray<string>
+  readonly description: string
+  readonly metadata: Readonly<Record<string, string>>
+}
+interface Decomposition {
+  readonly request: string
+  readonly list: { readonly analysis: string; readonly tasks: ReadonlyArray<DraftTask> }
+}
+
+/** The TaskList as the orchestrator's JSON decoding presents it to an engine (Task.taskListFor's fields, in order). */
+const taskListSchema: JsonSchema = {
+  type: "object",
+  properties: {
+    analysis: { type: "string" },
+    tasks: {
+      type: "array",
+      items: {
+        type: "object",
+        properties: {
+          id: { type: "string" },
+          type: { type: "string" },
+          processor: { type: "string", enum: ["sentiment", "calculator"] },
+          priority: { type: "integer" },
+          dependencies: { type: "array", items: { type: "string" } },
+          description: { type: "string" },
+          metadata: { type: "object" }
+        },
+        required: ["id", "type", "processor", "priority", "dependencies", "description", "metadata"]
+      }
+    }
+  },
+  required: ["analysis", "tasks"]
+}
+const decompositionSystem = "Break the request into tasks. Answer with a JSON task list."
+
+const sameTasks = (want: ReadonlyArray<DraftTask>, got: ReadonlyArray<DraftTask>): boolean => {
+  if (want.length !== got.length) return false
+  const norm = (s: string | undefined) => (s ?? "").replace(/\s+/g, "")
+  const byId = new Map(got.map((t) => [t.id, t]))
+  return want.every((w) => {
+    const g = byId.get(w.id)
+    if (g === undefined || g.processor !== w.processor) return false
+    const content =
+      w.processor === "calculator" ? norm(g.metadata?.expression) === norm(w.metadata.expression) : g.description === w.description
+    const deps = [...g.dependencies].sort().join(",") === [...w.dependencies].sort().join(",")
+    return content && deps
+  })
+}
+
+const decomposition = Effect.gen(function* () {
+  const items = readJsonl<Decomposition>("decomposition.jsonl")
+  const engine = yield* Engine
+  const constraint = yield* Constraint.Constraint
+  const validate = Schema.decodeUnknownEither(constraint.fromJsonSchema(taskListSchema))
+  let decoded = 0
+  let right = 0
+  let exact = 0
+  for (const d of items) {
+    const res = yield* Effect.either(
+      Structured.run([Message.system(decompositionSystem), Message.user(d.request)], {
+        schema: taskListSchema,
+        temperature: 0,
+        maxTokens: 768,
+        retry: RetryPolicy.none
+      })
+    )
+    if (res._tag === "Left") continue
+    decoded++
+    const got = res.right.value as Decomposition["list"]
+    if (sameTasks(d.list.tasks, got.tasks)) right++
+    if (JSON.stringify(got) === JSON.stringify(d.list)) exact++
+  }
+  let sampledDecoded = 0
+  for (const [i, d] of items.entries()) {
+    const res = yield* Effect.either(
+      engine.infer(
+        new InferenceRequest({
+          messages: [Message.system(decompositionSystem), Message.user(d.request)],
+          schema: taskListSchema,
+          temperature: 0.8,
+          seed: i + 1,
+          maxTokens: 768
+        })
+      )
+    )
+    if (res._tag === "Left") continue
+    const parsed = Either.try(() => JSON.parse(res.right.content) as unknown)
+    if (Either.isRight(parsed) && Either.isRight(validate(parsed.right))) sampledDecoded++
+  }
+  return { decoded, right, exact, sampledDecoded, total: items.length }
+})
+
 const program = Effect.gen(function* () {
   const started = Date.now()
   const file = path.resolve(modelPath ?? path.join(root, "models", "pagantic-tiny.gguf"))
   console.log(`file: ${path.relative(root, file)}, ${(fs.statSync(file).size / 1e6).toFixed(2)} MB; ${trainingInfo(file)}`)
-  const model = yield* Effect.flatMap(
-    Effect.serviceOption((yield* Effect.promise(() => import("../src/services/Engine.js"))).Engine),
-    (e) => (e._tag === "Some" ? e.value.modelInfo : Effect.dieMessage("no engine"))
-  )
+  const model = yield* Effect.flatMap(Engine, (engine) => engine.modelInfo)
   console.log(`model: ${model.name} (context ${model.contextWindow}), greedy unless noted\n`)
-  const s1 = yield* sentiment("sentiment.jsonl")
-  console.log(`sentiment, held-out synthetic:    ${pct(s1.correct, s1.total)}   goal >= 95%`)
-  const s3 = yield* sentiment("sentiment-unseen.jsonl")
-  console.log(`sentiment, unseen-word held-out:  ${pct(s3.correct, s3.total)}   goal >= 90%`)
-  const s2 = yield* sentiment("sentiment-handwritten.jsonl")
-  console.log(`sentiment, hand-written everyday: ${pct(s2.correct, s2.total)}   goal >= 90%`)
-  const s4 = yield* sentiment("sentiment-handwritten-lexicon.jsonl")
-  console.log(`sentiment, older hand-written:    ${pct(s4.correct, s4.total)}`)
-  const t = yield* tools
-  console.log(`calculator via AgentLoop:         called ${pct(t.called, t.total)}, right arguments ${pct(t.rightArgs, t.total)}`)
-  console.log(`                                  right final answer ${pct(t.rightAnswer, t.total)}   goal >= 90%`)
-  const v = yield* voting
-  console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)}`)
-  console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
+  if (runs("sentiment")) {
+    const s1 = yield* sentiment("sentiment.jsonl")
+    console.log(`sentiment, held-out synthetic:    ${pct(s1.correct, s1.total)}   goal >= 95%`)
+    const s3 = yield* sentiment("sentiment-unseen.jsonl")
+    console.log(`sentiment, unseen-word held-out:  ${pct(s3.correct, s3.total)}   goal >= 90%`)
+    const s2 = yield* sentiment("sentiment-handwritten.jsonl")
+    console.log(`sentiment, hand-written everyday: ${pct(s2.correct, s2.total)}   goal >= 90%`)
+    const s4 = yield* sentiment("sentiment-handwritten-lexicon.jsonl")
+    console.log(`sentiment, older hand-written:    ${pct(s4.correct, s4.total)}`)
+  }
+  if (runs("calculator")) {
+    const t = yield* tools
+    console.log(`calculator via AgentLoop:         called ${pct(t.called, t.total)}, right arguments ${pct(t.rightArgs, t.total)}`)
+    console.log(`                                  right final answer ${pct(t.rightAnswer, t.total)}   goal >= 90%`)
+  }
+  if (runs("decomposition")) {
+    const d = yield* decomposition
+    console.log(`task decomposition (held-out):    decodes ${pct(d.decoded, d.total)}, right tasks and dependencies ${pct(d.right, d.total)}   goal >= 90%`)
+    console.log(`                                  exact TaskList ${pct(d.exact, d.total)}; sampled at 0.8 (seed = index) decodes ${pct(d.sampledDecoded, d.total)}   goal 100/100`)
+  }
+  if (runs("voting")) {
+    const v = yield* voting
+    console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)}`)
+    console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
+  }
   console.log(`\n(${((Date.now() - started) / 1000).toFixed(1)} s)`)
 })
 
 const Live = Layer.mergeAll(
   LlamaEngine.layer(modelPath === undefined ? {} : { modelPath }),
-  Constraint.layer,
+  JsonConstraint.layer,
   ToolRegistry.layer([calculator])
 )
 
