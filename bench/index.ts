@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
 import * as HttpBench from "./http.bench.js"
 import * as ObserveBench from "./observe.bench.js"
+import * as RunLoopBench from "./runloop.bench.js"
 import * as SoakBench from "./soak.bench.js"
 import type { Row } from "./Table.js"
 
@@ -32,6 +33,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(table(yield* HttpBench.run))
   yield* Console.log("\nIn-memory event log, metrics and conversation store: 1,000 writes into a full store against a small one (O(1): ~1.0)")
   yield* Console.log(table(yield* ObserveBench.run))
+  yield* Console.log(`\nRun loop overhead over the tool loop, on an engine that answers at once:\n${table(yield* RunLoopBench.run)}`)
   yield* Console.log(
     `\nSoak: ${SoakBench.REQUESTS} requests through the HTTP adapter, an engine that fails ${SoakBench.FAILURE_RATE * 100}% of calls (each InferenceFailure kind), tools that hang or throw`
   )
