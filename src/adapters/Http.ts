@@ -5,13 +5,27 @@
  *   POST /v1/chat/completions  OpenAI-compatible, JSON or SSE (`http/ChatCompletions.ts`)
  *   GET  /health               the engine's model and "ok"
  *
- * The handlers add what only the transport knows and hand the envelope to
- * `PaganticSystem`; the answer goes back as JSON with the status of its error
- * code (`http/Status.ts`). No prompt building, no tool execution, no validation
- * here. A run is tied to its connection (`http/Lifetime.ts`): a client that
- * hangs up cancels its request. Around every route sits the edge (`http/Edge.ts`:
- * host and key checks, JSON 404/405/500); options and their environment
- * variables are in `http/Config.ts`. This module wires them into layers.
+ * The contract is `http/Api.ts`; each endpoint has its handler here. A handler
+ * adds what only the transport knows and hands the envelope to `PaganticSystem`;
+ * a success is encoded by the endpoint's success schema, a refusal is the
+ * endpoint's typed error (`RunFailure`, `ChatFailure`) which HttpApi sends with
+ * its status (`http/Status.ts`). No prompt building, no tool execution, no
+ * validation here. A run is tied to its connection (`http/Lifetime.ts`): a client
+ * that hangs up cancels its request. Around every route sits the edge
+ * (`http/Edge.ts`: host and key checks, JSON 404/405/500); options and their
+ * environment variables are in `http/Config.ts`. This module wires them into layers.
+ *
+ * Bodies are read by the handlers (`handleRaw`, `http/Body.ts`), not by HttpApi's
+ * payload decoding, on purpose: the edge must bound and walk raw JSON
+ * (`http/Guard.ts`: depth, sizes, counts) before any schema decodes it, and the
+ * platform's reader cannot give the answers a client is owed. Measured on
+ * @effect/platform 0.97: past `HttpIncomingMessage.withMaxBodySize` it destroys
+ * the request, so the client sees a reset connection instead of a 413; a body
+ * that is not JSON is a defect (a 400 with an empty body); a missing or
+ * text/plain content type is read anyway (no 415, so a web page could post
+ * without a preflight); an empty body decodes as `null`. `Body.readJson` keeps
+ * the byte cap (declared and streamed, draining instead of cutting), the 415 and
+ * the JSON errors.
  */
 import type * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"

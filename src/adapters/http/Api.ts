@@ -5,49 +5,78 @@
  *   POST /v1/chat/completions  OpenAI-compatible chat completions (JSON or SSE)
  *   GET  /health               the engine's model and "ok"
  *
- * A failed request is still a full SystemResponse (request id, partial output,
- * the SystemError under `error`), sent with the status its error code maps to
- * (see `Status.ts`). Each status is its own error class so that HttpApi can
- * encode it with `.addError(Err, { status })`; they share the response's fields.
- * The OpenAI endpoint answers OpenAI's `{ error: { message, type, code } }`
- * with the taxonomy code as `code`.
+ * A refused request is one typed error per endpoint, carrying the status it is
+ * sent with: `RunFailure` (the full SystemResponse: request id, partial output,
+ * the SystemError under `error`) and `ChatFailure` (OpenAI's
+ * `{ error: { message, type, code, param } }` with the taxonomy code as `code`).
+ * HttpApi picks an error's status from its schema, so each endpoint adds one
+ * member schema per status (`RunFailure.at(status)`); a member encodes only the
+ * body, never the error's tag, so the wire is exactly the response shape.
+ *
+ * The payloads are declared for the contract (OpenAPI, clients) but the
+ * handlers read bodies themselves (`handleRaw`): the edge bounds and walks raw
+ * JSON (`Guard.ts`) before any schema sees it. See `Http.ts` for why the
+ * platform's payload decoding is not used.
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { ModelInfo } from "../../domain/ModelInfo.js"
 import { SystemRequest, SystemResponse } from "../../domain/System.js"
 
 // ---------------------------------------------------------------------------
-// /v1/run failures: a SystemResponse with its error, one class per status
+// Statuses
 // ---------------------------------------------------------------------------
 
-const fields = SystemResponse.fields
+/** The statuses a failure code maps to (`Status.ts`). */
+export const errorStatuses = [400, 413, 422, 499, 500, 502, 503, 504] as const
+export type ErrorStatus = (typeof errorStatuses)[number]
 
-export class RunBadRequest extends Schema.Class<RunBadRequest>("RunBadRequest")(fields) {}
-export class RunTooLarge extends Schema.Class<RunTooLarge>("RunTooLarge")(fields) {}
-export class RunUnprocessable extends Schema.Class<RunUnprocessable>("RunUnprocessable")(fields) {}
-export class RunClientClosed extends Schema.Class<RunClientClosed>("RunClientClosed")(fields) {}
-export class RunInternal extends Schema.Class<RunInternal>("RunInternal")(fields) {}
-export class RunBadGateway extends Schema.Class<RunBadGateway>("RunBadGateway")(fields) {}
-export class RunUnavailable extends Schema.Class<RunUnavailable>("RunUnavailable")(fields) {}
-export class RunTimeout extends Schema.Class<RunTimeout>("RunTimeout")(fields) {}
+/**
+ * Every status a handler refuses a request with: a failure code's, and the
+ * transport's own 409 (a request id in use) and 415 (a body that is not JSON).
+ */
+export const refusalStatuses = [...errorStatuses, 409, 415] as const
+export type RefusalStatus = (typeof refusalStatuses)[number]
 
-/** The error classes of `/v1/run` by status. */
-export const runErrors = {
-  400: RunBadRequest,
-  413: RunTooLarge,
-  422: RunUnprocessable,
-  499: RunClientClosed,
-  500: RunInternal,
-  502: RunBadGateway,
-  503: RunUnavailable,
-  504: RunTimeout
-} as const
+const RefusalStatus = Schema.Literal(...refusalStatuses)
 
-export type ErrorStatus = keyof typeof runErrors
-export type RunError = InstanceType<(typeof runErrors)[ErrorStatus]>
+/**
+ * One member schema per status: the wire body on the encoded side, the failure
+ * with that status on the type side, annotated with the status for HttpApi.
+ */
+const byStatus = <F extends { readonly status: RefusalStatus }, W, WI>(
+  body: Schema.Schema<W, WI>,
+  isFailure: (u: unknown) => u is F,
+  make: (status: RefusalStatus, body: W) => F,
+  bodyOf: (failure: F) => W
+) =>
+(status: RefusalStatus): Schema.Schema<F, WI> =>
+  Schema.transform(
+    body,
+    Schema.declare((u): u is F => isFailure(u) && u.status === status),
+    { strict: true, decode: (w) => make(status, w), encode: bodyOf }
+  ).annotations(HttpApiSchema.annotations({ status }))
+
+// ---------------------------------------------------------------------------
+// /v1/run failures
+// ---------------------------------------------------------------------------
+
+/** A refused `/v1/run`: the SystemResponse with its error, sent with `status`. */
+export class RunFailure extends Schema.TaggedError<RunFailure>()("RunFailure", {
+  status: RefusalStatus,
+  response: SystemResponse
+}) {
+  /** The wire schema of a RunFailure sent with `status` (its body is the SystemResponse). */
+  static readonly at = byStatus(
+    SystemResponse,
+    (u): u is RunFailure => u instanceof RunFailure,
+    (status, response) => new RunFailure({ status, response }),
+    (failure) => failure.response
+  )
+}
 
 // ---------------------------------------------------------------------------
 // OpenAI-compatible chat completions
@@ -176,30 +205,23 @@ export const OpenAiErrorDetail = Schema.Struct({
 })
 export type OpenAiErrorDetail = typeof OpenAiErrorDetail.Type
 
-const errorFields = { error: OpenAiErrorDetail }
+/** OpenAI's error body. */
+export const OpenAiErrorBody = Schema.Struct({ error: OpenAiErrorDetail })
+export type OpenAiErrorBody = typeof OpenAiErrorBody.Type
 
-export class ChatBadRequest extends Schema.Class<ChatBadRequest>("ChatBadRequest")(errorFields) {}
-export class ChatTooLarge extends Schema.Class<ChatTooLarge>("ChatTooLarge")(errorFields) {}
-export class ChatUnprocessable extends Schema.Class<ChatUnprocessable>("ChatUnprocessable")(errorFields) {}
-export class ChatClientClosed extends Schema.Class<ChatClientClosed>("ChatClientClosed")(errorFields) {}
-export class ChatInternal extends Schema.Class<ChatInternal>("ChatInternal")(errorFields) {}
-export class ChatBadGateway extends Schema.Class<ChatBadGateway>("ChatBadGateway")(errorFields) {}
-export class ChatUnavailable extends Schema.Class<ChatUnavailable>("ChatUnavailable")(errorFields) {}
-export class ChatTimeout extends Schema.Class<ChatTimeout>("ChatTimeout")(errorFields) {}
-
-/** The error classes of `/v1/chat/completions` by status. */
-export const chatErrors = {
-  400: ChatBadRequest,
-  413: ChatTooLarge,
-  422: ChatUnprocessable,
-  499: ChatClientClosed,
-  500: ChatInternal,
-  502: ChatBadGateway,
-  503: ChatUnavailable,
-  504: ChatTimeout
-} as const satisfies Record<ErrorStatus, unknown>
-
-export type ChatError = InstanceType<(typeof chatErrors)[ErrorStatus]>
+/** A refused `/v1/chat/completions`: OpenAI's error body, sent with `status`. */
+export class ChatFailure extends Schema.TaggedError<ChatFailure>()("ChatFailure", {
+  status: RefusalStatus,
+  body: OpenAiErrorBody
+}) {
+  /** The wire schema of a ChatFailure sent with `status` (its body is OpenAI's `{ error }`). */
+  static readonly at = byStatus(
+    OpenAiErrorBody,
+    (u): u is ChatFailure => u instanceof ChatFailure,
+    (status, body) => new ChatFailure({ status, body }),
+    (failure) => failure.body
+  )
+}
 
 // ---------------------------------------------------------------------------
 // Health
@@ -217,26 +239,12 @@ export const Health = Schema.Struct({
 export const run = HttpApiEndpoint.post("run", "/v1/run")
   .setPayload(SystemRequest)
   .addSuccess(SystemResponse)
-  .addError(RunBadRequest, { status: 400 })
-  .addError(RunTooLarge, { status: 413 })
-  .addError(RunUnprocessable, { status: 422 })
-  .addError(RunClientClosed, { status: 499 })
-  .addError(RunInternal, { status: 500 })
-  .addError(RunBadGateway, { status: 502 })
-  .addError(RunUnavailable, { status: 503 })
-  .addError(RunTimeout, { status: 504 })
+  .addError(Schema.Union(...refusalStatuses.map(RunFailure.at)))
 
 export const chatCompletions = HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")
   .setPayload(ChatCompletionRequest)
   .addSuccess(ChatCompletion)
-  .addError(ChatBadRequest, { status: 400 })
-  .addError(ChatTooLarge, { status: 413 })
-  .addError(ChatUnprocessable, { status: 422 })
-  .addError(ChatClientClosed, { status: 499 })
-  .addError(ChatInternal, { status: 500 })
-  .addError(ChatBadGateway, { status: 502 })
-  .addError(ChatUnavailable, { status: 503 })
-  .addError(ChatTimeout, { status: 504 })
+  .addError(Schema.Union(...refusalStatuses.map(ChatFailure.at)))
 
 export const health = HttpApiEndpoint.get("health", "/health").addSuccess(Health)
 

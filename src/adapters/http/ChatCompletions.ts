@@ -7,8 +7,11 @@
  *
  * A stream's status and headers wait for the first delta or the answer, so that
  * an early failure is still a plain JSON error with its status; a failure after
- * that is an error event in the stream.
+ * that is an error event in the stream. Events are framed by
+ * `@effect/experimental`'s Sse encoder (`data: <json>` and a blank line, as
+ * OpenAI sends them).
  */
+import * as Sse from "@effect/experimental/Sse"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Chunk from "effect/Chunk"
@@ -25,7 +28,7 @@ import { SystemRequest, type SystemResponse } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import { Engine } from "../../services/Engine.js"
-import { ChatCompletionRequest } from "./Api.js"
+import { ChatCompletionRequest, type RefusalStatus } from "./Api.js"
 import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
@@ -39,7 +42,12 @@ type Item =
   | { readonly _tag: "Delta"; readonly text: string }
   | { readonly _tag: "Done"; readonly response: SystemResponse }
 
-const sse = (data: unknown): string => `data: ${JSON.stringify(data)}\n\n`
+/** One SSE `message` event holding `data` as JSON, framed by the platform's encoder. */
+const sse = (data: unknown): string =>
+  Sse.encoder.write({ _tag: "Event", event: "message", id: undefined, data: JSON.stringify(data) })
+
+/** OpenAI's end of stream: a `message` event whose data is `[DONE]`. */
+const done = Sse.encoder.write({ _tag: "Event", event: "message", id: undefined, data: "[DONE]" })
 
 type Meta = Parameters<typeof OpenAi.chunk>[0]
 
@@ -71,7 +79,7 @@ const events = (first: Item, rest: Queue.Queue<Item>, meta: Meta, structured: bo
     }),
     Stream.mapConcat((lines) => lines),
     Stream.prepend(Chunk.of(sse(OpenAi.chunk(meta, { role: "assistant", content: "" })))),
-    Stream.concat(Stream.succeed("data: [DONE]\n\n")),
+    Stream.concat(Stream.succeed(done)),
     Stream.encodeText
   )
 
@@ -89,8 +97,7 @@ export const make = (settings: Settings) =>
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const requestId = yield* newRequestId
-        const refuse = (error: SystemError, status?: number) =>
-          Edge.refuse("/v1/chat/completions", error, requestId, status)
+        const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(error, requestId, status)
         const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
         if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), body.left.status)
         const checked = Either.flatMap(

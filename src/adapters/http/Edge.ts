@@ -7,9 +7,12 @@
  *
  * Errors are shaped by the endpoint a client called: OpenAI's `{ error }` under
  * `/v1/chat/completions`, a SystemResponse with its SystemError everywhere else.
+ * A handler refuses a request with its endpoint's typed error (`refuseRun`,
+ * `refuseChat`), which HttpApi encodes with its status; the edge lets those
+ * through and answers for itself only outside the handlers.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import type * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
@@ -20,6 +23,7 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { SystemError, SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
+import { ChatFailure, type OpenAiErrorBody, type RefusalStatus, RunFailure } from "./Api.js"
 import type * as Guard from "./Guard.js"
 import { openAiErrorType, statusOfError } from "./Status.js"
 
@@ -73,48 +77,79 @@ const keyMatches = (presented: string, key: Redacted.Redacted<string>): boolean 
 
 const encodeResponse = Schema.encodeSync(SystemResponse)
 
-/** A failure as the endpoint at `path` shapes its errors. */
+/**
+ * The edge's own answers (401, 403, 404, 405, 500), outside any endpoint's
+ * handler, shaped as the endpoint at `path` shapes its errors.
+ */
 export const errorResponse = (
   path: string,
   status: number,
   error: SystemError,
   requestId: string,
-  headers: Record<string, string> = {},
-  /** The failed response with its partial output, when there is one. */
-  partial?: SystemResponse
+  headers: Record<string, string> = {}
 ): HttpServerResponse.HttpServerResponse => {
-  const response = partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })
   return HttpServerResponse.unsafeJson(
     path === "/v1/chat/completions"
       ? openAiError(error, status)
-      : encodeResponse(new SystemResponse({ ...response, error: forClient(error) }, true)),
+      : encodeResponse(failedResponse(error, requestId, undefined)),
     { status, headers: { "x-request-id": requestId, ...headers } }
   )
 }
 
 /**
- * A failed request as its endpoint shapes errors, with the status its error says
- * (whose fault it is). Every 5xx is logged with the request id and the code; no
- * user content beyond the error's short message excerpt.
+ * A refused request as its endpoint's typed error, with the status its error
+ * says (whose fault it is). Every 5xx is logged with the request id and the code;
+ * no user content beyond the error's short message excerpt. The response carries
+ * the request id in `x-request-id`.
  */
-export const refuse = (
-  path: "/v1/run" | "/v1/chat/completions",
+const refusal = <F>(
   error: SystemError,
   requestId: string,
-  status: number = statusOfError(error),
-  partial?: SystemResponse
-): Effect.Effect<HttpServerResponse.HttpServerResponse> =>
-  Effect.as(
-    status >= 500
-      ? Effect.logError("request failed").pipe(
-        Effect.annotateLogs({ requestId, status, code: error.code, message: Text.excerpt(error.message, 200) })
+  status: RefusalStatus,
+  failure: F
+): Effect.Effect<never, F> =>
+  Effect.zipRight(
+    Effect.zipRight(
+      status >= 500
+        ? Effect.logError("request failed").pipe(
+          Effect.annotateLogs({ requestId, status, code: error.code, message: Text.excerpt(error.message, 200) })
+        )
+        : Effect.void,
+      HttpApp.appendPreResponseHandler((_, response) =>
+        Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
       )
-      : Effect.void,
-    errorResponse(path, status, error, requestId, {}, partial)
+    ),
+    Effect.fail(failure)
+  )
+
+/** Refuses a `/v1/run` request: its SystemResponse (with partial output, when there is one) under `error`. */
+export const refuseRun = (
+  error: SystemError,
+  requestId: string,
+  status: RefusalStatus = statusOfError(error),
+  partial?: SystemResponse
+): Effect.Effect<never, RunFailure> =>
+  refusal(error, requestId, status, new RunFailure({ status, response: failedResponse(error, requestId, partial) }))
+
+/** Refuses a `/v1/chat/completions` request: OpenAI's `{ error }`. */
+export const refuseChat = (
+  error: SystemError,
+  requestId: string,
+  status: RefusalStatus = statusOfError(error)
+): Effect.Effect<never, ChatFailure> =>
+  refusal(error, requestId, status, new ChatFailure({ status, body: openAiError(error, status) }))
+
+const failedResponse = (error: SystemError, requestId: string, partial: SystemResponse | undefined): SystemResponse =>
+  new SystemResponse(
+    {
+      ...(partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })),
+      error: forClient(error)
+    },
+    true
   )
 
 /** An error as OpenAI's `{ error }` body (also an SSE event once a stream has begun). */
-export const openAiError = (error: SystemError, status: number = statusOfError(error)) => {
+export const openAiError = (error: SystemError, status: number = statusOfError(error)): OpenAiErrorBody => {
   const safe = forClient(error)
   return { error: { message: safe.message, type: openAiErrorType(status), code: safe.code, param: null } }
 }
@@ -212,9 +247,11 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
       Effect.catchAllCause((cause) =>
         Effect.gen(function* () {
           if (Cause.isInterruptedOnly(cause)) return yield* Effect.failCause(cause as Cause.Cause<never>)
+          const failure = Cause.failureOption(cause)
+          // an endpoint's typed refusal: HttpApi encodes it with its status
+          if (Option.isSome(failure) && isRefusal(failure.value)) return yield* Effect.failCause(cause as Cause.Cause<never>)
           const request = yield* HttpServerRequest.HttpServerRequest
           const path = pathOf(request.url)
-          const failure = Cause.failureOption(cause)
           if (Option.isSome(failure) && isRouteNotFound(failure.value)) {
             const allowed = routes[path]
             return allowed === undefined
@@ -257,6 +294,8 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
       )
     )
 }
+
+const isRefusal = (e: unknown): boolean => e instanceof RunFailure || e instanceof ChatFailure
 
 const isRouteNotFound = (e: unknown): boolean =>
   typeof e === "object" && e !== null && (e as { readonly _tag?: unknown })._tag === "RouteNotFound"

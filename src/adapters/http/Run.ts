@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Json from "../../domain/Json.js"
-import type { SystemError, SystemResponse } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import * as Body from "./Body.js"
@@ -41,8 +40,7 @@ const withTimeout = (hints: unknown, limitMs: number | undefined): unknown => {
   return typeof t === "number" && t > 0 ? { ...hints, timeout: Math.min(t, limitMs) } : hints
 }
 
-const refuse = (error: SystemError, requestId: string, status?: number, partial?: SystemResponse) =>
-  Edge.refuse("/v1/run", error, requestId, status, partial)
+const refuse = Edge.refuseRun
 
 /** The handler of `/v1/run`, built once per server (it keeps the ids of the requests running). */
 export const make = (settings: Settings) =>
@@ -106,9 +104,7 @@ export const make = (settings: Settings) =>
           requestId,
           Lifetime.runTied(system, requestId, system.runUnknown(envelope), settings.backstop)
         )
-        if (response.error !== undefined) {
-          return yield* refuse(response.error, requestId, statusOfError(response.error), response)
-        }
+        if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
         return response
       })
   })
