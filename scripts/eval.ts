@@ -11,8 +11,8 @@
  *   calculator  AgentLoop with the calculator tool: the final answer must be right
  *   decomposition  requests of the one family the bundled model was taught
  *               ("classify these reviews and add up these numbers") held out in
- *               training/eval/decomposition.jsonl: Structured with the TaskList's
- *               JSON schema (processor an enum of sentiment/calculator), greedy:
+ *               training/eval/decomposition.jsonl: Structured with the orchestrator's
+ *               TaskList schema (Task.taskListFor(["sentiment", "calculator"])), greedy:
  *               right tasks (processor, review or expression) and dependencies;
  *               and the same requests sampled (temperature 0.8, seed = index)
  *               straight through the Engine: does the TaskList decode?
@@ -41,6 +41,7 @@ import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Structured from "../src/programs/Structured.js"
 import * as Message from "../src/domain/Message.js"
+import * as Task from "../src/domain/Task.js"
 import type { JsonSchema } from "../src/domain/JsonSchema.js"
 
 const arg = (name: string): string | undefined => {
@@ -193,30 +194,8 @@ interface Decomposition {
   readonly list: { readonly analysis: string; readonly tasks: ReadonlyArray<DraftTask> }
 }
 
-/** The TaskList as the orchestrator's JSON decoding presents it to an engine (Task.taskListFor's fields, in order). */
-const taskListSchema: JsonSchema = {
-  type: "object",
-  properties: {
-    analysis: { type: "string" },
-    tasks: {
-      type: "array",
-      items: {
-        type: "object",
-        properties: {
-          id: { type: "string" },
-          type: { type: "string" },
-          processor: { type: "string", enum: ["sentiment", "calculator"] },
-          priority: { type: "integer" },
-          dependencies: { type: "array", items: { type: "string" } },
-          description: { type: "string" },
-          metadata: { type: "object" }
-        },
-        required: ["id", "type", "processor", "priority", "dependencies", "description", "metadata"]
-      }
-    }
-  },
-  required: ["analysis", "tasks"]
-}
+/** The orchestrator's TaskList schema with the two processors the bundled model knows. */
+const taskListSchema = Task.taskListFor(["sentiment", "calculator"])
 const decompositionSystem = "Break the request into tasks. Answer with a JSON task list."
 
 const sameTasks = (want: ReadonlyArray<DraftTask>, got: ReadonlyArray<DraftTask>): boolean => {
@@ -237,7 +216,8 @@ const decomposition = Effect.gen(function* () {
   const items = readJsonl<Decomposition>("decomposition.jsonl")
   const engine = yield* Engine
   const constraint = yield* Constraint.Constraint
-  const validate = Schema.decodeUnknownEither(constraint.fromJsonSchema(taskListSchema))
+  const validate = Schema.decodeUnknownEither(taskListSchema)
+  const jsonSchema = constraint.toJsonSchema(taskListSchema)
   let decoded = 0
   let right = 0
   let exact = 0
@@ -252,9 +232,9 @@ const decomposition = Effect.gen(function* () {
     )
     if (res._tag === "Left") continue
     decoded++
-    const got = res.right.value as Decomposition["list"]
+    const got = res.right.value
     if (sameTasks(d.list.tasks, got.tasks)) right++
-    if (JSON.stringify(got) === JSON.stringify(d.list)) exact++
+    if (Task.toJson(got) === JSON.stringify(d.list)) exact++
   }
   let sampledDecoded = 0
   for (const [i, d] of items.entries()) {
@@ -262,7 +242,7 @@ const decomposition = Effect.gen(function* () {
       engine.infer(
         new InferenceRequest({
           messages: [Message.system(decompositionSystem), Message.user(d.request)],
-          schema: taskListSchema,
+          schema: jsonSchema,
           temperature: 0.8,
           seed: i + 1,
           maxTokens: 768
