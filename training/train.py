@@ -96,13 +96,15 @@ def main():
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.05}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=args.lr, betas=(0.9, 0.95))
     step = 0
+    prior_minutes = 0.0
     ckpt = os.path.join(OUT, "ckpt.pt")
     if args.resume and os.path.exists(ckpt):
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["opt"])
         step = state["step"]
-        print("resumed at step", step, flush=True)
+        prior_minutes = state.get("minutes", 0.0)
+        print("resumed at step", step, "after", prior_minutes, "minutes", flush=True)
 
     # The schedule is defined in time: warm up, then cosine decay to 5% by the deadline.
     t0 = time.time()
@@ -139,7 +141,8 @@ def main():
                   f"batch {tuple(x.shape)}", flush=True)
         done = elapsed >= total or step >= args.max_steps
         if done or time.time() - last_export > args.export_every * 60:
-            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": cfg.to_dict()}, ckpt)
+            torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": cfg.to_dict(),
+                        "minutes": prior_minutes + (time.time() - t0) / 60}, ckpt)
             model.eval()
             size = export_gguf(model, vocab, args.out)
             print(f"exported {args.out} ({size} bytes) at step {step}", flush=True)
@@ -149,7 +152,7 @@ def main():
     info = {
         "shape": f"llama {args.dim} dim x {args.layers} layers, {args.heads} heads, FFN {args.ffn}, vocab {len(vocab['tokens']):,}, F16",
         "parameters": n_params,
-        "minutes": round((time.time() - t0) / 60, 1),
+        "minutes": round(prior_minutes + (time.time() - t0) / 60, 1),
         "steps": step,
     }
     with open(os.path.join(OUT, "train-info.json"), "w") as f:
