@@ -8,20 +8,29 @@
  * without explicit input takes the output of what it depends on: by default the
  * previous step (a pipeline); `dependsOn: []` makes a root, and several
  * dependencies give the step an object `{ [dependency]: output }`. Independent
- * steps run concurrently, at most `concurrency` at once.
+ * steps run concurrently, at most `concurrency` at once across the whole plan;
+ * among the ready steps the lowest `priority` starts first (ties: plan order).
+ * Scheduling is dataflow (a step starts when its dependencies are done) unless
+ * `phases` are given: then a barrier holds every step of phase n+1 until every
+ * step of phase n has ended.
  *
  * Before anything runs, the plan is checked: every step type has a handler, the
  * dependency graph has unique names, known dependencies and no cycle, and the
  * PlanPolicy holds (max steps, allowed types, linear only). A rejected plan fails
  * the `execute` effect with an OrchestrationFailure (`details.rule` names the
  * rule). Once steps run, `execute` always succeeds with a PlanOutcome: `Completed`
- * with every step's result, or `Failed` with the completed steps and the typed
- * failure of the step that failed (the first one, when steps run concurrently;
- * its running siblings are interrupted). A defect in a handler (a bug) is not
- * turned into a value here: it propagates, for the facade to label.
+ * with every step's result, or `Failed` with the completed steps, the typed
+ * failure of the first step that failed, every failure and every skipped step
+ * with its reason. The failure policy decides what a failure does: "fail-fast"
+ * (the default) interrupts the running siblings and starts nothing else;
+ * "continue" lets independent branches go on and skips the steps that depend on
+ * the failure. A defect in a handler (a bug) is not turned into a value here: it
+ * interrupts the other steps and propagates, for the facade to label.
  *
  * Per step: a retryable ConstraintFailure or ValidationFailure (VALIDATE rejected
  * the output) re-runs the step on a Schedule (EXECUTE -> VALIDATE -> EXECUTE);
+ * with `retryOn: "retryable"` any failure marked retryable does, and a
+ * non-retryable one always runs once;
  * `PlanPolicy.timeoutPerStep` bounds a step, retries included, and a step past it
  * fails with CANCELLED_TIMEOUT (a Cancellation: the step was cut off, the plan is
  * not at fault). Interruption: interrupting the fiber running `execute` interrupts
@@ -47,17 +56,19 @@ import type * as Schedule from "effect/Schedule"
 import * as Tracer from "effect/Tracer"
 import type { OrchestrationFailure } from "../domain/Failure.js"
 import * as Plan from "../domain/Plan.js"
+import type { FailurePolicy } from "../domain/Task.js"
 import { retryPolicy } from "../services/Validator.js"
 import * as Graph from "./plan/Graph.js"
 import type { HandlersContext, StepHandler } from "./plan/Handler.js"
 import type { PlanOutcome } from "./plan/Outcome.js"
-import type { StepEnvironment } from "./plan/Step.js"
+import type { RetryOn, StepEnvironment } from "./plan/Step.js"
 
 export type { HandlersContext, StepContext, StepHandler } from "./plan/Handler.js"
 export { fromProgram, handler, validatedBy, withValidation } from "./plan/Handler.js"
 export type { InferOptions } from "./plan/Handlers.js"
 export { infer, rerank, retrieve, retrieveContext, tool, validate } from "./plan/Handlers.js"
-export type { StepResult } from "./plan/Outcome.js"
+export type { SkippedStep, StepFailure, StepResult } from "./plan/Outcome.js"
+export type { RetryOn } from "./plan/Step.js"
 export { completedSteps, encodedOutputs, PlanOutcome, usageOf } from "./plan/Outcome.js"
 export { CandidateSet, ContextSet, InferInput, ToolStepInput, ToolStepOutput, Validated } from "./plan/StepData.js"
 
@@ -66,6 +77,23 @@ export interface ExecuteOptions {
   readonly policy?: Plan.PlanPolicy | undefined
   /** When this effect completes, no further step starts; running steps finish. */
   readonly stop?: Effect.Effect<void> | undefined
+  /** Lower starts first among the ready steps (absent: 0); ties go by plan order. */
+  readonly priorities?: ReadonlyMap<string, number> | undefined
+  /**
+   * Step names per phase: a barrier between phases (no step of phase n+1 starts
+   * before every step of phase n has ended). Each step in exactly one phase, its
+   * dependencies in earlier ones. Absent: dataflow (a step starts when its
+   * dependencies are done).
+   */
+  readonly phases?: ReadonlyArray<ReadonlyArray<string>> | undefined
+  /** Overrides the executor's failure policy. */
+  readonly failurePolicy?: FailurePolicy | undefined
+  /** Overrides the executor's concurrency. */
+  readonly concurrency?: number | undefined
+  /** Overrides the executor's retry schedule. */
+  readonly retry?: Schedule.Schedule<unknown> | undefined
+  /** Overrides which failures re-run a step. */
+  readonly retryOn?: RetryOn | undefined
 }
 
 export interface Options<H extends ReadonlyArray<StepHandler>> {
@@ -75,8 +103,20 @@ export interface Options<H extends ReadonlyArray<StepHandler>> {
   readonly policy?: Plan.PlanPolicy | undefined
   /** Independent steps run at most this many at once. Default 4. */
   readonly concurrency?: number | undefined
-  /** When a step rejected by validation is re-run. Default `Validator.retryPolicy`. */
+  /** When a step is re-run. Default `Validator.retryPolicy`. */
   readonly retry?: Schedule.Schedule<unknown> | undefined
+  /**
+   * Which failures re-run a step: "validation" (VALIDATE rejected the output: a
+   * retryable ConstraintFailure or ValidationFailure; the default) or "retryable"
+   * (any failure marked retryable). Non-retryable failures run once.
+   */
+  readonly retryOn?: RetryOn | undefined
+  /**
+   * "fail-fast" (the default): the first failure interrupts the running steps and
+   * starts no other. "continue": independent branches go on; the steps that depend
+   * on a failure are skipped.
+   */
+  readonly failurePolicy?: FailurePolicy | undefined
 }
 
 export interface PlanExecutor {
@@ -110,14 +150,16 @@ interface Executor {
   readonly environment: StepEnvironment
   readonly concurrency: number
   readonly policy: Plan.PlanPolicy
+  readonly failurePolicy: FailurePolicy
 }
 
 const build = <H extends ReadonlyArray<StepHandler>>(options: Options<H>, context: Context.Context<never>): PlanExecutor => {
   const executor: Executor = {
     handlers: new Map<string, StepHandler>(options.handlers.map((h) => [h.type, h])),
-    environment: { context, schedule: options.retry ?? retryPolicy },
+    environment: { context, schedule: options.retry ?? retryPolicy, retryOn: options.retryOn },
     concurrency: Math.max(1, options.concurrency ?? 4),
-    policy: options.policy ?? Plan.permissive
+    policy: options.policy ?? Plan.permissive,
+    failurePolicy: options.failurePolicy ?? "fail-fast"
   }
   return {
     stepTypes: [...executor.handlers.keys()],
@@ -133,9 +175,18 @@ const executePlan = Effect.fn("PlanExecutor.execute")(function* (
 ) {
   const policy = options?.policy ?? executor.policy
   const steps = yield* Graph.check(executor.handlers, plan, policy)
-  return yield* Graph.run(executor.environment, plan, steps, {
-    concurrency: executor.concurrency,
+  if (options?.phases !== undefined) yield* Graph.checkPhases(steps, options.phases)
+  const environment: StepEnvironment = {
+    ...executor.environment,
+    schedule: options?.retry ?? executor.environment.schedule,
+    retryOn: options?.retryOn ?? executor.environment.retryOn
+  }
+  return yield* Graph.run(environment, plan, steps, {
+    concurrency: Math.max(1, options?.concurrency ?? executor.concurrency),
     policy,
-    stop: options?.stop
+    stop: options?.stop,
+    priorities: options?.priorities,
+    phases: options?.phases,
+    failurePolicy: options?.failurePolicy ?? executor.failurePolicy
   })
 })

@@ -1,20 +1,29 @@
 /**
  * A plan run as a dependency graph. Before anything runs the plan is checked
- * (every step type has a handler, the graph is sound, the policy holds) and each
- * step is paired with its handler. Then every step waits for the outputs of its
- * dependencies (none: no input; one: its output; several: `{ [name]: output }`),
- * at most `concurrency` run at once, and the first failure ends the run with the
- * completed steps kept. A `stop` signal lets running steps finish and starts no
- * other: the first step that did not start fails with CANCELLED_SIGNAL.
+ * (every step type has a handler, the graph is sound, the policy holds, the
+ * phases, when given, fit the graph) and each step is paired with its handler.
+ *
+ * One coordinator then runs it: a step is ready when every step it depends on has
+ * completed (and, with phases, every step of the earlier phases has ended: the
+ * barrier); the ready steps start in order of (priority, plan order), at most
+ * `concurrency` at once across the whole plan. A step's input is the output of its
+ * dependencies (none: no input; one: its output; several: `{ [name]: output }`).
+ * On a failure, "fail-fast" interrupts the running steps and starts no other;
+ * "continue" lets independent branches go on and skips what depends on the
+ * failure. A `stop` signal lets running steps finish and starts no other: the
+ * first step that would have started is reported with CANCELLED_SIGNAL. A defect
+ * in a step interrupts the others and propagates.
  */
-import * as Data from "effect/Data"
+import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
+import * as Queue from "effect/Queue"
 import * as Event from "../../domain/Event.js"
 import type { Failure } from "../../domain/Failure.js"
 import { Cancellation, OrchestrationFailure } from "../../domain/Failure.js"
@@ -22,7 +31,8 @@ import * as Plan from "../../domain/Plan.js"
 import { recordEvent } from "../../services/EventLog.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type { StepHandler } from "./Handler.js"
-import type { StepResult } from "./Outcome.js"
+import type { FailurePolicy } from "../../domain/Task.js"
+import type { SkippedStep, StepResult } from "./Outcome.js"
 import { PlanOutcome } from "./Outcome.js"
 import * as Step from "./Step.js"
 
@@ -63,7 +73,62 @@ export interface RunOptions {
   readonly policy: Plan.PlanPolicy
   /** When this effect completes, no further step starts; running steps finish. */
   readonly stop?: Effect.Effect<void> | undefined
+  /** Lower starts first among ready steps; absent means 0. Ties go by plan order. */
+  readonly priorities?: ReadonlyMap<string, number> | undefined
+  /** Step names per phase, checked by `checkPhases`: a barrier between phases. Absent: dataflow. */
+  readonly phases?: ReadonlyArray<ReadonlyArray<string>> | undefined
+  /** Default "fail-fast". */
+  readonly failurePolicy?: FailurePolicy | undefined
 }
+
+/**
+ * Checks that `phases` fit the plan: every step in exactly one phase, and every
+ * dependency of a step in an earlier phase (a rejected set is
+ * ORCHESTRATION_STEP_MISMATCH with `details.rule` "phases").
+ */
+export const checkPhases = (
+  steps: ReadonlyArray<CheckedStep>,
+  phases: ReadonlyArray<ReadonlyArray<string>>
+): Either.Either<void, OrchestrationFailure> => {
+  const reject = (message: string, details: Record<string, unknown>) =>
+    Either.left(OrchestrationFailure.stepMismatch(message, { details: { rule: "phases", ...details } }))
+  const phaseOf = new Map<string, number>()
+  for (const [k, phase] of phases.entries()) {
+    for (const name of phase) {
+      if (phaseOf.has(name)) return reject(`step "${name}" is in more than one phase`, { step: name })
+      phaseOf.set(name, k)
+    }
+  }
+  const names = new Set(steps.map((s) => s.step.name))
+  const stranger = [...phaseOf.keys()].find((name) => !names.has(name))
+  if (stranger !== undefined) return reject(`the phases name "${stranger}", which is not a step of the plan`, { step: stranger })
+  for (const { dependsOn, step } of steps) {
+    const k = phaseOf.get(step.name)
+    if (k === undefined) return reject(`step "${step.name}" is in no phase`, { step: step.name })
+    const late = dependsOn.find((d) => (phaseOf.get(d) ?? Infinity) >= k)
+    if (late !== undefined) {
+      return reject(`step "${step.name}" (phase ${k + 1}) depends on "${late}", which is not in an earlier phase`, {
+        step: step.name,
+        dependency: late
+      })
+    }
+  }
+  return Either.void
+}
+
+type Status =
+  | { readonly _tag: "Pending" }
+  | { readonly _tag: "Running"; readonly fiber: Fiber.RuntimeFiber<void> }
+  | { readonly _tag: "Done"; readonly result: StepResult }
+  | { readonly _tag: "Failed"; readonly error: Failure }
+  | { readonly _tag: "Skipped"; readonly skipped: SkippedStep }
+
+interface Finished {
+  readonly index: number
+  readonly exit: Exit.Exit<StepResult, Failure>
+}
+
+const pending: Status = { _tag: "Pending" }
 
 /** Runs the checked steps of `plan`; always an outcome once steps run. */
 export const run = (
@@ -72,66 +137,166 @@ export const run = (
   steps: ReadonlyArray<CheckedStep>,
   options: RunOptions
 ): Effect.Effect<PlanOutcome> =>
-  Effect.gen(function* () {
+  Effect.scoped(Effect.gen(function* () {
     const trace = yield* traceOf(plan)
-    const outputs = new Map<string, Deferred.Deferred<unknown>>()
-    for (const { step } of steps) outputs.set(step.name, yield* Deferred.make<unknown>())
-    const results = yield* Ref.make<ReadonlyMap<string, StepResult>>(new Map())
-    const semaphore = yield* Effect.makeSemaphore(options.concurrency)
+    const indexOf = new Map(steps.map(({ step }, i) => [step.name, i]))
+    const dependencies = steps.map(({ dependsOn }) => dependsOn.flatMap((d) => Option.toArray(Option.fromNullable(indexOf.get(d)))))
+    const phaseOfName = new Map((options.phases ?? []).flatMap((phase, k) => phase.map((name) => [name, k] as const)))
+    const phaseOf = steps.map(({ step }) => phaseOfName.get(step.name) ?? 0)
+    const priorityOf = steps.map(({ step }) => options.priorities?.get(step.name) ?? 0)
+    const failFast = (options.failurePolicy ?? "fail-fast") === "fail-fast"
+    const cap = Math.max(1, options.concurrency)
+    const status: Array<Status> = steps.map(() => pending)
+    const finished = yield* Queue.unbounded<Finished>()
     const stopped = yield* Deferred.make<void>()
-    const outputOf = (name: string): Effect.Effect<Deferred.Deferred<unknown>> => {
-      const output = outputs.get(name)
-      return output === undefined ? Effect.dieMessage(`step "${name}" is not in the checked plan`) : Effect.succeed(output)
+    if (options.stop !== undefined) {
+      // Forked before any step starts; ends with the run.
+      yield* Effect.forkScoped(Effect.zipRight(options.stop, Deferred.succeed(stopped, undefined)))
+    }
+    let running = 0
+    let firstFailure: { readonly index: number; readonly error: Failure } | undefined
+
+    const nameOf = (i: number) => steps[i]!.step.name
+    const skip = (i: number, skipped: Omit<SkippedStep, "name" | "type">) => {
+      status[i] = { _tag: "Skipped", skipped: { name: nameOf(i), type: steps[i]!.step.type, ...skipped } }
     }
 
-    const task = ({ dependsOn, handler, step }: CheckedStep) =>
+    const inputOf = (i: number): unknown => {
+      const { dependsOn, step } = steps[i]!
+      if (step.input !== undefined) return step.input
+      const outputs = dependencies[i]!.map((d) => {
+        const s = status[d]!
+        return s._tag === "Done" ? s.result.output : undefined
+      })
+      if (dependsOn.length === 0) return undefined
+      if (dependsOn.length === 1) return outputs[0]
+      return Object.fromEntries(dependsOn.map((d, k) => [d, outputs[k]]))
+    }
+
+    const launch = (i: number) =>
       Effect.gen(function* () {
-        const upstream = yield* Effect.forEach(dependsOn, (d) => Effect.flatMap(outputOf(d), Deferred.await))
-        const raw = step.input !== undefined
-          ? step.input
-          : dependsOn.length === 0
-          ? undefined
-          : dependsOn.length === 1
-          ? upstream[0]
-          : Object.fromEntries(dependsOn.map((d, k) => [d, upstream[k]]))
-        yield* semaphore.withPermits(1)(Effect.gen(function* () {
-          if (yield* Deferred.isDone(stopped)) {
-            return yield* new StepFailed({
-              step: step.name,
-              error: Cancellation.signal(`stopped before step "${step.name}"`, { step: step.name })
-            })
-          }
-          const result = yield* Effect.mapError(
-            Step.run(environment, step, handler, raw, options.policy),
-            (error) => new StepFailed({ step: step.name, error })
+        const { handler, step } = steps[i]!
+        const fiber = yield* Effect.forkScoped(
+          Step.run(environment, step, handler, inputOf(i), options.policy).pipe(
+            Effect.exit,
+            Effect.flatMap((exit) => Queue.offer(finished, { index: i, exit })),
+            Effect.asVoid
           )
-          yield* Ref.update(results, (m) => new Map(m).set(step.name, result))
-          yield* stepCompleted(step.name)
-          yield* Deferred.succeed(yield* outputOf(step.name), result.output)
-        }))
+        )
+        status[i] = { _tag: "Running", fiber }
+        running++
       })
 
-    const all = Effect.forEach(steps, task, { concurrency: "unbounded", discard: true })
-    const stop = options.stop
-    // The watcher is forked before any step starts, and ends with the run.
-    const watched = stop === undefined
-      ? all
-      : Effect.scoped(Effect.zipRight(Effect.forkScoped(Effect.zipRight(stop, Deferred.succeed(stopped, undefined))), all))
-    const exit = yield* Effect.either(watched)
-    const done = yield* Ref.get(results)
-    const inOrder = plan.steps.flatMap((s) => Option.toArray(Option.fromNullable(done.get(s.name))))
-    if (Either.isLeft(exit)) {
-      return PlanOutcome.Failed({ completed: inOrder, failedStep: exit.left.step, error: exit.left.error, trace })
+    // Steps waiting on a failed or skipped step are skipped, transitively.
+    const skipDependents = () => {
+      let changed = true
+      while (changed) {
+        changed = false
+        for (const [i, s] of status.entries()) {
+          if (s._tag !== "Pending") continue
+          const blocked = dependencies[i]!.find((d) => status[d]!._tag === "Failed" || status[d]!._tag === "Skipped")
+          if (blocked === undefined) continue
+          const cause = status[blocked]!
+          skip(i, {
+            reason: "dependency_failed",
+            dependency: nameOf(blocked),
+            interrupted: false,
+            message: cause._tag === "Failed"
+              ? `step "${nameOf(blocked)}" failed (${cause.error.code})`
+              : `step "${nameOf(blocked)}" did not complete`
+          })
+          changed = true
+        }
+      }
     }
-    const last = plan.steps[plan.steps.length - 1]
-    return PlanOutcome.Completed({
-      steps: inOrder,
-      output: last === undefined ? undefined : done.get(last.name)?.output,
-      trace
-    })
-  })
 
-class StepFailed extends Data.TaggedError("StepFailed")<{ readonly step: string; readonly error: Failure }> {}
+    // The pending steps that may start now, in the order they start.
+    const ready = (): ReadonlyArray<number> => {
+      const open = status.flatMap((s, i) => (s._tag === "Pending" || s._tag === "Running" ? [phaseOf[i]!] : []))
+      const barrier = Math.min(...open)
+      return status
+        .flatMap((s, i) =>
+          s._tag === "Pending" && phaseOf[i]! <= barrier && dependencies[i]!.every((d) => status[d]!._tag === "Done")
+            ? [i]
+            : []
+        )
+        .sort((a, b) => priorityOf[a]! - priorityOf[b]! || a - b)
+    }
+
+    let stopStep: number | undefined
+    while (true) {
+      if (!failFast) skipDependents()
+      const next = ready()
+      if (yield* Deferred.isDone(stopped)) {
+        if (running === 0) {
+          stopStep = next[0] ?? status.findIndex((s) => s._tag === "Pending")
+          break
+        }
+      } else {
+        for (const i of next) {
+          if (running >= cap) break
+          yield* launch(i)
+        }
+      }
+      if (running === 0) break
+      const batch = [yield* Queue.take(finished), ...(yield* Queue.takeAll(finished))]
+      for (const { exit, index } of batch) {
+        running--
+        if (Exit.isSuccess(exit)) {
+          status[index] = { _tag: "Done", result: exit.value }
+          yield* stepCompleted(nameOf(index))
+          continue
+        }
+        const failure = Cause.failureOption(exit.cause)
+        if (Option.isNone(failure)) {
+          // A defect (or an interruption from inside the step): not a value here.
+          yield* Fiber.interruptAll(runningFibers(status))
+          return yield* Effect.failCause(Cause.stripFailures(exit.cause))
+        }
+        status[index] = { _tag: "Failed", error: failure.value }
+        firstFailure ??= { index, error: failure.value }
+      }
+      if (failFast && firstFailure !== undefined) break
+    }
+
+    if (firstFailure !== undefined && failFast) {
+      const failed = nameOf(firstFailure.index)
+      const fibers = runningFibers(status)
+      yield* Fiber.interruptAll(fibers)
+      for (const [i, s] of status.entries()) {
+        if (s._tag === "Running") {
+          skip(i, { reason: "stopped", interrupted: true, message: `interrupted: step "${failed}" failed` })
+        }
+      }
+      skipDependents()
+    }
+    const why = firstFailure === undefined
+      ? "the run was stopped"
+      : `step "${nameOf(firstFailure.index)}" failed`
+    for (const [i, s] of status.entries()) {
+      if (s._tag === "Pending") skip(i, { reason: "stopped", interrupted: false, message: `not started: ${why}` })
+    }
+
+    const completed = status.flatMap((s) => (s._tag === "Done" ? [s.result] : []))
+    if (completed.length === steps.length) {
+      const last = plan.steps[plan.steps.length - 1]
+      const output = last === undefined ? undefined : completed.find((r) => r.name === last.name)?.output
+      return PlanOutcome.Completed({ steps: completed, output, trace })
+    }
+    const failures = status.flatMap((s, i) =>
+      s._tag === "Failed" ? [{ name: nameOf(i), type: steps[i]!.step.type, error: s.error }] : []
+    )
+    const skipped = status.flatMap((s) => (s._tag === "Skipped" ? [s.skipped] : []))
+    const [failedStep, error] = firstFailure !== undefined
+      ? [nameOf(firstFailure.index), firstFailure.error]
+      : stopStep !== undefined && stopStep >= 0
+      ? [nameOf(stopStep), Cancellation.signal(`stopped before step "${nameOf(stopStep)}"`, { step: nameOf(stopStep) })]
+      : ["", Cancellation.signal("stopped", {})]
+    return PlanOutcome.Failed({ completed, failedStep, error, failures, skipped, trace })
+  }))
+
+const runningFibers = (status: ReadonlyArray<Status>): ReadonlyArray<Fiber.RuntimeFiber<void>> =>
+  status.flatMap((s) => (s._tag === "Running" ? [s.fiber] : []))
 
 /** The plan's trace (a manual one when the plan has none), recorded as a `plan.trace` event. */
 const traceOf = (plan: Plan.ExecutionPlan): Effect.Effect<Plan.PlanTrace> =>

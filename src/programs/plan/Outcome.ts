@@ -25,6 +25,28 @@ export interface StepResult {
   readonly finishedAt: number
 }
 
+/** A step that ran and failed. */
+export interface StepFailure {
+  readonly name: string
+  readonly type: string
+  readonly error: Failure
+}
+
+/**
+ * A step that did not run to the end and did not fail itself: a step it depends
+ * on failed or was skipped (`dependency_failed`, naming that `dependency`), or the
+ * run was stopped (`stopped`: a stop signal, or fail-fast after another step's
+ * failure; `interrupted` when it was running then).
+ */
+export interface SkippedStep {
+  readonly name: string
+  readonly type: string
+  readonly reason: "dependency_failed" | "stopped"
+  readonly dependency?: string | undefined
+  readonly interrupted: boolean
+  readonly message: string
+}
+
 export type PlanOutcome = Data.TaggedEnum<{
   /** Every step completed; `output` is the last step's output. */
   Completed: {
@@ -32,11 +54,19 @@ export type PlanOutcome = Data.TaggedEnum<{
     readonly output: unknown
     readonly trace: Plan.PlanTrace
   }
-  /** A step failed (or the run was stopped); `completed` are the steps that finished, in plan order. */
+  /**
+   * Not every step completed. `completed` are the steps that finished, in plan
+   * order; `failedStep` and `error` the first failure (or, when the run was
+   * stopped, the first step that did not start, with CANCELLED_SIGNAL);
+   * `failures` every step that failed and `skipped` every step that did not run
+   * to the end without failing itself, both in plan order.
+   */
   Failed: {
     readonly completed: ReadonlyArray<StepResult>
     readonly failedStep: string
     readonly error: Failure
+    readonly failures: ReadonlyArray<StepFailure>
+    readonly skipped: ReadonlyArray<SkippedStep>
     readonly trace: Plan.PlanTrace
   }
 }>

@@ -34,9 +34,20 @@ import type { StepResult } from "./Outcome.js"
 export interface StepEnvironment {
   /** The handlers' services, taken once when the executor was made. */
   readonly context: Context.Context<never>
-  /** When a step rejected by validation is re-run. */
+  /** When a step is re-run. */
   readonly schedule: Schedule.Schedule<unknown>
+  /**
+   * Which failures re-run a step: "validation" (a retryable ConstraintFailure or
+   * ValidationFailure: VALIDATE rejected the output; the default) or "retryable"
+   * (any failure whose `retryable` is true). A non-retryable failure never re-runs it.
+   */
+  readonly retryOn?: RetryOn | undefined
 }
+
+export type RetryOn = "validation" | "retryable"
+
+const retriesOn = (environment: StepEnvironment): ((error: Failure) => boolean) =>
+  environment.retryOn === "retryable" ? (error) => error.retryable : isStepRetryable
 
 /** Runs `step` with its handler on `raw` (its explicit input or its dependencies' output). */
 export const run = (
@@ -94,7 +105,7 @@ export const run = (
     })
   )
 
-/** The handler run, re-run on the schedule while VALIDATE rejects its output (unless the handler opts out). */
+/** The handler run, re-run on the schedule while it fails in a way `retryOn` retries (unless the handler opts out). */
 const attemptsOf = (
   environment: StepEnvironment,
   step: Plan.Step,
@@ -103,18 +114,19 @@ const attemptsOf = (
   attempts: Ref.Ref<number>
 ): Effect.Effect<unknown, Failure> => {
   const retries = handler.retry !== false
+  const retryable = retriesOn(environment)
   const attempt = Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) =>
     Effect.zipRight(
       n > 1 ? Lifecycle.transition("VALIDATE", "EXECUTE", n, `retry step "${step.name}"`) : Effect.void,
       withServices(environment, handler.run(input, { step, attempt: n })).pipe(
         Effect.tapError((error) =>
-          retries && isStepRetryable(error)
+          retries && retryable(error)
             ? Lifecycle.transition("EXECUTE", "VALIDATE", n, `step "${step.name}": ${error.code}: ${error.message}`)
             : Effect.void
         )
       )
     ))
-  return retries ? Effect.retry(attempt, { schedule: environment.schedule, while: isStepRetryable }) : attempt
+  return retries ? Effect.retry(attempt, { schedule: environment.schedule, while: retryable }) : attempt
 }
 
 /** A handler's run with the services the executor took for it (what `make` required of its caller). */
