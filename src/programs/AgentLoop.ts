@@ -15,28 +15,30 @@
  * the request, never stored. A failing provider degrades to no context and is
  * recorded as an event.
  *
+ * A turn is a RunLoop run with the native-tools strategy: the loop's history
+ * and the user message in, the run's new messages committed.
+ *
  * Services: Engine is required; ToolRegistry, ContextProvider, ConversationStore,
  * EventLog, Metrics and IdGenerator are used when present. What each inference
  * and tool call records (events, metrics, spans) is internal/Observed.
  */
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { Cancellation } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
-import type { ToolCallRecord } from "../domain/System.js"
-import * as TokenUsage from "../domain/TokenUsage.js"
 import type * as Engine from "../services/Engine.js"
-import { InferenceRequest } from "../services/Engine.js"
 import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
-import { inferOnce } from "./agent/Inference.js"
 import type { Emit, Loop } from "./agent/Loop.js"
 import { environment, noEmit } from "./agent/Loop.js"
-import { notExecuted, resultMessage, runTool } from "./agent/Tools.js"
 import type { AgentEvent, AgentLoopError, Options, StopReason, TurnOptions, TurnResult } from "./agent/Types.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as Spans from "./internal/Spans.js"
+import * as Run from "./run/Loop.js"
+import * as RunMessage from "./run/Message.js"
+import type { LoopEvent, RequestDefaults } from "./run/Types.js"
 
 export type { AgentEvent, AgentLoopError, Options, StopReason, TurnOptions, TurnResult } from "./agent/Types.js"
 
@@ -116,71 +118,71 @@ const withTurnScope = <A, E>(loop: Loop, effect: Effect.Effect<A, E>): Effect.Ef
 const commit = (loop: Loop, result: TurnResult) =>
   Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...result.transcript]))
 
-/** Infer, run the requested tools, feed their results back; until the model answers or a limit is hit. */
+/** The turn on the run loop: the native-tools strategy over the history and the user message. */
 const runTurn = (loop: Loop, userText: string, turn: TurnOptions, emit: Emit, streaming: boolean) =>
   Effect.gen(function* () {
-    const { options } = loop
     const base = yield* loop.store.load(loop.sessionId)
     const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, userText))
-    const transcript: Array<Message.Message> = [Message.user(userText)]
-    const records: Array<ToolCallRecord> = []
-    let usage = TokenUsage.empty
-    let inferences = 0
-    let rounds = 0
-
-    const finish = (content: string, stopReason: StopReason): TurnResult => ({
-      content,
-      stopReason,
-      toolCalls: records.slice(),
-      usage,
-      inferences,
-      transcript: transcript.slice()
-    })
-
-    while (true) {
-      const request = new InferenceRequest({
-        // ephemeral context goes just before the user message and is never stored
-        messages: [...base, ...contextMessages, ...transcript],
-        tools: loop.definitions,
-        maxTokens: turn.request?.maxTokens ?? loop.maxTokens,
-        sessionKey: loop.sessionId,
-        ...(options.temperature === undefined ? {} : { temperature: options.temperature }),
-        ...(options.topP === undefined ? {} : { topP: options.topP }),
-        ...turn.request
-      })
-      const { inferenceId, result, span } = yield* inferOnce(loop, request, inferences, emit, streaming)
-      inferences++
-      usage = TokenUsage.combine(usage, result.usage)
-      transcript.push(Message.assistant(result.content, result.toolCalls))
-      yield* emit({ _tag: "InferenceFinished", result, inference: inferences - 1 })
-
-      if (result.toolCalls.length === 0) {
-        return finish(result.content, result.finishReason === "length" ? "length" : "finish")
-      }
-      for (const call of result.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, inference: inferences - 1 })
-
-      const limit = limitReached(loop, rounds, usage)
-      if (limit !== undefined) {
-        // Answer every pending call so the history stays well-formed for any engine.
-        const reason = limit === "max_iterations"
-          ? `tool iteration limit (${loop.maxToolIterations}) reached`
-          : "token budget exhausted"
-        for (const call of result.toolCalls) transcript.push(resultMessage(notExecuted(call, reason)))
-        return finish(result.content, limit)
-      }
-      rounds++
-      const done = yield* Effect.forEach(result.toolCalls, (call) => runTool(loop, call, inferenceId, span, emit), {
-        concurrency: loop.toolConcurrency
-      })
-      records.push(...done)
-      transcript.push(...done.map(resultMessage))
+    const context = yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
+    const settings: Run.Settings<string, never> = {
+      ...loop.settings,
+      request: requestDefaults(loop, turn),
+      // ephemeral context goes just before the user message and is never stored
+      transformContext: context.length === 0
+        ? Option.none()
+        : Option.some((messages) => Effect.succeed([...messages.slice(0, base.length), ...context, ...messages.slice(base.length)])),
+      onEvent: eventsOf(loop, emit)
     }
+    const result = yield* Run.execute(loop.runtime, settings, [...base, Message.user(userText)], streaming).pipe(
+      Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
+    )
+    if (result.stopReason === "error" && Option.isSome(result.error)) {
+      const failure = result.error.value
+      return yield* failure._tag === "InferenceFailure" || failure._tag === "ToolFailure" ? Effect.fail(failure) : Effect.die(failure)
+    }
+    return {
+      content: result.content,
+      stopReason: result.stopReason as StopReason,
+      toolCalls: result.toolCalls,
+      usage: result.usage,
+      inferences: result.iterations,
+      transcript: RunMessage.toEngine(result.messages.slice(base.length))
+    } satisfies TurnResult
   })
 
-/** Why tool rounds must stop now, if they must. */
-const limitReached = (loop: Loop, rounds: number, usage: TokenUsage.TokenUsage): StopReason | undefined =>
-  rounds >= loop.maxToolIterations
-    ? "max_iterations"
-    : loop.options.turnTokenBudget !== undefined && usage.totalTokens >= loop.options.turnTokenBudget
-    ? "budget_exhausted"
-    : undefined
+const requestDefaults = (loop: Loop, turn: TurnOptions): RequestDefaults => {
+  const { options } = loop
+  const request = turn.request ?? {}
+  return {
+    maxTokens: request.maxTokens ?? loop.maxTokens,
+    sessionKey: loop.sessionId,
+    temperature: request.temperature ?? options.temperature,
+    topP: request.topP ?? options.topP,
+    seed: request.seed,
+    options: request.options,
+    schema: request.schema,
+    grammar: request.grammar
+  }
+}
+
+/** The run's events as the turn's, and each tool result handed to `onToolResult`. */
+const eventsOf = (loop: Loop, emit: Emit): Option.Option<(event: LoopEvent<string>) => Effect.Effect<void>> => {
+  const onToolResult = loop.options.onToolResult
+  if (emit === noEmit && onToolResult === undefined) return Option.none()
+  return Option.some((event) => {
+    switch (event._tag) {
+      case "TextDelta":
+        return emit({ _tag: "TextDelta", text: event.text, inference: event.iteration })
+      case "ModelResponded":
+        return emit({ _tag: "InferenceFinished", result: event.result, inference: event.iteration })
+      case "ToolCallRequested":
+        return emit({ _tag: "ToolCallRequested", call: event.call, inference: event.iteration })
+      case "ToolResultReady": {
+        const emitted = emit({ _tag: "ToolResultReady", record: event.record })
+        return onToolResult === undefined ? emitted : Effect.zipRight(emitted, onToolResult(event.record))
+      }
+      default:
+        return Effect.void
+    }
+  })
+}

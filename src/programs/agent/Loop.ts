@@ -1,43 +1,35 @@
 /**
  * The environment every turn of an AgentLoop runs with: the services taken once
  * when the loop is made (the Engine; ToolRegistry, ContextProvider,
- * ConversationStore, IdGenerator and the observability services when present)
- * and its settings with their defaults applied.
+ * ConversationStore, CostTracker, IdGenerator and the observability services
+ * when present), its settings with their defaults applied, and the run-loop
+ * settings each turn starts from.
  */
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import type * as Schedule from "effect/Schedule"
-import type { InferenceFailure, ToolFailure } from "../../domain/Failure.js"
-import type * as Message from "../../domain/Message.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
-import * as Engine from "../../services/Engine.js"
-import * as ToolRegistry from "../../services/ToolRegistry.js"
-import * as Ids from "../internal/Ids.js"
-import * as Observed from "../internal/Observed.js"
-import * as Spans from "../internal/Spans.js"
+import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
+import type * as Ids from "../internal/Ids.js"
+import * as Run from "../run/Loop.js"
+import { nativeTools } from "../run/Strategies.js"
 import type { AgentEvent, Options } from "./Types.js"
 
 /** What every turn of a loop runs with: its services, taken once in `make`, and its settings. */
 export interface Loop {
-  readonly engine: Engine.Service
-  readonly registry: Option.Option<ToolRegistry.Service>
+  readonly runtime: Run.Runtime
+  /** The run-loop settings of every turn; a turn adds its request defaults, context and events. */
+  readonly settings: Run.Settings<string, never>
   readonly contextProvider: Option.Option<ContextProvider.Service>
   readonly store: ConversationStore.Service
   readonly nextId: Ids.NextId
   /** EventLog, Metrics and CostTracker when present, provided to every turn. */
   readonly observe: Context.Context<never>
-  readonly model: Effect.Effect<string>
   readonly sessionId: string
   readonly options: Options
-  readonly maxToolIterations: number
   readonly maxTokens: number
-  readonly toolConcurrency: number
-  readonly toolRetry: Schedule.Schedule<unknown, ToolFailure>
-  readonly inferenceRetry: Schedule.Schedule<unknown, InferenceFailure>
-  readonly definitions: ReadonlyArray<Message.ToolDefinition>
   /** One turn at a time per loop. */
   readonly turnLock: Effect.Semaphore
 }
@@ -49,31 +41,41 @@ export const noEmit: Emit = () => Effect.void
 /** Takes the services from the context and applies the defaults. */
 export const environment = (options: Options): Effect.Effect<Loop, never, Engine.Engine> =>
   Effect.gen(function* () {
-    const engine = yield* Engine.Engine
-    const registry = yield* Effect.serviceOption(ToolRegistry.ToolRegistry)
+    const runtime = yield* Run.runtime
     const contextProvider = yield* Effect.serviceOption(ContextProvider.ContextProvider)
     const storeOption = yield* Effect.serviceOption(ConversationStore.ConversationStore)
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    const nextId = yield* Ids.nextId
-    const observe = yield* Observed.services
-    const model = yield* Spans.modelName(engine.modelInfo)
-    const sessionId = options.sessionId ?? (yield* nextId("session"))
-    return {
-      engine,
-      registry,
-      contextProvider,
-      store,
-      nextId,
-      observe,
-      model,
-      sessionId,
-      options,
-      maxToolIterations: options.maxToolIterations ?? 20,
-      maxTokens: options.maxTokens ?? 2048,
+    const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
+    const strategy = nativeTools()
+    const settings: Run.Settings<string, never> = {
+      strategy,
+      // a tool round per model call, and one more call to answer the last round
+      maxIterations: Math.max(0, options.maxToolIterations ?? 20) + 1,
+      transformContext: Option.none(),
+      onEvent: Option.none(),
+      request: {},
+      allowTools: options.allowTools,
       toolConcurrency: Math.max(1, options.toolConcurrency ?? 4),
+      toolTimeout: options.toolTimeout,
       toolRetry: options.toolRetry ?? RetryPolicy.tool,
       inferenceRetry: options.inferenceRetry ?? RetryPolicy.inference,
-      definitions: Option.isSome(registry) ? registry.value.definitions(options.allowTools) : [],
+      stopOnToolError: options.toolErrorMode === "fail",
+      tokenBudget: Option.fromNullable(options.turnTokenBudget),
+      costBudget: Option.none(),
+      abort: Option.none(),
+      abortedAlready: false,
+      definitions: Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
+    }
+    return {
+      runtime,
+      settings,
+      contextProvider,
+      store,
+      nextId: runtime.nextId,
+      observe: runtime.observe,
+      sessionId,
+      options,
+      maxTokens: options.maxTokens ?? 2048,
       turnLock: yield* Effect.makeSemaphore(1)
     }
   })

@@ -21,6 +21,8 @@ export type StopReason =
   | "max_iterations"
   /** The turn used up its token budget while the model still asked for tools. */
   | "budget_exhausted"
+  /** The model answered, but the turn's usage passed its token budget: the answer is kept and flagged. */
+  | "finish_over_budget"
 
 /** What one turn produced. */
 export interface TurnResult {
