@@ -64,12 +64,14 @@ const list = (xs: ReadonlyArray<string>): string =>
 const cap = (s: string): string => s.charAt(0).toUpperCase() + s.slice(1)
 
 const numbersFor = (rng: Rng, split: Split, count: number): ReadonlyArray<number> => {
-  // the first two operands follow the calculator's split, so held-out pairs stay held out
-  const q = makeQuestion(rng, split)
-  const [a, b] = q.expression.split(/ [-+*/] /).map(Number)
-  const out = [a!, b!]
-  while (out.length < count) out.push(rng.int(1, 99))
-  return out.filter((n) => Number.isFinite(n))
+  // the first two operands are a two-operand question's, so the calculator's held-out pairs stay held out
+  for (;;) {
+    const m = /^(\d+) [-+*/] (\d+)$/.exec(makeQuestion(rng, split).expression)
+    if (m === null) continue
+    const out = [Number(m[1]), Number(m[2])]
+    while (out.length < count) out.push(rng.int(1, 99))
+    return out
+  }
 }
 
 const reviewText = (rng: Rng, split: Split): string => {

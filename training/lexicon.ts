@@ -293,6 +293,18 @@ const build = (): Lexicon => {
   return { ...lex, adjectives: { train: lex.adjectives.train, eval: evalAdjectives }, heldOutWords: heldOut }
 }
 
+/** The polarity the lexicon gives a word form (adjective, noun, or any form of a verb), if it is polar. */
+export const polarityOf = (word: string): Polarity | undefined => {
+  const lex = lexicon()
+  for (const split of ["train", "eval"] as const) {
+    const a = lex.adjectives[split].find((x) => x.word === word) ?? lex.nouns[split].find((x) => x.word === word)
+    if (a !== undefined) return a.polarity
+    const v = lex.verbs[split].find((x) => [x.base, x.past, x.presentS, x.gerund].includes(word))
+    if (v !== undefined) return v.polarity
+  }
+  return undefined
+}
+
 let cached: Lexicon | undefined
 /** The lexicon, built once. */
 export const lexicon = (): Lexicon => (cached ??= build())

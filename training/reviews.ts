@@ -13,7 +13,7 @@
  * words alone carry the sentiment.
  */
 import type { LexSplit, Polarity, PolarVerb, PolarWord } from "./lexicon.js"
-import { lexicon } from "./lexicon.js"
+import { heldOutWordsIn, lexicon } from "./lexicon.js"
 import type { Review, Rng, Sentiment } from "./tasks.js"
 import { SUBJECTS_EVAL } from "./tasks.js"
 
@@ -322,5 +322,9 @@ export const makeUnseenReview = (rng: Rng): Review => {
   const r = rng.next()
   if (r < 0.55) return { review: pick(lex)(pol), label: pol }
   if (r < 0.75) return { review: pick(neg)(pol), label: pol }
-  return { review: factSentence(p, "eval"), label: "neutral" }
+  for (;;) {
+    // a fact about a held-out subject (facts without a subject slot test nothing unseen)
+    const fact = factSentence(p, "eval")
+    if (heldOutWordsIn(fact).length > 0) return { review: fact, label: "neutral" }
+  }
 }
