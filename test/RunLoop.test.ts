@@ -17,6 +17,7 @@ import * as RunLoop from "../src/programs/RunLoop.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import * as RunLoopExample from "../examples/run-loop.js"
 import { add, slow } from "./support/tools.js"
 
 const { RunMessage } = RunLoop
@@ -366,4 +367,25 @@ describe("RunLoop", () => {
         expect(last._tag === "LoopFinished" && last.result.stopReason).toBe("finish")
       }).pipe(Effect.provide(addThenAnswer("The sum is 5."))))
   })
+})
+
+describe("examples/run-loop", () => {
+  it.effect("runs the calculator through RunLoop on a swapped-in engine; the internal note reaches no request", () =>
+    Effect.gen(function* () {
+      const result = yield* RunLoopExample.program()
+      expect(result.stopReason).toBe("finish")
+      expect(result.output).toEqual(Option.some("The answer is 19."))
+      expect(result.messages.map((m) => m.role)).toEqual(["internal", "user", "assistant", "tool", "assistant"])
+      const requests = yield* ScriptedEngine.requests
+      expect(requests.every((r) => r.messages.every((m) => !m.content.includes("example")))).toBe(true)
+      expect(requests[0]!.temperature).toBe(0)
+    }).pipe(
+      Effect.provide(Layer.merge(
+        RunLoopExample.AppLive,
+        engine([
+          ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "12 + 7" } }]),
+          ScriptedEngine.reply("The answer is 19.")
+        ])
+      ))
+    ))
 })
