@@ -121,3 +121,68 @@ class GGUFWriter:
         with open(path, "wb") as f:
             f.write(out)
         return len(out)
+
+
+# ---------------------------------------------------------------------------
+# Reading (F32/F16 tensors): to go on training from a committed model
+# ---------------------------------------------------------------------------
+
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def read_gguf(path):
+    """Returns (kv: dict, tensors: dict name -> numpy float32 array in torch (out, in) order) of an F32/F16 GGUF v3."""
+    data = open(path, "rb").read()
+    pos = 0
+
+    def take(fmt):
+        nonlocal pos
+        v = struct.unpack_from(fmt, data, pos)
+        pos += struct.calcsize(fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string():
+        nonlocal pos
+        n = take("<Q")
+        s = data[pos:pos + n].decode("utf-8")
+        pos += n
+        return s
+
+    def value(typ):
+        if typ == T_STRING:
+            return string()
+        if typ == 9:
+            inner, n = take("<I"), take("<Q")
+            return [value(inner) for _ in range(n)]
+        return take(_SCALAR[typ])
+
+    if data[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    pos = 4
+    version, n_tensors, n_kv = take("<I"), take("<Q"), take("<Q")
+    if version != 3:
+        raise ValueError(f"{path}: GGUF version {version}, expected 3")
+    kv = {}
+    for _ in range(n_kv):
+        key = string()
+        kv[key] = value(take("<I"))
+    infos = []
+    for _ in range(n_tensors):
+        name = string()
+        n_dims = take("<I")
+        dims = [take("<Q") for _ in range(n_dims)]
+        ggml_type, offset = take("<I"), take("<Q")
+        infos.append((name, dims, ggml_type, offset))
+    align = kv.get("general.alignment", ALIGNMENT)
+    base = pos + (-pos) % align
+    tensors = {}
+    for name, dims, ggml_type, offset in infos:
+        count = int(np.prod(dims))
+        if ggml_type == 0:
+            arr = np.frombuffer(data, dtype="<f4", count=count, offset=base + offset)
+        elif ggml_type == 1:
+            arr = np.frombuffer(data, dtype="<f2", count=count, offset=base + offset)
+        else:
+            raise ValueError(f"{path}: tensor {name} has ggml type {ggml_type}; only F32/F16 can be read")
+        tensors[name] = arr.astype(np.float32).reshape(list(reversed(dims)))
+    return kv, tensors

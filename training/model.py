@@ -192,6 +192,31 @@ def export_gguf(model, vocab, path, f16=True, dtype=None):
     return w.write(path)
 
 
+def load_gguf(path, dropout=0.0):
+    """A TinyLlama with the weights of a GGUF this module exported (F32/F16), and its config."""
+    from gguf_writer import read_gguf
+
+    kv, t = read_gguf(path)
+    c = Config(
+        int(kv["llama.vocab_size"]), int(kv["llama.embedding_length"]), int(kv["llama.block_count"]),
+        int(kv["llama.attention.head_count"]), int(kv["llama.feed_forward_length"]), ctx=int(kv["llama.context_length"]),
+        rope_base=float(kv["llama.rope.freq_base"]), eps=float(kv["llama.attention.layer_norm_rms_epsilon"]),
+        dropout=dropout,
+    )
+    m = TinyLlama(c)
+    sd = {"tok.weight": t["token_embd.weight"], "norm.weight": t["output_norm.weight"], "out.weight": t["output.weight"]}
+    for i in range(c.n_layers):
+        p, q = f"blocks.{i}.", f"blk.{i}."
+        for mine, theirs in [("attn_norm", "attn_norm"), ("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"), ("wo", "attn_output"),
+                             ("ffn_norm", "ffn_norm"), ("w_gate", "ffn_gate"), ("w_up", "ffn_up"), ("w_down", "ffn_down")]:
+            sd[p + mine + ".weight"] = t[q + theirs + ".weight"]
+    missing = set(m.state_dict().keys()) - set(sd.keys())
+    if missing:
+        raise ValueError(f"{path}: no tensor for {sorted(missing)}")
+    m.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in sd.items()})
+    return m, c
+
+
 if __name__ == "__main__":
     # Export randomly initialised weights (used to tokenize the training set, and as a placeholder).
     import argparse

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from model import Config, TinyLlama, export_gguf, load_vocab
+from model import Config, TinyLlama, export_gguf, load_gguf, load_vocab
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "out")
@@ -80,6 +80,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(OUT, "model.gguf"))
     ap.add_argument("--export-every", type=float, default=10.0, help="minutes")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init-gguf", default=None, help="start from the weights of this GGUF (its shape; its vocabulary must be vocab.json)")
     args = ap.parse_args()
 
     torch.set_num_threads(1)
@@ -87,8 +88,15 @@ def main():
     rng = random.Random(args.seed)
     vocab = load_vocab()
     tokens, mask, lengths, offsets = load_data()
-    cfg = Config(len(vocab["tokens"]), args.dim, args.layers, args.heads, args.ffn, dropout=args.dropout)
-    model = TinyLlama(cfg)
+    if args.init_gguf:
+        model, cfg = load_gguf(args.init_gguf, dropout=args.dropout)
+        if cfg.vocab_size != len(vocab["tokens"]):
+            raise SystemExit(f"{args.init_gguf} has {cfg.vocab_size} tokens, vocab.json {len(vocab['tokens'])}")
+        args.dim, args.layers, args.heads, args.ffn = cfg.dim, cfg.n_layers, cfg.n_heads, cfg.ffn
+        print("initialised from", args.init_gguf, flush=True)
+    else:
+        cfg = Config(len(vocab["tokens"]), args.dim, args.layers, args.heads, args.ffn, dropout=args.dropout)
+        model = TinyLlama(cfg)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"params {n_params:,}  examples {len(lengths):,}  tokens {len(tokens):,}", flush=True)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
