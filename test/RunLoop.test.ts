@@ -15,6 +15,7 @@ import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as RunLoop from "../src/programs/RunLoop.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
+import { EventLog } from "../src/services/EventLog.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as RunLoopExample from "../examples/run-loop.js"
@@ -388,4 +389,28 @@ describe("examples/run-loop", () => {
         ])
       ))
     ))
+})
+
+describe("tool events", () => {
+  it.effect("argsHash is the same for the same arguments in any key order, different for different ones", () =>
+    Effect.gen(function* () {
+      yield* RunLoop.run([Message.user("add")])
+      const events = yield* Effect.flatMap(EventLog, (l) => l.events)
+      const hashes = events.flatMap((e) => (e._tag === "ToolStart" ? [e.argsHash] : []))
+      expect(hashes).toHaveLength(3)
+      for (const h of hashes) expect(h).toMatch(/^[0-9a-f]{8}$/)
+      expect(hashes[0]).toBe(hashes[1])
+      expect(hashes[2]).not.toBe(hashes[0])
+    }).pipe(Effect.provide(Layer.mergeAll(
+      engine([
+        ScriptedEngine.toolCalls([
+          { name: "add", arguments: { a: 1, b: 2 } },
+          { name: "add", arguments: { b: 2, a: 1 } },
+          { name: "add", arguments: { a: 2, b: 1 } }
+        ]),
+        ScriptedEngine.reply("done")
+      ]),
+      tools(add),
+      Observe.eventLogMemory
+    ))))
 })

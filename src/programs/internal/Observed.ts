@@ -16,6 +16,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import type * as Tracer from "effect/Tracer"
 import * as Event from "../../domain/Event.js"
@@ -194,16 +195,9 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
 // Helpers
 // ---------------------------------------------------------------------------
 
-/** A short stable hash of a call's arguments (FNV-1a over their canonical JSON). */
-const hashArgs = (args: Record<string, unknown>): string => {
-  const text = canonicalJson(args)
-  let h = 0x811c9dc5
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i)
-    h = Math.imul(h, 0x01000193) >>> 0
-  }
-  return h.toString(16).padStart(8, "0")
-}
+/** A short stable hash of a call's arguments: effect's string hash of their canonical JSON, as 8 hex digits. */
+const hashArgs = (args: Record<string, unknown>): string =>
+  (Hash.string(canonicalJson(args)) >>> 0).toString(16).padStart(8, "0")
 
 const errorFields = (failure: { readonly code: string; readonly message: string } | undefined) =>
   failure === undefined ? {} : { errorCode: failure.code, error: failure.message }
