@@ -1,9 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
-import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -12,7 +9,7 @@ import * as TestClock from "effect/TestClock"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
-import { Approval, Probe, Reference, Review, secretOf } from "./support/durable-runs.js"
+import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
 import type { Slot } from "../src/services/Durable.js"
 
 const probe = Effect.gen(function* () {

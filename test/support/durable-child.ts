@@ -3,7 +3,8 @@
  * durable run, reporting on stdout (one JSON object a line) and to a counter file
  * (one line per step start/end, with its pid). With `pause`, it stops for good at
  * that point (inside a step, or between two) so that the parent can SIGKILL it
- * there. Answers come on stdin: one JSON `{ runId, slot, secret, answer }` a line.
+ * there. Answers come on stdin: one JSON `{ runId, slot, secret, answer }` a line
+ * (with `standby`, after a first line "go").
  *
  *   node --import tsx test/support/durable-child.ts '<json Config>'
  */
@@ -27,6 +28,11 @@ export interface Config {
   readonly payload: unknown
   /** "mid:step-3" pauses inside step-3; "after:3" between steps 3 and 4. */
   readonly pause?: string | undefined
+  /**
+   * Load everything, then wait for a "go" line on stdin before opening the state
+   * file: a warm standby, so a restart's latency is the runs' and not the loader's.
+   */
+  readonly standby?: boolean | undefined
 }
 
 const config = JSON.parse(process.argv[2]!) as Config
@@ -56,21 +62,37 @@ const ProbeLive = Layer.succeed(Probe, {
     )
 })
 
+const stdin = readline.createInterface({ input: process.stdin })
+const received: Array<string> = []
+let onLine: (() => void) | undefined
+stdin.on("line", (line) => {
+  received.push(line)
+  onLine?.()
+})
+/** The next stdin line. */
+const nextLine = Effect.async<string>((resume) => {
+  const take = () => {
+    const line = received.shift()
+    if (line === undefined) return false
+    onLine = undefined
+    resume(Effect.succeed(line))
+    return true
+  }
+  if (!take()) onLine = () => void take()
+})
+
 const answers = (runs: Runs.Service) =>
-  Effect.async<never>(() => {
-    const lines = readline.createInterface({ input: process.stdin })
-    lines.on("line", (line) => {
+  Effect.forever(
+    Effect.flatMap(nextLine, (line) => {
       const { answer, runId, secret, slot } = JSON.parse(line) as { runId: string; slot: string; secret: string; answer: unknown }
-      Effect.runFork(
-        runs.respond(runId, slot, secret, answer).pipe(
-          Effect.matchEffect({
-            onFailure: (error) => say("respond", { ok: false, code: error.code, message: error.message }),
-            onSuccess: (result) => say("respond", { ok: true, result })
-          })
-        )
+      return runs.respond(runId, slot, secret, answer).pipe(
+        Effect.matchEffect({
+          onFailure: (error) => say("respond", { ok: false, code: error.code, message: error.message }),
+          onSuccess: (result) => say("respond", { ok: true, result })
+        })
       )
     })
-  })
+  )
 
 const main = Effect.gen(function* () {
   const runs = yield* Runs.Runs
@@ -95,10 +117,15 @@ const main = Effect.gen(function* () {
   })
 })
 
+const standby = config.standby === true
+  ? Effect.zipRight(say("standby"), Effect.flatMap(nextLine, (line) => say("go", { line })))
+  : Effect.void
+
 NodeRuntime.runMain(
-  Effect.scoped(main).pipe(
+  Effect.zipRight(standby, Effect.scoped(main).pipe(
     Effect.provide(SqliteRuns.layer({ filename: config.db, definitions: [Reference, Approval] }).pipe(Layer.provide(ProbeLive))),
-    Effect.catchAll((error) => say("failed", { code: error.code, message: error.message })),
+    Effect.catchAll((error) => say("failed", { code: error.code, message: error.message }))
+  )).pipe(
     Effect.ensuring(Effect.sync(() => process.exit(0)))
   )
 )

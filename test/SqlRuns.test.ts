@@ -1,0 +1,135 @@
+/**
+ * Durable runs on a SQLite file, in this process: the owner file, slots on the
+ * cluster engine, and the rows a run leaves (bounded per step, removed by prune).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as SqliteRuns from "../src/layers/SqliteRuns.js"
+import { Durable } from "../src/services/Durable.js"
+import type { Slot } from "../src/services/Durable.js"
+import * as Runs from "../src/services/Runs.js"
+import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
+import { tempCase } from "./support/durable-spawn.js"
+
+const Steps = Runs.define({
+  name: "steps",
+  payload: Schema.Struct({ n: Schema.Number }),
+  success: Schema.Number,
+  program: ({ n }) =>
+    Effect.gen(function* () {
+      const durable = yield* Durable
+      let total = 0
+      for (let i = 0; i < n; i++) total += yield* durable.step(`s${i}`, Schema.Number, Effect.succeed(i))
+      return total
+    })
+})
+
+const inFile = <A, E>(db: string, body: (slots: Ref.Ref<ReadonlyArray<Slot>>) => Effect.Effect<A, E, Runs.Runs>) =>
+  Effect.gen(function* () {
+    const slots = yield* Ref.make<ReadonlyArray<Slot>>([])
+    const probe = Layer.succeed(Probe, {
+      work: (_, value) => Effect.succeed(value),
+      between: () => Effect.void,
+      notify: (slot) => Ref.update(slots, (s) => [...s, slot])
+    })
+    return yield* body(slots).pipe(
+      Effect.provide(SqliteRuns.layer({ filename: db, definitions: [Reference, Approval, Steps] }).pipe(Layer.provide(probe)))
+    )
+  })
+
+interface ReadOnlyDatabase {
+  readonly prepare: (sql: string) => { readonly all: () => Array<unknown>; readonly get: () => unknown }
+  readonly close: () => void
+}
+// better-sqlite3 (the driver under @effect/sql-sqlite-node) ships no types; this is the part used here
+const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string, options: { readonly readonly: boolean }) => ReadOnlyDatabase
+
+const rowCounts = (db: string) => {
+  const sqlite = new Database(db, { readonly: true })
+  try {
+    const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as Array<{ name: string }>
+    return Object.fromEntries(tables.map(({ name }) => [name, (sqlite.prepare(`SELECT COUNT(*) AS n FROM "${name}"`).get() as { n: number }).n]))
+  } finally {
+    sqlite.close()
+  }
+}
+const total = (counts: Record<string, number>) => Object.values(counts).reduce((a, b) => a + b, 0)
+
+describe("SqliteRuns", () => {
+  it.live("the state file is created 0600; a second layer on it fails fast naming the owning process", () => {
+    const { db, dir } = tempCase("sql-owner")
+    return inFile(db, () =>
+      Effect.gen(function* () {
+        expect(fs.statSync(db).mode & 0o777).toBe(0o600)
+        const second = yield* Effect.exit(Effect.provide(Runs.Runs, SqliteRuns.layer({ filename: db, definitions: [Steps] })))
+        expect(Exit.isFailure(second)).toBe(true)
+        const failure = Exit.isFailure(second) ? second.cause : undefined
+        expect(String(failure)).toContain(`owned by process ${process.pid}`)
+      })
+    ).pipe(
+      Effect.zipRight(
+        // released with the first layer: a new one opens the file
+        Effect.provide(Effect.asVoid(Runs.Runs), SqliteRuns.layer({ filename: db, definitions: [Steps] }))
+      ),
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it.live("a slot answered in time and one left to expire, on the cluster engine", () => {
+    const { db, dir } = tempCase("sql-slots")
+    return inFile(db, (slots) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const answered = yield* runs.start(Approval, { slaMillis: 60_000 })
+        const expires = yield* runs.start(Approval, { slaMillis: 1_500 })
+        yield* runs.await(answered, { untilSuspended: true })
+        yield* runs.await(expires, { untilSuspended: true })
+        const slot = (yield* Ref.get(slots)).find((s) => s.runId === answered)!
+        expect(yield* runs.respond(answered, slot.key, secretOf(slot), { approved: false, note: "no" })).toBe("Accepted")
+        expect((yield* runs.await(answered)).result).toMatchObject({ outcome: "rejected", note: "no" })
+        const expired = yield* runs.await(expires)
+        expect(expired.result).toMatchObject({ outcome: "expired" })
+        const other = (yield* Ref.get(slots)).find((s) => s.runId === expires)!
+        const late = yield* Effect.flip(runs.respond(expires, other.key, secretOf(other), { approved: true, note: "late" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+      })
+    ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it.live("rows written per step are bounded, and prune removes a completed run's rows", () => {
+    const { db, dir } = tempCase("sql-rows")
+    return inFile(db, () =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const empty = total(rowCounts(db))
+        const small = yield* runs.start(Steps, { n: 5 })
+        yield* runs.await(small)
+        const afterSmall = total(rowCounts(db))
+        const large = yield* runs.start(Steps, { n: 25 })
+        yield* runs.await(large)
+        const afterLarge = total(rowCounts(db))
+        const perStep = (afterLarge - afterSmall - (afterSmall - empty)) / 20
+        // the engine's request and reply for the activity, and one DO record
+        expect(perStep).toBeLessThanOrEqual(4)
+        expect(yield* runs.prune({ olderThan: 0 })).toBe(2)
+        const counts = rowCounts(db)
+        expect(counts.pagantic_runs).toBe(0)
+        expect(counts.pagantic_records).toBe(0)
+        expect(total(counts)).toBeLessThanOrEqual(empty + 2)
+      })
+    ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+})
