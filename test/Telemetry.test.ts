@@ -15,7 +15,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import { PaganticSystem } from "../src/programs/Facade.js"
 import { CostTracker } from "../src/services/CostTracker.js"
-import { Metrics } from "../src/services/Metrics.js"
+import { Metrics, type Snapshot } from "../src/services/Metrics.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as Loopback from "./support/loopback.js"
 import { add } from "./support/tools.js"
@@ -86,11 +86,29 @@ const render = (node: Node, depth = 0): ReadonlyArray<string> => [
 
 const counterValue = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (s) => s.count)
 
+const snapshotNow = Effect.flatMap(Metrics, (m) => m.snapshot)
+
+/**
+ * What happened between two snapshots of Telemetry's Metrics: its counters and
+ * token totals are Effect's registry, which is process-wide, so a test reads what
+ * its request added (counters that did not move are left out).
+ */
+const added = (before: Snapshot, after: Snapshot) => ({
+  counters: Object.fromEntries(
+    Object.entries(after.counters).flatMap(([name, n]) => {
+      const delta = n - (before.counters[name] ?? 0)
+      return delta === 0 ? [] : [[name, delta]]
+    })
+  ),
+  tokens: [after.promptTokens - before.promptTokens, after.outputTokens - before.outputTokens]
+})
+
 // ---------------------------------------------------------------------------
 
 describe("Telemetry", () => {
   it.live("a chat request with a tool call: one trace, rooted at the request, lifecycle states, gen_ai inferences, tool span linked to its inference", () =>
     Effect.gen(function* () {
+      const before = yield* snapshotNow
       const toolCallsBefore = yield* counterValue(Telemetry.counter("tool_calls"))
       const costBefore = yield* counterValue(Metric.tagged(Telemetry.cost, "gen_ai.request.model", model))
       const inputBefore = yield* counterValue(Metric.tagged(Telemetry.tokenUsage, "gen_ai.token.type", "input"))
@@ -192,14 +210,15 @@ describe("Telemetry", () => {
       expect(loop.children.map((c) => c.span.name)).toEqual([`chat ${model}`, "execute_tool add", `chat ${model}`])
 
       // metrics: the Metrics service and Effect's Metric registry
-      const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
-      expect(snapshot.counters["tool_calls"]).toBe(1)
-      expect(snapshot.counters["requests"]).toBe(1)
-      expect(snapshot.counters["request_errors"]).toBeUndefined()
+      const snapshot = yield* snapshotNow
+      const request = added(before, snapshot)
+      expect(request.counters["tool_calls"]).toBe(1)
+      expect(request.counters["requests"]).toBe(1)
+      expect(request.counters["request_errors"]).toBeUndefined()
       expect(snapshot.latencies["request"]).toHaveLength(1)
       expect(snapshot.latencies["inference"]).toHaveLength(2)
       expect(snapshot.latencies["tool"]).toHaveLength(1)
-      expect([snapshot.promptTokens, snapshot.outputTokens]).toEqual([20, 6])
+      expect(request.tokens).toEqual([20, 6])
       expect((yield* counterValue(Telemetry.counter("tool_calls"))) - toolCallsBefore).toBe(1)
       expect(
         (yield* counterValue(Metric.tagged(Telemetry.tokenUsage, "gen_ai.token.type", "input"))) - inputBefore
@@ -298,6 +317,7 @@ describe("Telemetry", () => {
 
   it.live("a redundant request: one inference span per replica under the request, the vote on the request span and in the metrics", () =>
     Effect.gen(function* () {
+      const before = yield* snapshotNow
       const votesBefore = yield* counterValue(Telemetry.counter("votes"))
       const response = yield* Effect.flatMap(PaganticSystem, (s) =>
         s.run(
@@ -334,9 +354,8 @@ describe("Telemetry", () => {
         "gen_ai.usage.input_tokens": 30
       })
       expect(attr(tree.span, "pagantic.vote.confidence")).toBeCloseTo(2 / 3)
-      const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
-      expect(snapshot.counters["votes"]).toBe(1)
-      expect(snapshot.counters["vote_candidates"]).toBe(3)
+      const snapshot = yield* snapshotNow
+      expect(added(before, snapshot).counters).toMatchObject({ votes: 1, vote_candidates: 3 })
       expect(snapshot.latencies["inference"]).toHaveLength(3)
       expect((yield* counterValue(Telemetry.counter("votes"))) - votesBefore).toBe(1)
       expect(yield* Effect.flatMap(CostTracker, (c) => c.totalCost)).toBeGreaterThan(0)
@@ -361,6 +380,7 @@ describe("Telemetry", () => {
       handler: () => Effect.flatMap(Ref.updateAndGet(calls, (n) => n + 1), (n) => (n === 1 ? Effect.fail("busy") : Effect.succeed("ok")))
     })
     return Effect.gen(function* () {
+      const before = yield* snapshotNow
       const response = yield* Effect.flatMap(PaganticSystem, (s) =>
         s.run(decode({ mode: "chat", requestId: "req-retry-1", messages: [{ role: "user", content: "go" }] }))
       )
@@ -375,7 +395,7 @@ describe("Telemetry", () => {
         ["execute_tool flaky", 2, 1] // OK
       ])
       for (const s of attempts) expect(s.links.map((l) => l.context.spanId)).toEqual([idOf(asking)])
-      expect((yield* Effect.flatMap(Metrics, (m) => m.snapshot)).counters).toMatchObject({ tool_retries: 1, tool_errors: 1, tool_calls: 1 })
+      expect(added(before, yield* snapshotNow).counters).toMatchObject({ tool_retries: 1, tool_errors: 1, tool_calls: 1 })
     }).pipe(
       Effect.provide(
         system([ScriptedEngine.toolCalls([{ name: "flaky", arguments: {} }]), ScriptedEngine.reply("done")], [flaky])

@@ -283,28 +283,59 @@ export const otherName = "(other)"
 const emptySnapshot: MetricsSnapshot = { latencies: {}, counters: {}, promptTokens: 0, outputTokens: 0 }
 
 /**
+ * Names within `options.maxNames`: a name seen before, or a new one while fewer
+ * than `maxNames` are known, is itself; any further name is `otherName`.
+ */
+export const makeNameSlots = (options: MetricsOptions = {}): ((name: string) => string) => {
+  const maxNames = positive(options.maxNames, metricsDefaults.maxNames)
+  const known = new Set<string>()
+  return (name) => {
+    if (known.has(name)) return name
+    if (known.size >= maxNames) return otherName
+    known.add(name)
+    return name
+  }
+}
+
+/** The most recent latency samples per layer, within `options`' bounds. */
+export interface LatencySamples {
+  /** Records a sample; returns the name it was kept under (`otherName` past `maxNames`). */
+  readonly record: (layer: string, millis: number) => string
+  /** Per layer, the kept samples, oldest first (copies). */
+  readonly snapshot: () => Record<string, ReadonlyArray<number>>
+}
+
+/** Per layer a ring of the last `maxSamples` latencies, at most `maxNames` layers. */
+export const makeLatencySamples = (options: MetricsOptions = {}): LatencySamples => {
+  const maxSamples = positive(options.maxSamples, metricsDefaults.maxSamples)
+  const slot = makeNameSlots(options)
+  const rings = new Map<string, Ring<number>>()
+  return {
+    record: (layer, millis) => {
+      const key = slot(layer)
+      let ring = rings.get(key)
+      if (ring === undefined) rings.set(key, (ring = new Ring(maxSamples)))
+      ring.push(millis)
+      return key
+    },
+    snapshot: () => Object.fromEntries([...rings].map(([layer, ring]) => [layer, ring.toArray()]))
+  }
+}
+
+/**
  * In-memory metrics within `options`' bounds: per layer a ring of the last
  * `maxSamples` latencies (the snapshot lists them oldest first), counters summed
  * per name, token totals.
  */
 export const makeMetricsBounded = (options: MetricsOptions = {}): Effect.Effect<MetricsService> =>
   Effect.sync(() => {
-    const maxSamples = positive(options.maxSamples, metricsDefaults.maxSamples)
-    const maxNames = positive(options.maxNames, metricsDefaults.maxNames)
-    const latencies = new Map<string, Ring<number>>()
+    const latencies = makeLatencySamples(options)
+    const slot = makeNameSlots(options)
     const counters = new Map<string, number>()
     let promptTokens = 0
     let outputTokens = 0
-    const slot = <A>(map: Map<string, A>, name: string): string =>
-      map.has(name) || map.size < maxNames ? name : otherName
     return {
-      recordLatency: (layer, millis) =>
-        Effect.sync(() => {
-          const key = slot(latencies, layer)
-          let ring = latencies.get(key)
-          if (ring === undefined) latencies.set(key, (ring = new Ring(maxSamples)))
-          ring.push(millis)
-        }),
+      recordLatency: (layer, millis) => Effect.sync(() => void latencies.record(layer, millis)),
       recordTokens: (usage: TokenUsage) =>
         Effect.sync(() => {
           promptTokens += usage.promptTokens
@@ -312,11 +343,11 @@ export const makeMetricsBounded = (options: MetricsOptions = {}): Effect.Effect<
         }),
       increment: (name, delta = 1) =>
         Effect.sync(() => {
-          const key = slot(counters, name)
+          const key = slot(name)
           counters.set(key, (counters.get(key) ?? 0) + delta)
         }),
       snapshot: Effect.sync(() => ({
-        latencies: Object.fromEntries([...latencies].map(([layer, ring]) => [layer, ring.toArray()])),
+        latencies: latencies.snapshot(),
         counters: Object.fromEntries(counters),
         promptTokens,
         outputTokens

@@ -16,10 +16,12 @@
  *   @effect/opentelemetry's exporter over an `HttpClient`.
  * - `layerConfig`: `layerOtlp` when `PAGANTIC_OTLP_ENDPOINT` is set, nothing otherwise.
  *
- * Metrics go to the `Metrics` service, and `metrics` is a Metrics layer that also
- * feeds Effect's `Metric` registry (which `layerOtlp` exports): latency per layer
- * (`pagantic.latency_ms{layer}`), tokens (`gen_ai.client.token.usage{gen_ai.token.type}`)
- * and a counter per name (`pagantic.tool_calls`, `pagantic.retries`, `pagantic.votes`...).
+ * Metrics go to the `Metrics` service, and `metrics` is a Metrics layer that
+ * records through Effect's `Metric` (which `layerOtlp` exports) and nowhere else:
+ * latency per layer (`pagantic.latency_ms{layer}`), tokens
+ * (`gen_ai.client.token.usage{gen_ai.token.type}`) and a counter per name
+ * (`pagantic.tool_calls`, `pagantic.retries`, `pagantic.votes`...); its snapshot
+ * reads them back. The in-memory Metrics (`InMemoryObserve`) stay for tests.
  * `costTracker` prices usage per model and adds it to `pagantic.cost{gen_ai.request.model}`.
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -36,6 +38,9 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricKeyType from "effect/MetricKeyType"
+import type * as MetricPair from "effect/MetricPair"
+import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { Service as CostTrackerService } from "../services/CostTracker.js"
@@ -190,33 +195,78 @@ export const tokenUsage = Metric.counter("gen_ai.client.token.usage", {
   description: "Tokens used by inference, by type"
 })
 
-/** The counter a name of the Metrics service (`tool_calls`, `retries`, `votes`...) is exported as. */
-export const counter = (name: string): Metric.Metric.Counter<number> =>
-  Metric.counter(`pagantic.${name}`, { description: `pagantic ${name.replaceAll("_", " ")}` })
+/** The prefix of the counters the Metrics service exports. */
+const counterPrefix = "pagantic."
+
+/**
+ * The counter a name of the Metrics service (`tool_calls`, `retries`, `votes`...)
+ * is exported as; names past the service's bound share `pagantic.other_names`.
+ */
+export const counter = (name: string): Metric.Metric.Counter<number> => {
+  const exported = name === Observe.otherName ? "other_names" : name
+  return Metric.counter(`${counterPrefix}${exported}`, { description: `pagantic ${exported.replaceAll("_", " ")}` })
+}
 
 /** Cost of inference in the price table's currency, tagged `gen_ai.request.model`. */
 export const cost = Metric.counter("pagantic.cost", { description: "Inference cost from the per-model price table" })
 
-/**
- * A Metrics service that keeps the in-memory snapshot and also updates Effect's
- * metrics (exported by `layerOtlp`, readable with `Metric.value`).
- */
-export const makeMetrics: Effect.Effect<MetricsService> = Effect.map(Observe.makeMetrics, (memory) => ({
-  recordLatency: (layer, millis) =>
-    Effect.zipRight(memory.recordLatency(layer, millis), Metric.update(Metric.tagged(latency, "layer", layer), millis)),
-  recordTokens: (usage) =>
-    Effect.all(
-      [
-        memory.recordTokens(usage),
-        Metric.incrementBy(Metric.tagged(tokenUsage, "gen_ai.token.type", "input"), usage.promptTokens),
-        Metric.incrementBy(Metric.tagged(tokenUsage, "gen_ai.token.type", "output"), usage.outputTokens)
-      ],
-      { discard: true }
-    ),
-  increment: (name, delta = 1) => Effect.zipRight(memory.increment(name, delta), Metric.incrementBy(counter(name), delta)),
-  snapshot: memory.snapshot
-}))
+const inputTokens = Metric.tagged(tokenUsage, "gen_ai.token.type", "input")
+const outputTokens = Metric.tagged(tokenUsage, "gen_ai.token.type", "output")
 
+/** The counters of the Metrics service in Effect's registry, by the service's names. */
+const countersOf = (pairs: ReadonlyArray<MetricPair.MetricPair.Untyped>): Record<string, number> => {
+  const counters: Record<string, number> = {}
+  for (const { metricKey, metricState } of pairs) {
+    if (!metricKey.name.startsWith(counterPrefix) || metricKey.tags.length > 0) continue
+    if (!MetricKeyType.isCounterKey(metricKey.keyType) || !MetricState.isCounterState(metricState)) continue
+    const name = metricKey.name.slice(counterPrefix.length)
+    counters[name === "other_names" ? Observe.otherName : name] = Number(metricState.count)
+  }
+  return counters
+}
+
+/**
+ * A Metrics service on Effect's `Metric` (which `layerOtlp` exports): counters
+ * (`pagantic.{name}`), tokens (`gen_ai.client.token.usage{gen_ai.token.type}`)
+ * and latencies (`pagantic.latency_ms{layer}`) are recorded there and nowhere
+ * else, so what is exported and what `snapshot` says cannot drift apart. The
+ * snapshot reads the counters and token totals back from Effect's registry,
+ * which is global: they are the process's values, the ones the exporter sends
+ * (two such layers in one process see the same counts). A histogram keeps
+ * buckets, not samples, so the snapshot's latency lists are this layer's most
+ * recent samples (up to `maxSamples` per layer). Layer names and counter names
+ * are bounded as the in-memory metrics bound them (`maxNames`; further names
+ * share one), which also bounds the exported tag values and metric names.
+ */
+export const makeMetricsBounded = (options: Observe.MetricsOptions = {}): Effect.Effect<MetricsService> =>
+  Effect.sync(() => {
+    const samples = Observe.makeLatencySamples(options)
+    const slot = Observe.makeNameSlots(options)
+    return {
+      recordLatency: (layer, millis) =>
+        Effect.suspend(() => Metric.update(Metric.tagged(latency, "layer", samples.record(layer, millis)), millis)),
+      recordTokens: (usage) =>
+        Effect.zipRight(
+          Metric.incrementBy(inputTokens, usage.promptTokens),
+          Metric.incrementBy(outputTokens, usage.outputTokens)
+        ),
+      increment: (name, delta = 1) => Effect.suspend(() => Metric.incrementBy(counter(slot(name)), delta)),
+      snapshot: Effect.gen(function* () {
+        const pairs = yield* Metric.snapshot
+        return {
+          latencies: samples.snapshot(),
+          counters: countersOf(pairs),
+          promptTokens: (yield* Metric.value(inputTokens)).count,
+          outputTokens: (yield* Metric.value(outputTokens)).count
+        }
+      })
+    } satisfies MetricsService
+  })
+
+/** `makeMetricsBounded` with the in-memory metrics' default bounds. */
+export const makeMetrics: Effect.Effect<MetricsService> = makeMetricsBounded()
+
+/** Metrics through Effect's `Metric` (see `makeMetricsBounded`). */
 export const metrics: Layer.Layer<Metrics> = Layer.effect(Metrics, makeMetrics)
 
 /** A CostTracker over a per-model price table that also adds to the `pagantic.cost` metric. */
