@@ -1,0 +1,273 @@
+/**
+ * Orchestrator: a request broken into tasks by a model, the tasks run by
+ * processors, in dependency order, under deterministic control.
+ *
+ * `process(task, context)` goes through four phases. Analysis: the analyzer (a
+ * model behind the Engine) writes a TaskList; with the JSON parser (the default)
+ * through Structured.run under a schema whose `processor` is an enum of the
+ * registered processors, with the XML parser as text that is parsed and, when it
+ * does not parse, answered with what was wrong and asked again. Parsing: the
+ * reply becomes Tasks. Planning: the PlanCreator (dependency-based by default)
+ * checks the graph (duplicate ids, unknown dependencies, cycles) and groups the
+ * tasks into phases. Execution: the tasks are compiled to a PlanExecutor plan
+ * (task -> step, processor -> step handler, dependencies -> dependsOn) and run:
+ * "dataflow" (a task starts when its dependencies are done; the default) or
+ * "phases" (a barrier between phases), at most `maxConcurrent` at once across
+ * phases, the ready tasks by priority; a retryable failure is retried on the
+ * exponential schedule of `retry`, a task past `defaultTimeout` fails with
+ * CANCELLED_TIMEOUT; "fail-fast" (the default) interrupts the running tasks at
+ * the first failure, "continue" lets independent branches finish and skips the
+ * dependents of a failure. `execute(taskList, context)` runs a list a client
+ * gives, from parsing on.
+ *
+ * Before anything runs, a task naming a processor that is not registered fails
+ * the call (ORCHESTRATION_STEP_MISMATCH naming the registered ones), as does a
+ * rejected graph. Once tasks run the call succeeds with an OrchestratorResult:
+ * completed tasks with their outputs, failed tasks with their typed failure,
+ * skipped tasks with the reason, the analysis, and metadata with the phases.
+ *
+ * Processors receive the task (description included) and the outputs of its
+ * dependencies (see TaskProcessor); an Agent becomes one with
+ * `TaskProcessor.fromAgent`. Services are taken from the context once, in `make`:
+ * the processors' own, and the Engine and Constraint the analyzer needs (without
+ * them `process` fails with CONFIG_NO_ENGINE; `execute` needs neither).
+ */
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
+import type { ConstraintFailure, Failure, InferenceFailure } from "../domain/Failure.js"
+import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
+import * as Plan from "../domain/Plan.js"
+import type { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "../domain/Task.js"
+import { OrchestratorMetadata, ProcessorType } from "../domain/Task.js"
+import { Constraint } from "../services/Constraint.js"
+import { Engine } from "../services/Engine.js"
+import * as Analyzer from "./orchestrator/Analyzer.js"
+import * as Compile from "./orchestrator/Compile.js"
+import * as PlanCreator from "./orchestrator/PlanCreator.js"
+import * as Retry from "./orchestrator/Retry.js"
+import type * as TaskParser from "./orchestrator/TaskParser.js"
+import { json } from "./orchestrator/TaskParser.js"
+import type { ProcessorsContext, TaskProcessor } from "./orchestrator/TaskProcessor.js"
+import * as PlanExecutor from "./PlanExecutor.js"
+
+export type { AnalyzerConfig } from "./orchestrator/Analyzer.js"
+export type { RetryConfig } from "./orchestrator/Retry.js"
+
+export const defaultMaxConcurrent = 4
+
+export interface Options<P extends Readonly<Record<string, TaskProcessor<any>>>> {
+  /** The processors by name: the names a task's `processor` may take. At least one. */
+  readonly processors: P
+  /** Tasks running at once, across phases. A positive integer. Default 4. */
+  readonly maxConcurrent?: number | undefined
+  /** Each task's deadline, its retries included: past it, CANCELLED_TIMEOUT. Default none. */
+  readonly defaultTimeout?: Duration.DurationInput | undefined
+  /** Retries of retryable task failures. Default 3 attempts, 1 s then 2 s. */
+  readonly retry?: Retry.RetryConfig | undefined
+  /** How the analyzer's reply is read. Default the JSON parser. */
+  readonly parser?: TaskParser.TaskParser | undefined
+  /** How tasks become phases. Default the dependency plan creator (10 tasks per phase). */
+  readonly planCreator?: PlanCreator.PlanCreator | undefined
+  readonly analyzer?: Analyzer.AnalyzerConfig | undefined
+  /** Default "dataflow". */
+  readonly scheduling?: Scheduling | undefined
+  /** Default "fail-fast". */
+  readonly failurePolicy?: FailurePolicy | undefined
+}
+
+export interface RunOptions {
+  /** When this effect completes, no further task starts; running tasks finish; the rest are skipped. */
+  readonly stop?: Effect.Effect<void> | undefined
+}
+
+/** What `execute` can fail with before any task runs. */
+export type ExecuteError = OrchestrationFailure | ConfigurationFailure
+/** What `process` can fail with: the analysis' failures too. */
+export type ProcessError = ExecuteError | InferenceFailure | ConstraintFailure
+
+export interface Orchestrator {
+  /** The registered processor names, sorted. */
+  readonly processorTypes: ReadonlyArray<string>
+  /** The analyzer's instruction, as sent. */
+  readonly instruction: string
+  /** Analyzes `task`, then parses, plans and executes. */
+  readonly process: (
+    task: string,
+    context?: Readonly<Record<string, unknown>>,
+    options?: RunOptions
+  ) => Effect.Effect<OrchestratorResult, ProcessError>
+  /** Plans and executes a given task list. */
+  readonly execute: (
+    list: TaskList,
+    context?: Readonly<Record<string, unknown>>,
+    options?: RunOptions
+  ) => Effect.Effect<OrchestratorResult, ExecuteError>
+}
+
+/** Builds an orchestrator; a bad option is CONFIG_INVALID_REQUEST naming it. */
+export const make = <const P extends Readonly<Record<string, TaskProcessor<any>>>>(
+  options: Options<P>
+): Effect.Effect<Orchestrator, ConfigurationFailure, ProcessorsContext<P>> =>
+  Effect.gen(function* () {
+    const settings = yield* checkOptions(options)
+    // the span the orchestrator is made in is not the parent of its runs' spans
+    const context = Context.omit(Tracer.ParentSpan)(yield* Effect.context<ProcessorsContext<P>>()) as Context.Context<never>
+    const processors = new Map<string, TaskProcessor<never>>(
+      settings.names.map((name) => {
+        const processor: TaskProcessor<unknown> = options.processors[name]!
+        const provided: TaskProcessor<never> = {
+          process: (task, taskContext) =>
+            Effect.provide(processor.process(task, taskContext), context) as Effect.Effect<unknown, Failure>
+        }
+        return [name, provided] as const
+      })
+    )
+    return build(settings, processors, context, Context.getOption(context, Engine), Context.getOption(context, Constraint))
+  })
+
+interface Settings {
+  readonly names: readonly [string, ...Array<string>]
+  readonly maxConcurrent: number
+  readonly timeout: Option.Option<Duration.Duration>
+  readonly retry: Schedule.Schedule<unknown>
+  readonly parser: TaskParser.TaskParser
+  readonly planCreator: PlanCreator.PlanCreator
+  readonly analyzer: Analyzer.AnalyzerConfig
+  readonly scheduling: Scheduling
+  readonly failurePolicy: FailurePolicy
+}
+
+const invalid = (field: string, message: string, value: unknown) =>
+  ConfigurationFailure.invalidRequest(`${field} ${message}`, { details: { field, value } })
+
+const checkOptions = <P extends Readonly<Record<string, TaskProcessor<any>>>>(
+  options: Options<P>
+): Effect.Effect<Settings, ConfigurationFailure> =>
+  Effect.gen(function* () {
+    const names = Object.keys(options.processors).sort()
+    if (!isNonEmpty(names)) return yield* invalid("processors", "must name at least one processor", names)
+    const badName = names.find((n) => Either.isLeft(Schema.decodeUnknownEither(ProcessorType)(n)))
+    if (badName !== undefined) {
+      return yield* invalid("processors", `has the name ${JSON.stringify(badName)}; a name is 1 to 64 characters without surrounding spaces`, badName)
+    }
+    const maxConcurrent = options.maxConcurrent ?? defaultMaxConcurrent
+    if (!Number.isSafeInteger(maxConcurrent) || maxConcurrent < 1) {
+      return yield* invalid("maxConcurrent", `must be a positive integer, got ${String(maxConcurrent)}`, maxConcurrent)
+    }
+    const timeout = options.defaultTimeout === undefined ? Option.none() : Duration.decodeUnknown(options.defaultTimeout)
+    if (options.defaultTimeout !== undefined && (Option.isNone(timeout) || Duration.toMillis(timeout.value) <= 0)) {
+      return yield* invalid("defaultTimeout", `must be a positive duration, got ${String(options.defaultTimeout)}`, String(options.defaultTimeout))
+    }
+    const attempts = options.analyzer?.attempts
+    if (attempts !== undefined && (!Number.isSafeInteger(attempts) || attempts < 1)) {
+      return yield* invalid("analyzer.attempts", `must be a positive integer, got ${String(attempts)}`, attempts)
+    }
+    return {
+      names,
+      maxConcurrent,
+      timeout,
+      retry: yield* Retry.schedule(options.retry ?? Retry.defaultRetry),
+      parser: options.parser ?? json(),
+      planCreator: options.planCreator ?? PlanCreator.dependency(),
+      analyzer: options.analyzer ?? {},
+      scheduling: options.scheduling ?? "dataflow",
+      failurePolicy: options.failurePolicy ?? "fail-fast"
+    }
+  })
+
+const isNonEmpty = <A>(as: ReadonlyArray<A>): as is readonly [A, ...Array<A>] => as.length > 0
+
+const build = (
+  settings: Settings,
+  processors: ReadonlyMap<string, TaskProcessor<never>>,
+  context: Context.Context<never>,
+  engine: Option.Option<Context.Tag.Service<Engine>>,
+  constraint: Option.Option<Context.Tag.Service<Constraint>>
+): Orchestrator => {
+  const execute = (list: TaskList, taskContext: Readonly<Record<string, unknown>>, analyzerAttempts: number, options: RunOptions) =>
+    executeList(settings, processors, list, taskContext, analyzerAttempts, options)
+  return {
+    processorTypes: settings.names,
+    instruction: Analyzer.renderInstruction(settings.analyzer, settings.parser),
+    execute: (list, taskContext = {}, options = {}) => execute(list, taskContext, 0, options),
+    process: Effect.fn("Orchestrator.process")(function* (
+      task: string,
+      taskContext: Readonly<Record<string, unknown>> = {},
+      options: RunOptions = {}
+    ) {
+      if (Option.isNone(engine) || Option.isNone(constraint)) {
+        return yield* ConfigurationFailure.noEngine(
+          "the orchestrator's analyzer needs an Engine and a Constraint in the context Orchestrator.make ran in"
+        )
+      }
+      const services = context.pipe(Context.add(Engine, engine.value), Context.add(Constraint, constraint.value))
+      const analysis = yield* Effect.provide(
+        Analyzer.analyze(task, taskContext, {
+          config: settings.analyzer,
+          parser: settings.parser,
+          processors: settings.names
+        }),
+        services
+      )
+      return yield* execute(analysis.list, taskContext, analysis.attempts, options)
+    })
+  }
+}
+
+const executeList = Effect.fn("Orchestrator.execute")(function* (
+  settings: Settings,
+  processors: ReadonlyMap<string, TaskProcessor<never>>,
+  list: TaskList,
+  context: Readonly<Record<string, unknown>>,
+  analyzerAttempts: number,
+  options: RunOptions
+) {
+  const unknown = list.tasks.filter((t) => !processors.has(t.processor))
+  if (unknown.length > 0) {
+    return yield* OrchestrationFailure.stepMismatch(
+      `no processor is registered for ${unknown.map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")}; the processors are ${settings.names.join(", ")}`,
+      { details: { rule: "unknownProcessor", tasks: unknown.map((t) => t.id), available: settings.names } }
+    )
+  }
+  const phases = yield* settings.planCreator.createPlan(list.tasks)
+  const compiled = Compile.compile(phases, processors, context)
+  const executor = yield* PlanExecutor.make({
+    handlers: compiled.handlers,
+    concurrency: settings.maxConcurrent,
+    retry: settings.retry,
+    retryOn: "retryable",
+    failurePolicy: settings.failurePolicy
+  })
+  const startedAt = yield* Clock.currentTimeMillis
+  const outcome = yield* executor.execute(compiled.plan, {
+    policy: Option.match(settings.timeout, {
+      onNone: () => Plan.permissive,
+      onSome: (timeoutPerStep) => new Plan.PlanPolicy({ timeoutPerStep })
+    }),
+    priorities: compiled.priorities,
+    phases: settings.scheduling === "phases" ? compiled.phases : undefined,
+    stop: options.stop
+  })
+  const finishedAt = yield* Clock.currentTimeMillis
+  return Compile.toResult(
+    outcome,
+    new Map(list.tasks.map((t) => [t.id, t])),
+    new OrchestratorMetadata({
+      phases: compiled.phases,
+      scheduling: settings.scheduling,
+      failurePolicy: settings.failurePolicy,
+      maxConcurrent: settings.maxConcurrent,
+      taskCount: list.tasks.length,
+      analyzerAttempts,
+      durationMs: finishedAt - startedAt
+    }),
+    list.analysis
+  )
+})

@@ -1,0 +1,164 @@
+/**
+ * The analyzer: a model that breaks a request into a TaskList.
+ *
+ * Its system instruction is rendered from the AnalyzerConfig: the base
+ * instruction, then on the next line the format instructions (the parser's, when
+ * none are given), then, when there are considerations, a `Consider:` line and
+ * one `- consideration` line each. The user message carries the request, the
+ * context (compact JSON, when not empty) and the names of the processors.
+ *
+ * With a structured parser (JSON) the reply is requested through Structured.run
+ * under the TaskList schema whose `processor` is an enum of the registered names,
+ * so engines that constrain decoding cannot write anything else, and a rejected
+ * reply is re-asked with what was wrong. With a text parser (XML) the reply is
+ * parsed, and a reply that does not parse, or names a processor that is not
+ * registered, is answered with the failure and asked again, at most `attempts`
+ * times in all; the last failure is the analysis' failure.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Schedule from "effect/Schedule"
+import { ConstraintFailure } from "../../domain/Failure.js"
+import type { InferenceFailure } from "../../domain/Failure.js"
+import * as Message from "../../domain/Message.js"
+import * as Task from "../../domain/Task.js"
+import * as Text from "../../domain/Text.js"
+import type { Constraint } from "../../services/Constraint.js"
+import { Engine, InferenceRequest } from "../../services/Engine.js"
+import * as RetryPolicy from "../../services/RetryPolicy.js"
+import * as Structured from "../Structured.js"
+import type { TaskParser } from "./TaskParser.js"
+
+export interface AnalyzerConfig {
+  /** Default `defaultBaseInstruction`. */
+  readonly baseInstruction?: string | undefined
+  /** Default: the parser's format instructions. */
+  readonly formatInstructions?: string | undefined
+  readonly considerations?: ReadonlyArray<string> | undefined
+  /** Replies asked for at most, with a text parser. Default 3. */
+  readonly attempts?: number | undefined
+  /** With a structured parser: when a rejected reply is re-asked. Default Structured's policy. */
+  readonly retry?: Schedule.Schedule<unknown> | undefined
+  readonly maxTokens?: number | undefined
+  readonly temperature?: number | undefined
+}
+
+export const defaultBaseInstruction =
+  "Analyze the given task and break it down into well-defined subtasks, each handled by one of the processors."
+
+export const defaultAttempts = 3
+
+/** The analyzer's system instruction (see the module header). */
+export const renderInstruction = (config: AnalyzerConfig, parser: TaskParser): string => {
+  let instruction = config.baseInstruction ?? defaultBaseInstruction
+  const format = config.formatInstructions ?? parser.formatInstructions
+  if (format !== "") instruction += "\n" + format
+  const considerations = config.considerations ?? []
+  if (considerations.length > 0) instruction += "\nConsider:\n" + considerations.map((c) => `- ${c}\n`).join("")
+  return instruction
+}
+
+/** The user message: the request, the context, the processors. */
+export const renderRequest = (
+  task: string,
+  context: Readonly<Record<string, unknown>>,
+  processors: ReadonlyArray<string>
+): string =>
+  [
+    `task: ${task}`,
+    ...(Object.keys(context).length === 0 ? [] : [`context: ${JSON.stringify(Text.bounded(context))}`]),
+    `processors: ${processors.join(", ")}`
+  ].join("\n")
+
+/** What the analysis produced. */
+export interface Analysis {
+  readonly list: Task.TaskList
+  /** Replies asked for. */
+  readonly attempts: number
+}
+
+/** Asks the analyzer for the task list. Requires Engine (and Constraint for a structured parser). */
+export const analyze = (
+  task: string,
+  context: Readonly<Record<string, unknown>>,
+  options: {
+    readonly config: AnalyzerConfig
+    readonly parser: TaskParser
+    readonly processors: readonly [string, ...Array<string>]
+  }
+): Effect.Effect<Analysis, InferenceFailure | ConstraintFailure, Engine | Constraint> => {
+  const { config, parser, processors } = options
+  const messages = [
+    Message.system(renderInstruction(config, parser)),
+    Message.user(renderRequest(task, context, processors))
+  ]
+  return parser.structured
+    ? Effect.map(
+      Structured.run<Task.TaskList, never>(messages, {
+        schema: Task.taskListFor(processors),
+        ...(config.retry === undefined ? {} : { retry: config.retry }),
+        ...(config.maxTokens === undefined ? {} : { maxTokens: config.maxTokens }),
+        ...(config.temperature === undefined ? {} : { temperature: config.temperature })
+      }),
+      (result) => ({ list: result.value, attempts: result.attempts })
+    )
+    : analyzeText(messages, parser, processors, config)
+}
+
+const analyzeText = Effect.fn("Orchestrator.analyzeText")(function* (
+  messages: ReadonlyArray<Message.Message>,
+  parser: TaskParser,
+  processors: ReadonlyArray<string>,
+  config: AnalyzerConfig
+) {
+  const engine = yield* Engine
+  const attempts = Math.max(1, config.attempts ?? defaultAttempts)
+  let conversation = messages
+  let last: ConstraintFailure | undefined
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    const reply = yield* Effect.retry(
+      engine.infer(
+        new InferenceRequest({
+          messages: conversation,
+          maxTokens: config.maxTokens ?? Structured.defaultMaxTokens,
+          temperature: config.temperature ?? Structured.defaultTemperature
+        })
+      ),
+      { schedule: RetryPolicy.inference, while: (f: InferenceFailure) => f.retryable }
+    )
+    const parsed = Either.flatMap(parser.parse(reply.content), (list) => checkProcessors(list, processors, reply.content))
+    if (Either.isRight(parsed)) return { list: parsed.right, attempts: attempt } satisfies Analysis
+    last = parsed.left
+    conversation = [...conversation, Message.assistant(reply.content), Message.user(correction(parsed.left))]
+  }
+  return yield* Effect.fail(last ?? ConstraintFailure.schemaInvalid("the analyzer gave no task list"))
+})
+
+/** Every task's processor is registered, else a retryable CONSTRAINT_ENUM_UNRECOGNIZED naming the registered ones. */
+export const checkProcessors = (
+  list: Task.TaskList,
+  processors: ReadonlyArray<string>,
+  raw: string
+): Either.Either<Task.TaskList, ConstraintFailure> => {
+  const known = new Set(processors)
+  const unknown = list.tasks.filter((t) => !known.has(t.processor))
+  if (unknown.length === 0) return Either.right(list)
+  return Either.left(
+    ConstraintFailure.enumUnrecognized(
+      `unknown processor ${unknown.map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")}; the processors are ${processors.join(", ")}`,
+      {
+        raw,
+        violations: unknown.map((t) => `task "${t.id}": processor must be one of ${processors.join(", ")}`),
+        details: { processors }
+      }
+    )
+  )
+}
+
+/** What the analyzer is told after a rejected reply. */
+export const correction = (failure: ConstraintFailure): string =>
+  [
+    `Your previous reply was rejected (${failure.code}): ${failure.message}.`,
+    ...failure.violations.filter((v) => v !== failure.message).map((v) => `- ${v}`),
+    "Reply again with the corrected task list."
+  ].join("\n")
