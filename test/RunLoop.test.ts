@@ -414,3 +414,50 @@ describe("tool events", () => {
       Observe.eventLogMemory
     ))))
 })
+
+describe("steps", () => {
+  it.effect("each model call and tool call goes through its step wrapper with its structural key", () =>
+    Effect.gen(function* () {
+      const keys: Array<string> = []
+      const result = yield* RunLoop.run([Message.user("2+3, 1+1")], {
+        steps: {
+          model: (key, call) => Effect.zipRight(Effect.sync(() => keys.push(`model ${key.iteration}.${key.index}`)), call),
+          tool: (key, call) =>
+            Effect.zipRight(Effect.sync(() => keys.push(`tool ${key.iteration} ${key.call.id}`)), call)
+        }
+      })
+      expect(result.stopReason).toBe("finish")
+      expect(keys).toEqual(["model 0.0", "tool 0 call_1", "tool 0 call_2", "model 1.0"])
+    }).pipe(Effect.provide(Layer.merge(
+      engine([
+        ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }, { name: "add", arguments: { a: 1, b: 1 } }]),
+        ScriptedEngine.reply("5 and 2")
+      ]),
+      tools(add)
+    ))))
+
+  it.effect("a step that returns a kept result runs nothing: a replayed run calls neither engine nor tool", () =>
+    Effect.gen(function* () {
+      // first run: keep every step's result
+      const models = new Map<string, any>()
+      const toolResults = new Map<string, RunLoop.ToolOutcome>()
+      const first = yield* RunLoop.run([Message.user("2+3")], {
+        steps: {
+          model: (key, call) => Effect.tap(call, (r) => Effect.sync(() => models.set(`${key.iteration}.${key.index}`, r))),
+          tool: (key, call) => Effect.tap(call, (o) => Effect.sync(() => toolResults.set(key.call.id, o)))
+        }
+      }).pipe(Effect.provide(addThenAnswer("5")))
+      // replay: the kept results stand for the steps; the engine has no script and there is no tool
+      const calls = yield* Ref.make(0)
+      const counting = Tool.make({ ...add, handler: (args: { a: number; b: number }) => Effect.zipRight(Ref.update(calls, (n) => n + 1), add.handler(args)) })
+      const replay = yield* RunLoop.run([Message.user("2+3")], {
+        steps: {
+          model: (key) => Effect.succeed(models.get(`${key.iteration}.${key.index}`)),
+          tool: (key) => Effect.succeed(toolResults.get(key.call.id)!)
+        }
+      }).pipe(Effect.provide(Layer.merge(engine([]), tools(counting))))
+      expect(replay.output).toEqual(first.output)
+      expect(replay.messages.map((m) => [m.role, m.content])).toEqual(first.messages.map((m) => [m.role, m.content]))
+      expect(yield* Ref.get(calls)).toBe(0)
+    }))
+})

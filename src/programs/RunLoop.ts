@@ -22,9 +22,10 @@
  * budget), EventLog, Metrics and IdGenerator are used when present, taken once
  * when the loop is made.
  *
- * Durable runs: `execute` in run/Loop is the one place a model call and a tool
- * call happen (through the strategy's LoopEnv and run/Tools); a durable mode
- * wraps those two calls as steps keyed by (run, iteration, call id).
+ * Durable runs: a run does two things outside itself, call the model and run a
+ * tool, and `steps` wraps each one with its structural key (iteration and call
+ * index; iteration and tool call). A durable layer journals a step's result
+ * there and, replaying a run, returns it instead of calling again.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -53,11 +54,15 @@ export type {
   LoopEvent,
   LoopFailure,
   LoopResult,
+  ModelStepKey,
   PrepareInput,
   RequestDefaults,
+  Steps,
   StopReason,
   Strategy,
   StrategyError,
+  ToolOutcome,
+  ToolStepKey,
   ToolUsePolicy
 } from "./run/Types.js"
 export { defaultMaxIterations, defaultToolConcurrency } from "./run/Loop.js"

@@ -64,7 +64,8 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
       costBudget: Option.none(),
       abort: Option.none(),
       abortedAlready: false,
-      definitions: Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
+      definitions: Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : [],
+      steps: {}
     }
     return {
       runtime,

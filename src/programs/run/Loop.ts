@@ -38,6 +38,7 @@ import type {
   LoopFailure,
   LoopResult,
   RequestDefaults,
+  Steps,
   StopReason,
   Strategy
 } from "./Types.js"
@@ -88,6 +89,7 @@ export interface Settings<Out, E> {
   /** True when the abort was an AbortSignal already aborted. */
   readonly abortedAlready: boolean
   readonly definitions: ReadonlyArray<DomainMessage.ToolDefinition>
+  readonly steps: Steps
 }
 
 export const defaultMaxIterations = 20
@@ -153,7 +155,8 @@ export const check = <Out, E>(
     abort,
     abortedAlready: config.abort !== undefined && isAbortSignal(config.abort) && config.abort.aborted,
     definitions:
-      strategy.toolUsePolicy === "none" || Option.isNone(rt.registry) ? [] : rt.registry.value.definitions(config.allowTools)
+      strategy.toolUsePolicy === "none" || Option.isNone(rt.registry) ? [] : rt.registry.value.definitions(config.allowTools),
+    steps: config.steps ?? {}
   })
 }
 
@@ -291,7 +294,14 @@ const loop = <Out, E>(
       inferenceRetry: settings.inferenceRetry,
       onDelta: streaming ? Option.some((text: string) => emit({ _tag: "TextDelta", text, iteration })) : Option.none()
     }
-    const env = { infer: (request: Engine.InferenceRequest) => Inference.infer(inferenceEnv, last, request) }
+    let index = 0
+    const modelStep = settings.steps.model
+    const env = {
+      infer: (request: Engine.InferenceRequest) => {
+        const call = Inference.infer(inferenceEnv, last, request)
+        return modelStep === undefined ? call : modelStep({ iteration, index: index++ }, call)
+      }
+    }
     const toolEnv: Tools.ToolEnv = {
       registry: rt.registry,
       allowTools: settings.allowTools,
@@ -302,6 +312,7 @@ const loop = <Out, E>(
 
     while (true) {
       iteration = state.iterations
+      index = 0
       yield* emit({ _tag: "IterationStarted", iteration })
       const context = Option.isSome(settings.transformContext)
         ? yield* settings.transformContext.value(state.messages)
@@ -387,12 +398,14 @@ const runRound = <Out, E>(
     state.round = Option.some({ calls: action.toolCalls, done })
     state.toolsRan = true
     const { inferenceId, span } = last
+    const toolStep = settings.steps.tool
     const outcome = yield* Effect.either(
       Effect.forEach(
         action.toolCalls,
         (call) =>
           Effect.gen(function* () {
-            const o = yield* Tools.run(toolEnv, call, inferenceId, span)
+            const execution = Tools.run(toolEnv, call, inferenceId, span)
+            const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call }, execution))
             done.set(call.id, o)
             yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
             if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)

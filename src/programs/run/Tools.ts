@@ -19,6 +19,7 @@ import { ToolCallRecord } from "../../domain/System.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Observed from "../internal/Observed.js"
 import { RunToolResult } from "./Message.js"
+import type { ToolOutcome } from "./Types.js"
 
 /** What tool calls run with. */
 export interface ToolEnv {
@@ -29,11 +30,7 @@ export interface ToolEnv {
 }
 
 /** A call's outcome: its record, the result kept in the transcript, and the failure when it failed. */
-export interface Outcome {
-  readonly record: ToolCallRecord
-  readonly result: RunToolResult
-  readonly failure: Option.Option<ToolFailure>
-}
+export type Outcome = ToolOutcome
 
 /** One requested call, observed and retried while its failure is retryable; never fails. */
 export const run = (

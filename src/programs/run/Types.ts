@@ -19,7 +19,7 @@ import type * as Message from "../../domain/Message.js"
 import type { ToolCallRecord } from "../../domain/System.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
-import type { RunMessage } from "./Message.js"
+import type { RunMessage, RunToolResult } from "./Message.js"
 
 // ---------------------------------------------------------------------------
 // Stop reasons
@@ -163,6 +163,44 @@ export interface LoopConfig<Out, E = never> {
   readonly budget?: Budget | undefined
   /** Stops the run: stop reason `aborted`. */
   readonly abort?: AbortTrigger | undefined
+  /** Wrappers around each model call and each tool call, keyed by their place in the run. */
+  readonly steps?: Steps | undefined
+}
+
+// ---------------------------------------------------------------------------
+// Steps
+// ---------------------------------------------------------------------------
+
+/** Where a model call sits in a run: the iteration, and which call of the iteration (0 unless the strategy calls twice). */
+export interface ModelStepKey {
+  readonly iteration: number
+  readonly index: number
+}
+
+/** Where a tool call sits in a run: the iteration whose reply asked for it, and the call. */
+export interface ToolStepKey {
+  readonly iteration: number
+  readonly call: Message.ToolCall
+}
+
+/** What one tool call came to: its record, the result kept in the transcript, the failure when it failed. */
+export interface ToolOutcome {
+  readonly record: ToolCallRecord
+  readonly result: RunToolResult
+  readonly failure: Option.Option<ToolFailure>
+}
+
+/**
+ * Wrappers around the two things a run does outside itself: call the model and
+ * run a tool. Each wrapper gets the step's structural key and the step's effect,
+ * and returns what stands for it: the effect itself, observed, or (a durable
+ * layer replaying a run) the journaled result without running it again.
+ */
+export interface Steps {
+  readonly model?:
+    | ((key: ModelStepKey, call: Effect.Effect<InferenceResult, InferenceFailure>) => Effect.Effect<InferenceResult, InferenceFailure>)
+    | undefined
+  readonly tool?: ((key: ToolStepKey, call: Effect.Effect<ToolOutcome>) => Effect.Effect<ToolOutcome>) | undefined
 }
 
 // ---------------------------------------------------------------------------
