@@ -19,13 +19,18 @@
  * by llama.cpp (a bad escape, a token it does not know): the check is a guard,
  * not a second parser.
  *
- * One concept in one module on purpose (it is longer than most): the reader, the
- * model of the rules it builds and the checks on that model share their state.
+ * This module is the reader: one pass over the text that builds the shape of
+ * the rules (`gbnf/Shape.ts`, where the checks on that shape live). The JSON
+ * schema check is `gbnf/Schema.ts`; how problems are worded, `gbnf/Text.ts`.
  *
  * A problem is a short sentence in plain words with the place (line, column) and
  * an excerpt of at most a few dozen characters: never the grammar itself.
  */
 import * as Either from "effect/Either"
+import { problemOf, Shape, TERMINAL } from "./gbnf/Shape.js"
+import { controlName, excerpt, isControl, isWordChar, position, sizeLabel, utf8Length } from "./gbnf/Text.js"
+
+export { checkSchema, defaultSchemaLimits, type SchemaLimits } from "./gbnf/Schema.js"
 
 // ---------------------------------------------------------------------------
 // Limits
@@ -59,81 +64,8 @@ export interface Limits {
  */
 export const defaultLimits: Limits = { maxBytes: 64 * 1024, maxDepth: 64, maxRules: 2048, maxStarts: 4096 }
 
-/** Bounds on a JSON schema that a grammar is generated from. */
-export interface SchemaLimits {
-  /** UTF-8 bytes of its JSON text (approximately: escapes are not counted). */
-  readonly maxBytes: number
-  /** Objects and arrays nested inside each other (a property of an object is two levels: `properties`, then the property). */
-  readonly maxDepth: number
-}
-
-/**
- * 64 KiB and 64 levels (about 30 levels of nested objects): the grammar generated
- * from such a schema stays well inside `defaultLimits`. The size also bounds
- * enums: about 7,000 short values, whose grammar llama.cpp compiles in 0.17 s.
- */
-export const defaultSchemaLimits: SchemaLimits = { maxBytes: 64 * 1024, maxDepth: 64 }
-
 // ---------------------------------------------------------------------------
-// Problems
-// ---------------------------------------------------------------------------
-
-const EXCERPT_CHARS = 24
-
-/** At most EXCERPT_CHARS characters from `index`, quoted and escaped (control characters stay visible). */
-const excerpt = (text: string, index: number): string => {
-  const end = Math.min(text.length, index + EXCERPT_CHARS)
-  return JSON.stringify(text.slice(index, end)) + (end < text.length ? "..." : "")
-}
-
-const sizeLabel = (bytes: number): string =>
-  bytes >= 1024 * 1024
-    ? `${(bytes / (1024 * 1024)).toFixed(1)} MiB`
-    : bytes >= 1024
-    ? `${(bytes / 1024).toFixed(1)} KiB`
-    : `${bytes} bytes`
-
-/** UTF-8 length of a string, stopping as soon as it passes `max` (then it returns a value above `max`). */
-const utf8Length = (text: string, max: number): number => {
-  if (text.length > max) return text.length
-  let bytes = 0
-  for (let i = 0; i < text.length && bytes <= max; i++) {
-    const code = text.charCodeAt(i)
-    if (code < 0x80) bytes += 1
-    else if (code < 0x800) bytes += 2
-    else if (code >= 0xd800 && code <= 0xdbff && i + 1 < text.length) {
-      bytes += 4
-      i++
-    } else bytes += 3
-  }
-  return bytes
-}
-
-/** "at line L, column C" of a UTF-16 index (counted only when a problem is reported). */
-const position = (text: string, index: number): string => {
-  let line = 1
-  let lineStart = 0
-  for (let i = 0; i < index; i++) {
-    if (text.charCodeAt(i) === 0x0a) {
-      line++
-      lineStart = i + 1
-    }
-  }
-  return `at line ${line}, column ${index - lineStart + 1}`
-}
-
-const isWordChar = (code: number): boolean =>
-  (code >= 0x61 && code <= 0x7a) || (code >= 0x41 && code <= 0x5a) || (code >= 0x30 && code <= 0x39) || code === 0x2d
-
-/** C0 controls but tab, line feed and carriage return; and DEL. */
-const isControl = (code: number): boolean =>
-  (code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) || code === 0x7f
-
-const controlName = (code: number): string =>
-  code === 0 ? "a NUL character" : `the control character U+${code.toString(16).toUpperCase().padStart(4, "0")}`
-
-// ---------------------------------------------------------------------------
-// Scanning
+// Grammars
 // ---------------------------------------------------------------------------
 
 type State = "rule" | "literal" | "class" | "comment" | "braces" | "token"
@@ -144,223 +76,6 @@ const unclosed: Record<Exclude<State, "rule" | "comment">, string> = {
   braces: "does not close the repetition that starts",
   token: "does not close the token that starts"
 }
-
-// ---------------------------------------------------------------------------
-// The shape of the rules
-// ---------------------------------------------------------------------------
-
-/** An element of a sequence: a terminal, or the index of a rule. */
-const TERMINAL = -1
-
-/**
- * Rules as llama.cpp builds them: each named rule, and one more per group and
- * per repetition (`x*` is `r ::= x r |`), as alternatives of elements.
- */
-class Shape {
-  readonly alternatives: Array<Array<Array<number>>> = []
-  /** The named rule each rule was written in (itself for a named rule). */
-  readonly writtenIn: Array<number> = []
-  readonly names: Array<string | undefined> = []
-  private readonly ids = new Map<string, number>()
-
-  rule(name: string): number {
-    const known = this.ids.get(name)
-    if (known !== undefined) return known
-    const id = this.add(undefined)
-    this.names[id] = name
-    this.writtenIn[id] = id
-    this.ids.set(name, id)
-    return id
-  }
-
-  add(writtenIn: number | undefined): number {
-    const id = this.alternatives.length
-    this.alternatives.push([])
-    this.names.push(undefined)
-    this.writtenIn.push(writtenIn ?? id)
-    return id
-  }
-}
-
-/** Which rules may match nothing: a worklist over alternatives, linear in the grammar. */
-const nullableRules = (shape: Shape): Array<boolean> => {
-  const nullable = shape.alternatives.map(() => false)
-  const owners: Array<number> = []
-  const remaining: Array<number> = []
-  const uses: Array<Array<number>> = shape.alternatives.map(() => [])
-  const queue: Array<number> = []
-  shape.alternatives.forEach((alternatives, rule) => {
-    for (const sequence of alternatives) {
-      const alternative = owners.length
-      owners.push(rule)
-      let refs = 0
-      for (const element of sequence) {
-        if (element === TERMINAL) {
-          refs = -1
-          break
-        }
-        refs++
-      }
-      remaining.push(refs)
-      if (refs === 0) queue.push(rule)
-      else if (refs > 0) for (const element of sequence) uses[element]!.push(alternative)
-    }
-  })
-  while (queue.length > 0) {
-    const rule = queue.pop()!
-    if (nullable[rule]) continue
-    nullable[rule] = true
-    for (const alternative of uses[rule]!) {
-      remaining[alternative]!--
-      if (remaining[alternative] === 0) queue.push(owners[alternative]!)
-    }
-  }
-  return nullable
-}
-
-/** A rule a rule may begin with, and whether anything follows it in that alternative. */
-interface LeftEdge {
-  readonly target: number
-  readonly tail: boolean
-}
-
-/** The rules each rule may begin with: those at the start of an alternative, or after rules that may match nothing. */
-const leftEdges = (shape: Shape, nullable: ReadonlyArray<boolean>): Array<Array<LeftEdge>> =>
-  shape.alternatives.map((alternatives) => {
-    const edges: Array<LeftEdge> = []
-    for (const sequence of alternatives) {
-      for (let i = 0; i < sequence.length; i++) {
-        const element = sequence[i]!
-        if (element === TERMINAL) break
-        edges.push({ target: element, tail: i === sequence.length - 1 })
-        if (!nullable[element]) break
-      }
-    }
-    return edges
-  })
-
-/**
- * The strongly connected components of the left edges (Tarjan's algorithm with
- * an explicit stack), each after every component it may begin with.
- */
-const leftComponents = (edges: ReadonlyArray<ReadonlyArray<LeftEdge>>): Array<Array<number>> => {
-  const index = edges.map(() => -1)
-  const low = edges.map(() => 0)
-  const onStack = edges.map(() => false)
-  const stack: Array<number> = []
-  const components: Array<Array<number>> = []
-  let counter = 0
-  for (let root = 0; root < edges.length; root++) {
-    if (index[root] !== -1) continue
-    const work: Array<[number, number]> = [[root, 0]]
-    while (work.length > 0) {
-      const frame = work[work.length - 1]!
-      const [rule, next] = frame
-      if (next === 0 && index[rule] === -1) {
-        index[rule] = low[rule] = counter++
-        stack.push(rule)
-        onStack[rule] = true
-      }
-      if (next < edges[rule]!.length) {
-        frame[1] = next + 1
-        const target = edges[rule]![next]!.target
-        if (index[target] === -1) work.push([target, 0])
-        else if (onStack[target]) low[rule] = Math.min(low[rule]!, index[target]!)
-        continue
-      }
-      work.pop()
-      const parent = work.at(-1)
-      if (parent !== undefined) low[parent[0]] = Math.min(low[parent[0]]!, low[rule]!)
-      if (low[rule] === index[rule]) {
-        const component: Array<number> = []
-        let member: number
-        do {
-          member = stack.pop()!
-          onStack[member] = false
-          component.push(member)
-        } while (member !== rule)
-        components.push(component)
-      }
-    }
-  }
-  return components
-}
-
-/**
- * A rule that may begin with itself with something left to match after it: each
- * round of llama.cpp's expansion then pushes that rest again, without end. (A
- * repetition such as `("a"?)*` loops back only at its end, which llama.cpp
- * notices.) Any edge inside a component lies on a cycle.
- */
-const growingRecursion = (
-  edges: ReadonlyArray<ReadonlyArray<LeftEdge>>,
-  components: ReadonlyArray<ReadonlyArray<number>>
-): number | undefined => {
-  const componentOf = edges.map(() => 0)
-  components.forEach((component, c) => {
-    for (const rule of component) componentOf[rule] = c
-  })
-  for (let rule = 0; rule < edges.length; rule++) {
-    for (const edge of edges[rule]!) {
-      if (!edge.tail && componentOf[edge.target] === componentOf[rule]) return rule
-    }
-  }
-  return undefined
-}
-
-/**
- * A rule on a cycle of left edges, if any: llama.cpp's own test for left
- * recursion, run on edges that pass over a rule only when an alternative of it
- * is empty as written (not through other rules that may match nothing).
- */
-const cyclic = (edges: ReadonlyArray<ReadonlyArray<LeftEdge>>, components: ReadonlyArray<ReadonlyArray<number>>): number | undefined => {
-  for (const component of components) {
-    if (component.length > 1) return component[0]
-    const rule = component[0]!
-    if (edges[rule]!.some((edge) => edge.target === rule)) return rule
-  }
-  return undefined
-}
-
-/**
- * A rule whose ways to begin pass `max`, if any. Components come after those they
- * may begin with, so each count uses final counts; a rule of the same component
- * adds no new way (llama.cpp's expansion returns to a stack it has seen).
- */
-const tooManyStarts = (
-  shape: Shape,
-  nullable: ReadonlyArray<boolean>,
-  components: ReadonlyArray<ReadonlyArray<number>>,
-  max: number
-): number | undefined => {
-  const starts = shape.alternatives.map(() => 0)
-  const componentOf = shape.alternatives.map(() => -1)
-  for (let c = 0; c < components.length; c++) {
-    for (const rule of components[c]!) componentOf[rule] = c
-    for (const rule of components[c]!) {
-      let count = 0
-      for (const sequence of shape.alternatives[rule]!) {
-        let ended = false
-        for (const element of sequence) {
-          if (element === TERMINAL) count += 1
-          else if (componentOf[element] !== c) count += starts[element]!
-          if (element === TERMINAL || !nullable[element]) {
-            ended = true
-            break
-          }
-        }
-        if (!ended) count++
-        if (count > max) return rule
-      }
-      starts[rule] = count
-    }
-  }
-  return undefined
-}
-
-// ---------------------------------------------------------------------------
-// Grammars
-// ---------------------------------------------------------------------------
 
 /**
  * Checks a GBNF grammar against `limits` (merged over `defaultLimits`): the
@@ -567,85 +282,7 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
     if (!defined.has(name)) return fail(`uses the rule ${excerpt(name, 0)}, which it does not define,`, index)
   }
 
-  const nullable = nullableRules(shape)
-  const edges = leftEdges(shape, nullable)
-  const components = leftComponents(edges)
-  const nameOf = (rule: number) => excerpt(shape.names[shape.writtenIn[rule]!] ?? "?", 0)
-  const directlyEmpty = shape.alternatives.map((alternatives) => alternatives.some((sequence) => sequence.length === 0))
-  const llamaEdges = leftEdges(shape, directlyEmpty)
-  const recursive = growingRecursion(edges, components) ?? cyclic(llamaEdges, leftComponents(llamaEdges))
-  if (recursive !== undefined) {
-    return Either.left(
-      `the grammar's rule ${nameOf(recursive)} is left-recursive: it can begin with itself ` +
-        "(directly, or after rules that may match nothing), which llama.cpp would expand without end"
-    )
-  }
-  const wide = tooManyStarts(shape, nullable, components, maxStarts)
-  if (wide !== undefined) {
-    return Either.left(
-      `the grammar's rule ${nameOf(wide)} can begin in more than ${maxStarts.toLocaleString("en-US")} ways ` +
-        "(alternatives that begin with rules of several alternatives multiply), and llama.cpp tracks each"
-    )
-  }
+  const problem = problemOf(shape, maxStarts)
+  if (problem !== undefined) return Either.left(problem)
   return Either.right(grammar)
-}
-
-// ---------------------------------------------------------------------------
-// JSON schemas
-// ---------------------------------------------------------------------------
-
-const stringBytes = (text: string, max: number): number => utf8Length(text, max) + 2
-
-/**
- * Checks a JSON schema (any JSON value) against `limits` (merged over
- * `defaultSchemaLimits`) without recursion: its size, its nesting, and no control
- * character but tab, line feed and carriage return in any string or key. The
- * schema itself when it passes, else a short problem in plain words.
- */
-export const checkSchema = <A>(schema: A, limits: Partial<SchemaLimits> = {}): Either.Either<A, string> => {
-  const { maxBytes, maxDepth } = { ...defaultSchemaLimits, ...limits }
-  const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value: schema, depth: 0 }]
-  let bytes = 0
-  // NUL ends llama.cpp's copy of the grammar; node-llama-cpp escapes tab, line feed
-  // and carriage return in literals but no other control character, so the model's
-  // JSON would carry it raw: invalid JSON, a schema no answer can satisfy.
-  const control = (text: string): string | undefined => {
-    for (let i = 0; i < text.length; i++) {
-      const code = text.charCodeAt(i)
-      if (code < 0x20 && code !== 0x09 && code !== 0x0a && code !== 0x0d) return controlName(code)
-    }
-    return undefined
-  }
-  while (stack.length > 0) {
-    const { depth, value } = stack.pop()!
-    if (typeof value === "string") {
-      const found = control(value)
-      if (found !== undefined) return Either.left(`the schema has ${found} in the string ${excerpt(value, 0)}`)
-      bytes += stringBytes(value, maxBytes)
-    } else if (typeof value === "number" || typeof value === "boolean" || typeof value === "bigint") {
-      bytes += String(value).length
-    } else if (value === null) {
-      bytes += 4
-    } else if (typeof value === "object") {
-      if (depth >= maxDepth) return Either.left(`the schema is nested more than ${maxDepth} levels deep`)
-      bytes += 2
-      if (Array.isArray(value)) {
-        for (const item of value) {
-          bytes += 1
-          stack.push({ value: item, depth: depth + 1 })
-        }
-      } else {
-        for (const [key, item] of Object.entries(value)) {
-          const found = control(key)
-          if (found !== undefined) return Either.left(`the schema has ${found} in the key ${excerpt(key, 0)}`)
-          bytes += stringBytes(key, maxBytes) + 2
-          stack.push({ value: item, depth: depth + 1 })
-        }
-      }
-    }
-    if (bytes > maxBytes) {
-      return Either.left(`the schema is larger than ${sizeLabel(maxBytes)} as JSON (${sizeLabel(bytes)} or more)`)
-    }
-  }
-  return Either.right(schema)
 }
