@@ -120,12 +120,12 @@ export const retry = (schedule: Schedule.Schedule<unknown>): Interceptor => (nex
  * CONSTRAINT_SCHEMA_INVALID: another answer may fit). The decoded values are what
  * passes on.
  */
-export const validate = (schemas: {
-  readonly input?: Schema.Schema<AgentInput, any, never> | undefined
-  readonly output?: Schema.Schema<AgentOutput, any, never> | undefined
+export const validate = <I extends AgentInput = AgentInput, O extends AgentOutput = AgentOutput>(schemas: {
+  readonly input?: Schema.Schema<I, any, never> | undefined
+  readonly output?: Schema.Schema<O, any, never> | undefined
 }): Interceptor => (next, agent) => (input) =>
   Effect.gen(function* () {
-    const checkedInput = schemas.input === undefined ? input : yield* Either.mapLeft(
+    const checkedInput: AgentInput = schemas.input === undefined ? input : yield* Either.mapLeft(
       Schema.decodeUnknownEither(schemas.input, { errors: "all" })(input),
       (error) =>
         OrchestrationFailure.stepMismatch(`agent "${agent.id}": the input does not match its schema: ${problems(error)}`, {
@@ -134,7 +134,7 @@ export const validate = (schemas: {
     )
     const output = yield* next(checkedInput)
     if (schemas.output === undefined) return output
-    return yield* Either.mapLeft(
+    const checkedOutput: AgentOutput = yield* Either.mapLeft(
       Schema.decodeUnknownEither(schemas.output, { errors: "all" })(output),
       (error) =>
         ConstraintFailure.schemaInvalid(`agent "${agent.id}": the output does not match its schema`, {
@@ -144,6 +144,7 @@ export const validate = (schemas: {
           details: { agent: agent.id, side: "output" }
         })
     )
+    return checkedOutput
   })
 
 const problems = (error: ParseResult.ParseError): string =>
