@@ -64,6 +64,14 @@ describe("RunLoop strategies (scripted engine)", () => {
         expect(Either.isRight(Gbnf.check(request!.grammar!))).toBe(true)
       }).pipe(Effect.provide(Layer.merge(engine([ScriptedEngine.reply(`{"thought": "t", "finish": "hello"}`)]), tools(add)))))
 
+    it.effect("the instructions join the caller's system prompt instead of adding a second one", () =>
+      Effect.gen(function* () {
+        yield* RunLoop.run([Message.system("You are terse."), Message.user("hi")], { strategy: RunLoop.react() })
+        const [request] = yield* ScriptedEngine.requests
+        expect(request!.messages.map((m) => m.role)).toEqual(["system", "user"])
+        expect(request!.messages[0]!.content).toMatch(/^You are terse\.\n\nAnswer with one JSON object/)
+      }).pipe(Effect.provide(engine([ScriptedEngine.reply(`{"thought": "t", "finish": "hello"}`)]))))
+
     it.effect("a reply that is no action is answered with a correction while iterations remain", () =>
       Effect.gen(function* () {
         const result = yield* RunLoop.run([Message.user("hi")], { strategy: RunLoop.react() })

@@ -275,6 +275,25 @@ const over = (spent: number, limit: Option.Option<number>) => Option.isSome(limi
 /** Whether no further model call fits: the budget is reached. */
 const reached = (spent: number, limit: Option.Option<number>) => Option.isSome(limit) && spent >= limit.value
 
+/** Whether an answer came in past the budget (it is kept, and flagged `finish_over_budget`). */
+const overBudget = <Out, E>(settings: Settings<Out, E>, tokens: number, cost: number): boolean =>
+  over(tokens, settings.tokenBudget) || over(cost, settings.costBudget)
+
+/** Why the run cannot act on a reply that asks for more, if it cannot: the stop reason and what pending calls are told. */
+const limitReached = <Out, E>(
+  settings: Settings<Out, E>,
+  iterations: number,
+  tokens: number,
+  cost: number
+): Option.Option<readonly [StopReason, string]> =>
+  iterations >= settings.maxIterations
+    ? Option.some(["max_iterations", `iteration limit (${settings.maxIterations} model calls) reached`])
+    : reached(tokens, settings.tokenBudget)
+    ? Option.some(["budget_exhausted", `token budget (${Option.getOrElse(settings.tokenBudget, () => 0)}) exhausted`])
+    : reached(cost, settings.costBudget)
+    ? Option.some(["budget_exhausted", `cost budget (${Option.getOrElse(settings.costBudget, () => 0)}) exhausted`])
+    : Option.none()
+
 const loop = <Out, E>(
   rt: Runtime,
   settings: Settings<Out, E>,
@@ -360,18 +379,10 @@ const loop = <Out, E>(
           continue
         }
         state.output = action.result
-        const cost = yield* spentCost
-        return over(tokens, settings.tokenBudget) || over(cost, settings.costBudget) ? stop("finish_over_budget") : stop("finish")
+        return overBudget(settings, tokens, yield* spentCost) ? stop("finish_over_budget") : stop("finish")
       }
 
-      const cost = yield* spentCost
-      const limit: Option.Option<readonly [StopReason, string]> = state.iterations >= settings.maxIterations
-        ? Option.some(["max_iterations", `iteration limit (${settings.maxIterations} model calls) reached`])
-        : reached(tokens, settings.tokenBudget)
-        ? Option.some(["budget_exhausted", `token budget (${Option.getOrElse(settings.tokenBudget, () => 0)}) exhausted`])
-        : reached(cost, settings.costBudget)
-        ? Option.some(["budget_exhausted", `cost budget (${Option.getOrElse(settings.costBudget, () => 0)}) exhausted`])
-        : Option.none()
+      const limit = limitReached(settings, state.iterations, tokens, yield* spentCost)
       if (Option.isSome(limit)) {
         yield* answerAll(state, action.toolCalls, limit.value[1])
         return stop(limit.value[0])

@@ -151,8 +151,12 @@ export const reactInstructions = (tools: ReadonlyArray<Message.ToolDefinition>):
 
 /** The transcript as a ReAct model reads it: actions as plain text, tool results as observations. */
 const reactMessages = (messages: ReadonlyArray<Message.Message>, instructions: string): ReadonlyArray<Message.Message> => {
-  const out: Array<Message.Message> = [Message.system(instructions)]
-  for (const m of messages) {
+  // the instructions join the caller's system prompt, or open the conversation
+  const first = messages[0]
+  const out: Array<Message.Message> = [
+    first !== undefined && Message.isSystem(first) ? Message.system(`${first.content}\n\n${instructions}`) : Message.system(instructions)
+  ]
+  for (const m of first !== undefined && Message.isSystem(first) ? messages.slice(1) : messages) {
     switch (m._tag) {
       case "AssistantMessage":
         out.push(Message.assistant(m.content))
