@@ -5,7 +5,8 @@
  * memory, per turn, is never stored here; key-value decisions are SessionState).
  * Reads return copies. The in-memory store is bounded by session count and by
  * approximate bytes, because a server opens sessions for clients for its whole
- * life: past either bound the least recently written session is dropped.
+ * life: past either bound the least recently written session is dropped. The SQL
+ * layer (SqlMemory) keeps histories across restarts.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

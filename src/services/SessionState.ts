@@ -1,8 +1,10 @@
 /**
  * Layer 9: session state.
  *
- * Key-value decisions that carry forward across the turns of a session. Reads
- * return copies. The in-memory state is bounded like the ConversationStore.
+ * Key-value decisions that carry forward across the turns of a session: store
+ * (`set`), retrieve (`get`), delete, list the keys, clear the session. Reads
+ * return copies. The in-memory state is bounded like the ConversationStore; the
+ * SQL layer (SqlMemory) keeps it across restarts.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -24,6 +26,10 @@ export interface Service {
   readonly delete: (sessionId: string, key: string) => Effect.Effect<void>
   /** A copy of all keys of the session. */
   readonly snapshot: (sessionId: string) => Effect.Effect<Readonly<Record<string, unknown>>>
+  /** The session's keys, in the order they were first set; empty for an unknown session. */
+  readonly list: (sessionId: string) => Effect.Effect<ReadonlyArray<string>>
+  /** Removes every key of the session. */
+  readonly clear: (sessionId: string) => Effect.Effect<void>
 }
 
 /** Durable key-value state per session. */
@@ -63,7 +69,9 @@ export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Servi
           write(sessionId, state, sessions.bytes(sessionId) - entry.bytes)
         }),
       snapshot: (sessionId) =>
-        Effect.sync(() => Object.fromEntries([...(sessions.get(sessionId) ?? [])].map(([key, e]) => [key, e.value])))
+        Effect.sync(() => Object.fromEntries([...(sessions.get(sessionId) ?? [])].map(([key, e]) => [key, e.value]))),
+      list: (sessionId) => Effect.sync(() => [...(sessions.get(sessionId)?.keys() ?? [])]),
+      clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId))
     } satisfies Service
   })
 
