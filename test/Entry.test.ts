@@ -1,7 +1,8 @@
 /**
- * The package's entries: importing `pagantic` loads no native binding and no
- * OpenTelemetry SDK (those live behind `pagantic/llama` and `pagantic/telemetry`),
- * checked in a fresh process that records every module it resolves.
+ * The package's entries: importing `pagantic` loads no native binding, no
+ * OpenTelemetry SDK and no durable engine (those live behind `pagantic/llama`,
+ * `pagantic/telemetry` and `pagantic/durable`), checked in a fresh process that
+ * records every module it resolves.
  */
 import { execFile } from "node:child_process"
 import * as path from "node:path"
@@ -23,19 +24,23 @@ const loaded = async (entry: string): Promise<ReadonlyArray<string>> => {
 
 const native = (urls: ReadonlyArray<string>) => urls.filter((u) => u.includes("/node_modules/node-llama-cpp/"))
 const otelSdk = (urls: ReadonlyArray<string>) => urls.filter((u) => /\/node_modules\/@opentelemetry\/sdk-/.test(u))
+const durable = (urls: ReadonlyArray<string>) =>
+  urls.filter((u) => /\/node_modules\/(@effect\/(workflow|cluster|sql|sql-sqlite-node|sql-pg)|better-sqlite3)\//.test(u))
 
 describe("entries", () => {
-  it("importing pagantic loads neither node-llama-cpp nor an OpenTelemetry SDK", async () => {
+  it("importing pagantic loads neither node-llama-cpp, nor an OpenTelemetry SDK, nor the durable engine", async () => {
     const urls = await loaded("index.ts")
     // the recorder works: effect and our own modules are seen
     expect(urls.some((u) => u.includes("/node_modules/effect/"))).toBe(true)
     expect(urls.some((u) => u.endsWith("/src/programs/AgentLoop.ts"))).toBe(true)
     expect(native(urls)).toEqual([])
     expect(otelSdk(urls)).toEqual([])
+    expect(durable(urls)).toEqual([])
   }, 90_000)
 
-  it("pagantic/llama and pagantic/telemetry are where they load (the check can fail)", async () => {
+  it("pagantic/llama, pagantic/telemetry and pagantic/durable are where they load (the check can fail)", async () => {
     expect(native(await loaded("llama.ts")).length).toBeGreaterThan(0)
     expect(otelSdk(await loaded("telemetry.ts")).length).toBeGreaterThan(0)
-  }, 120_000)
+    expect(durable(await loaded("durable.ts")).length).toBeGreaterThan(0)
+  }, 180_000)
 })
