@@ -109,3 +109,21 @@ export const checker = (shape: AnswerShape): Checker => {
     }
   }
 }
+
+/** The JSON Schema an engine is asked to answer in (with the optional `_confidence` and `_rationale`). */
+export const jsonSchemaOf = (shape: AnswerShape): JsonSchema.JsonSchema => {
+  const meta = { _confidence: JsonSchema.number("how sure, from 0 to 1"), _rationale: JsonSchema.string("why, briefly") }
+  switch (shape.kind) {
+    case "core.classification.v1":
+      return JsonSchema.object(
+        { category: shape.labels === undefined ? JsonSchema.string("the category") : JsonSchema.enumOf(shape.labels, "the category"), ...meta },
+        ["category"]
+      )
+    case "core.summary.v1":
+      return JsonSchema.object({ summary: JsonSchema.string("the summary"), ...meta }, ["summary"])
+    case "core.text.v1":
+      return JsonSchema.object({ text: JsonSchema.string("the answer"), ...meta }, ["text"])
+    case "core.json.v1":
+      return shape.schema
+  }
+}

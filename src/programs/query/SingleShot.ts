@@ -1,0 +1,193 @@
+/**
+ * single_shot in memory: the default pattern without durability.
+ *
+ * Select the candidates (filter, relevance, top-k), ask each of them once, all at
+ * the same time, wait for every answer (or, with `awaiting: "quorum"`, until
+ * `min_quorum` valid answers are in, interrupting the rest), and fold. Each
+ * candidate has its deadline (the query's `max_latency_secs`, else its kind's
+ * default); a responder that fails, times out or answers off-shape is a failed
+ * slot with its problem recorded, never a crash, and the fold runs over the rest.
+ *
+ * This is the in-memory path: nothing is journaled, so a crash loses the run, and
+ * a human (actor) responder cannot answer here (it needs a durable slot): it is a
+ * failed slot saying so. The durable single_shot wraps these same steps, recording
+ * each CALL before dispatch and each DO before folding.
+ */
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as AnswerShape from "../../domain/AnswerShape.js"
+import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
+import { decodeJsonAs } from "../../domain/Json.js"
+import * as Message from "../../domain/Message.js"
+import * as Text from "../../domain/Text.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+import { InferenceRequest } from "../../services/Engine.js"
+import type { RerankFailure, Reranker } from "../../services/Reranker.js"
+import type { Request, ResponderRegistry } from "../../services/ResponderRegistry.js"
+import * as Folds from "../Folds.js"
+import type * as Check from "./Check.js"
+import * as Select from "./Select.js"
+
+export interface Options {
+  /** all (default): wait for every candidate; quorum: fold once `min_quorum` valid answers are in. */
+  readonly awaiting?: "all" | "quorum" | undefined
+  /** The text of a record input (`input.record_id`); the in-memory path has no record store. */
+  readonly recordText?: ((recordId: string) => Effect.Effect<string, OrchestrationFailure>) | undefined
+  /** Temperature for LLM responders at dial 1 (the dial scales it). Default 1. */
+  readonly maxTemperature?: number | undefined
+  /** See Select. */
+  readonly staleAfterSecs?: number | undefined
+}
+
+export interface Result {
+  readonly fold: Folds.Output
+  readonly selection: Select.Selection
+  /** Every slot, in candidate order: answers and failures. */
+  readonly responses: ReadonlyArray<Folds.Response>
+  /** Usage of the LLM responders' calls. */
+  readonly usage: TokenUsage.TokenUsage
+}
+
+export type SingleShotError = OrchestrationFailure | ConfigurationFailure | RerankFailure
+
+/** Runs a checked query's single_shot in memory. */
+export const run: (
+  checked: Check.Checked,
+  options?: Options
+) => Effect.Effect<Result, SingleShotError, ResponderRegistry | Reranker> = Effect.fn("SingleShot.run")(function* (
+  checked: Check.Checked,
+  options: Options = {}
+) {
+  const input = checked.input._tag === "Inline"
+    ? checked.input.text
+    : options.recordText === undefined
+    ? yield* ConfigurationFailure.invalidRequest(
+      `input.record_id: this runner has no record store to read ${JSON.stringify(Text.excerpt(checked.input.recordId, 80))} from`,
+      { details: { field: "input.record_id" } }
+    )
+    : yield* options.recordText(checked.input.recordId)
+  const calls = checked.budget?.calls
+  const topK = calls === undefined ? checked.topK : Math.min(checked.topK, calls)
+  const selection = yield* Select.select(checked.responders, {
+    query: input,
+    topK,
+    maxLatencySecs: checked.maxLatencySecs,
+    staleAfterSecs: options.staleAfterSecs
+  })
+  const usage = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
+  const slots = yield* Ref.make<ReadonlyMap<number, Folds.Response>>(new Map())
+  const quorum = yield* Deferred.make<void>()
+  const validCount = yield* Ref.make(0)
+
+  const dispatch = (candidate: Select.Candidate) =>
+    Effect.gen(function* () {
+      const outcome = yield* ask(candidate, input, checked, options, usage).pipe(
+        Effect.timeoutFail({
+          duration: Duration.seconds(candidate.maxLatencySecs),
+          onTimeout: () => `no answer within ${candidate.maxLatencySecs} s`
+        }),
+        Effect.either
+      )
+      const response = slot(candidate, outcome)
+      yield* Ref.update(slots, (m) => new Map(m).set(candidate.index, response))
+      if (response.outcome._tag === "Answered" && Either.isRight(checked.shape.check(AnswerShape.answerOf(response.outcome.body)))) {
+        const valid = yield* Ref.updateAndGet(validCount, (n) => n + 1)
+        if (valid >= checked.minQuorum) yield* Deferred.succeed(quorum, undefined)
+      }
+    })
+
+  const all = Effect.forEach(selection.candidates, dispatch, { concurrency: "unbounded", discard: true })
+  if (options.awaiting === "quorum") yield* Effect.raceFirst(all, Deferred.await(quorum))
+  else yield* all
+
+  const answered = yield* Ref.get(slots)
+  const responses = selection.candidates.map((candidate) =>
+    Option.getOrElse(Option.fromNullable(answered.get(candidate.index)), () =>
+      slot(candidate, Either.left("interrupted: the quorum was met before it answered")))
+  )
+  const valid = yield* Ref.get(validCount)
+  if (valid < checked.minQuorum) {
+    return yield* OrchestrationFailure.noConsensus(
+      `only ${valid} of ${responses.length} responders gave a valid answer; min_quorum is ${checked.minQuorum}`,
+      {
+        details: {
+          valid,
+          minQuorum: checked.minQuorum,
+          missing: responses.flatMap((r) =>
+            r.outcome._tag === "Failed" ? [{ responder: r.responder, problem: Text.excerpt(r.outcome.problem, 160) }] : []
+          )
+        }
+      }
+    )
+  }
+  const fold = yield* Folds.run(checked.fold, responses)
+  return { fold, selection, responses, usage: TokenUsage.combineAll(yield* Ref.get(usage)) }
+})
+
+const slot = (candidate: Select.Candidate, outcome: Either.Either<unknown, string>): Folds.Response => {
+  const fields = {
+    responder: candidate.responder.id,
+    responderIndex: candidate.index,
+    kind: candidate.responder.kind,
+    recordId: `${candidate.responder.id}#1`
+  }
+  return Either.match(outcome, {
+    onLeft: (problem) => Folds.failed({ ...fields, problem }),
+    onRight: (body) => Folds.answered({ ...fields, body })
+  })
+}
+
+const failureText = (failure: { readonly code: string; readonly message: string }) => `${failure.code}: ${Text.excerpt(failure.message, 200)}`
+
+/** One call to one candidate: its body, or what went wrong, as text. */
+const ask = (
+  candidate: Select.Candidate,
+  input: string,
+  checked: Check.Checked,
+  options: Options,
+  usage: Ref.Ref<ReadonlyArray<TokenUsage.TokenUsage>>
+): Effect.Effect<unknown, string> => {
+  const responder = candidate.responder
+  const predicate = candidate.predicate.predicate
+  const capability = predicate.kind === "pattern" || predicate.kind === "system" ? predicate.capability : undefined
+  const request: Request = capability === undefined ? { input } : { input, capability }
+  switch (responder.kind) {
+    case "pattern": {
+      const fn = capability === undefined ? undefined : responder.capabilities[capability]
+      if (fn === undefined) return Effect.fail(`pattern ${responder.id} has no capability ${capability ?? "(none asked)"}`)
+      return Effect.try({ try: () => fn(request), catch: (e) => `the pattern function threw: ${Text.excerpt(Text.messageOf(e), 200)}` })
+    }
+    case "system":
+      return Effect.mapError(responder.handle(request), failureText)
+    case "actor":
+      return Effect.fail("a human responder answers through a durable slot; the in-memory single_shot has none")
+    case "llm": {
+      const temperature = checked.dial === undefined ? undefined : checked.dial * (options.maxTemperature ?? 1)
+      const inference = new InferenceRequest({
+        messages: [
+          Message.system(
+            `Answer in JSON following the schema. Optionally add "_confidence" (0 to 1) and "_rationale".`
+          ),
+          Message.user(input)
+        ],
+        schema: AnswerShape.jsonSchemaOf(checked.query.answer_shape),
+        ...(temperature === undefined ? {} : { temperature })
+      })
+      return responder.engine.infer(inference).pipe(
+        Effect.mapError(failureText),
+        Effect.tap((result) => Ref.update(usage, (us) => [...us, result.usage])),
+        Effect.flatMap((result) =>
+          Either.mapLeft(
+            decodeJsonAs(Schema.Unknown, result.content, { notJson: "the answer is not JSON", wrongShape: "the answer is not JSON" }),
+            failureText
+          )
+        )
+      )
+    }
+  }
+}
