@@ -11,7 +11,9 @@
  *   calculator  AgentLoop with the calculator tool: the final answer must be right
  *   decomposition  requests of the one family the bundled model was taught
  *               ("classify these reviews and add up these numbers") held out in
- *               training/eval/decomposition.jsonl: Structured with the orchestrator's
+ *               training/eval/decomposition.jsonl, asked with the orchestrator's
+ *               analyzer prompt (Analyzer.renderInstruction/renderRequest, default
+ *               config, JSON parser) through Structured and the orchestrator's
  *               TaskList schema (Task.taskListFor(["sentiment", "calculator"])), greedy:
  *               right tasks (processor, review or expression) and dependencies;
  *               and the same requests sampled (temperature 0.8, seed = index)
@@ -20,7 +22,7 @@
  *               itself), one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5 --only sentiment,decomposition]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5 --only sentiment,decomposition --verbose --provisional]
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -42,6 +44,8 @@ import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Structured from "../src/programs/Structured.js"
 import * as Message from "../src/domain/Message.js"
 import * as Task from "../src/domain/Task.js"
+import * as Analyzer from "../src/programs/orchestrator/Analyzer.js"
+import * as TaskParser from "../src/programs/orchestrator/TaskParser.js"
 import type { JsonSchema } from "../src/domain/JsonSchema.js"
 
 const arg = (name: string): string | undefined => {
@@ -196,7 +200,20 @@ interface Decomposition {
 
 /** The orchestrator's TaskList schema with the two processors the bundled model knows. */
 const taskListSchema = Task.taskListFor(["sentiment", "calculator"])
-const decompositionSystem = "Break the request into tasks. Answer with a JSON task list."
+const verbose = process.argv.includes("--verbose")
+const processors = ["sentiment", "calculator"] as const
+/**
+ * The analyzer's messages for a request: the orchestrator's own rendering (default
+ * AnalyzerConfig, JSON parser), or with --provisional the prompt of the first
+ * training stage.
+ */
+const analyzerMessages = (request: string): ReadonlyArray<Message.Message> =>
+  process.argv.includes("--provisional")
+    ? [Message.system("Break the request into tasks. Answer with a JSON task list."), Message.user(request)]
+    : [
+      Message.system(Analyzer.renderInstruction({}, TaskParser.json())),
+      Message.user(Analyzer.renderRequest(request, {}, processors))
+    ]
 
 const sameTasks = (want: ReadonlyArray<DraftTask>, got: ReadonlyArray<DraftTask>): boolean => {
   if (want.length !== got.length) return false
@@ -223,16 +240,20 @@ const decomposition = Effect.gen(function* () {
   let exact = 0
   for (const d of items) {
     const res = yield* Effect.either(
-      Structured.run([Message.system(decompositionSystem), Message.user(d.request)], {
+      Structured.run(analyzerMessages(d.request), {
         schema: taskListSchema,
         temperature: 0,
         maxTokens: 768,
         retry: RetryPolicy.none
       })
     )
-    if (res._tag === "Left") continue
+    if (res._tag === "Left") {
+      if (verbose) console.log(`  decomposition failed: ${d.request}: ${res.left.message}`)
+      continue
+    }
     decoded++
     const got = res.right.value
+    if (verbose && !sameTasks(d.list.tasks, got.tasks)) console.log(`  decomposition miss: ${d.request}\n    got  ${Task.toJson(got)}`)
     if (sameTasks(d.list.tasks, got.tasks)) right++
     if (Task.toJson(got) === JSON.stringify(d.list)) exact++
   }
@@ -241,7 +262,7 @@ const decomposition = Effect.gen(function* () {
     const res = yield* Effect.either(
       engine.infer(
         new InferenceRequest({
-          messages: [Message.system(decompositionSystem), Message.user(d.request)],
+          messages: analyzerMessages(d.request),
           schema: jsonSchema,
           temperature: 0.8,
           seed: i + 1,

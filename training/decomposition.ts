@@ -17,6 +17,8 @@
  * Held-out requests (split "eval") use the held-out reviews and operand pairs of
  * tasks.ts, so no eval request's content was trained on.
  */
+import { renderInstruction, renderRequest } from "../src/programs/orchestrator/Analyzer.js"
+import { json as jsonTaskParser } from "../src/programs/orchestrator/TaskParser.js"
 import type { Split, Rng } from "./tasks.js"
 import { makeQuestion, makeReview } from "./tasks.js"
 
@@ -169,9 +171,26 @@ export const renderTaskList = (l: DraftTaskList): string =>
     .join("")
 
 /**
- * The system prompt of the decomposition examples until the orchestrator's
- * analyzer prompt is rendered here instead.
+ * The orchestrator's analyzer prompt for a request, exactly as Analyzer.analyze
+ * sends it with the default AnalyzerConfig and the JSON parser: the system
+ * instruction (base instruction and the parser's format instructions) and the
+ * user message (`task: ...` and the processors, in the order registered).
  */
+export const analyzerPrompt = (
+  request: string,
+  processors: ReadonlyArray<string>
+): { readonly system: string; readonly user: string } => ({
+  system: renderInstruction({}, jsonTaskParser()),
+  user: renderRequest(request, {}, processors)
+})
+
+/** The processors the bundled model knows, in both registration orders. */
+export const PROCESSOR_ORDERS: ReadonlyArray<ReadonlyArray<string>> = [
+  ["sentiment", "calculator"],
+  ["calculator", "sentiment"]
+]
+
+/** System prompts of the first training stage, before the analyzer prompt existed. */
 export const PROVISIONAL_SYSTEM_PROMPTS = [
   "Break the request into tasks. Answer with a JSON task list.",
   "Break the request into tasks.",

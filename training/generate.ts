@@ -26,7 +26,7 @@ import type { Example } from "./tasks.js"
 import { finalAnswer, makeAgentExample, makeQuestion, makeReview, makeSentimentExample, Rng } from "./tasks.js"
 import { makeRichReview, makeUnseenReview } from "./reviews.js"
 import { heldOutWordsIn } from "./lexicon.js"
-import { makeDecomposition, PROVISIONAL_SYSTEM_PROMPTS, renderTaskList } from "./decomposition.js"
+import { analyzerPrompt, makeDecomposition, PROCESSOR_ORDERS, PROVISIONAL_SYSTEM_PROMPTS, renderTaskList } from "./decomposition.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const arg = (name: string, fallback: number): number => {
@@ -35,6 +35,9 @@ const arg = (name: string, fallback: number): number => {
 }
 
 const nTrain = arg("train", 150000)
+// --analyzer: decomposition requests go through the orchestrator's analyzer prompt
+// (and make a quarter of the examples) instead of the provisional prompts
+const analyzer = process.argv.includes("--analyzer")
 const seed = arg("seed", 1)
 // the held-out sets do not move with --seed: they are made from their own seeds
 const evalSeed = 1
@@ -67,11 +70,14 @@ const handwritten = new Set(
 const decompositionExample = (rng: Rng, split: "train" | "eval"): Example & { readonly answer: string; readonly request: string } => {
   const d = makeDecomposition(rng, split)
   const answer = renderTaskList(d.list)
+  const prompt = analyzer
+    ? analyzerPrompt(d.request, rng.pick(PROCESSOR_ORDERS))
+    : { system: rng.pick(PROVISIONAL_SYSTEM_PROMPTS), user: d.request }
   return {
     kind: "decomposition",
     history: [
-      { type: "system", text: LlamaText(rng.pick(PROVISIONAL_SYSTEM_PROMPTS)).toJSON() },
-      { type: "user", text: d.request },
+      { type: "system", text: LlamaText(prompt.system).toJSON() },
+      { type: "user", text: prompt.user },
       { type: "model", response: [answer] }
     ],
     functions: undefined,
@@ -81,7 +87,8 @@ const decompositionExample = (rng: Rng, split: "train" | "eval"): Example & { re
 }
 
 // 46% sentiment (40% of it the older templates, 60% everyday reviews in real
-// vocabulary), 46% calculator and chat, 8% task decomposition.
+// vocabulary), 46% calculator and chat, 8% task decomposition (with --analyzer:
+// 37.5%, 37.5%, 25%).
 const rng = new Rng(seed)
 const train = fs.createWriteStream(path.join(outDir, "train.jsonl"))
 const corpus = fs.createWriteStream(path.join(outDir, "corpus.jsonl"))
@@ -95,7 +102,14 @@ const trainingReview = () => {
 }
 for (let i = 0; i < nTrain; i++) {
   const r = rng.next()
-  const ex = r < 0.46 ? makeSentimentExample(rng, "train", trainingReview()) : r < 0.92 ? makeAgentExample(rng, "train") : decompositionExample(rng, "train")
+  const decompositionShare = analyzer ? 0.25 : 0.08
+  const rest = (1 - decompositionShare) / 2
+  const ex =
+    r < rest
+      ? makeSentimentExample(rng, "train", trainingReview())
+      : r < 2 * rest
+      ? makeAgentExample(rng, "train")
+      : decompositionExample(rng, "train")
   const text = renderExample(ex)
   const plain = text.values.filter((v): v is string => typeof v === "string").join(" ")
   const leaked = heldOutWordsIn(plain)
