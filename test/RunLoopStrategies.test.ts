@@ -191,5 +191,20 @@ layer(Layer.mergeAll(LlamaEngine.layer({ sequences: 1 }), Registry.layer([calcul
         expect(result.toolCalls.find((r) => r.name === "calculator")!.result).toBe("19")
         expect(Option.getOrElse(result.output, () => "")).toContain("19")
       }), 120_000)
+
+    it.effect("ReAct: llama.cpp decodes by the grammar and schema the strategy sends, so every reply is an action (the model is not trained for ReAct: only the shape is checked)", () =>
+      Effect.gen(function* () {
+        const result = yield* RunLoop.run([Message.user("What is 12 plus 7?")], {
+          strategy: RunLoop.react(),
+          maxIterations: 3,
+          request: { temperature: 0, maxTokens: 200 }
+        })
+        expect(["finish", "max_iterations"]).toContain(result.stopReason)
+        const replies = result.messages.filter((m) => m.role === "assistant")
+        expect(replies.length).toBeGreaterThan(0)
+        for (const reply of replies) {
+          expect(Either.isRight(Schema.decodeUnknownEither(Schema.parseJson(RunLoop.ReactAction))(reply.content))).toBe(true)
+        }
+      }), 120_000)
   }
 )

@@ -42,8 +42,8 @@ import type { Input } from "./run/Message.js"
 import type { LoopConfig, LoopEvent, LoopResult, StopReason } from "./run/Types.js"
 
 export * as RunMessage from "./run/Message.js"
-export { nativeTools, react, reactGrammar, reactInstructions, reactSchema, structured } from "./run/Strategies.js"
-export type { NativeToolsOptions, ReactAction } from "./run/Strategies.js"
+export { nativeTools, react, ReactAction, reactGrammar, reactInstructions, reactSchema, structured } from "./run/Strategies.js"
+export type { NativeToolsOptions } from "./run/Strategies.js"
 export { StopReasons } from "./run/Types.js"
 export type {
   AbortTrigger,
