@@ -13,11 +13,16 @@ import * as Gbnf from "./Gbnf.js"
 import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
 import { JsonSchema } from "./JsonSchema.js"
 import { ExecutionPlan } from "./Plan.js"
+import { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "./Task.js"
 import { WireMessage } from "./Message.js"
 import { TokenUsage } from "./TokenUsage.js"
 
-/** Selects the orchestration pattern: chat -> AgentLoop, structured -> SpecializedLoop, ... */
-export const Mode = Schema.Literal("chat", "structured", "plan", "redundant")
+/**
+ * Selects the orchestration pattern: chat -> AgentLoop, structured ->
+ * SpecializedLoop, plan -> PlanExecutor, redundant -> RedundantLoop, task -> the
+ * task Orchestrator.
+ */
+export const Mode = Schema.Literal("chat", "structured", "plan", "redundant", "task")
 export type Mode = typeof Mode.Type
 
 /** Optional tuning knobs, passed through by adapters without interpretation. */
@@ -76,6 +81,19 @@ export class Redundancy extends Schema.Class<Redundancy>("Redundancy")(
   )
 ) {}
 
+/**
+ * Settings for mode task. `parser` is how the analyzer writes its task list
+ * (json, the default, or xml); `tasks` is a task list given by the caller, run
+ * without analysis. `maxConcurrent` is held to 1..32 here.
+ */
+export class TaskOptions extends Schema.Class<TaskOptions>("TaskOptions")({
+  parser: Schema.optional(Schema.Literal("json", "xml")),
+  scheduling: Schema.optional(Scheduling),
+  failurePolicy: Schema.optional(FailurePolicy),
+  maxConcurrent: Schema.optional(Schema.Int.pipe(Schema.between(1, 32))),
+  tasks: Schema.optional(TaskList)
+}) {}
+
 /** Input from adapters into the system. */
 export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")({
   requestId: Schema.optional(Schema.String),
@@ -90,7 +108,9 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   /** A manually authored plan (mode plan); when present the Planner is skipped. */
   plan: Schema.optional(ExecutionPlan),
   /** Voting settings for mode redundant. */
-  redundancy: Schema.optional(Redundancy)
+  redundancy: Schema.optional(Redundancy),
+  /** Settings for mode task. */
+  task: Schema.optional(TaskOptions)
 }) {}
 
 /** The canonical error at the boundary: a category, a stable code and retry guidance. */
@@ -179,6 +199,8 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   tokenUsage: TokenUsage,
   /** Why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
   stopReason: Schema.optional(Schema.String),
+  /** In task mode: every task's result, failure or reason for being skipped, and the phases. */
+  orchestration: Schema.optional(OrchestratorResult),
   error: Schema.optional(SystemError)
 }) {}
 

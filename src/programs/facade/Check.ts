@@ -2,7 +2,8 @@
  * INIT: a request checked once, into a value that carries what each mode needs.
  *
  * A request runs only with an engine; structured and redundant requests need a
- * schema; every mode but plan needs messages ending with a user message; every
+ * schema; every mode but plan (and task with a task list of its own) needs
+ * messages ending with a user message; every
  * tool the request names must be registered; a tool message must answer a call an
  * earlier assistant message made. A request that passes is a `Checked`, so the
  * mode runners read its parts without looking again.
@@ -14,6 +15,7 @@ import { ConfigurationFailure, ToolFailure } from "../../domain/Failure.js"
 import type { JsonSchema } from "../../domain/JsonSchema.js"
 import * as Message from "../../domain/Message.js"
 import type { SystemRequest } from "../../domain/System.js"
+import type { TaskList } from "../../domain/Task.js"
 import * as Text from "../../domain/Text.js"
 import type * as Engine from "../../services/Engine.js"
 import type { Environment } from "./Environment.js"
@@ -44,8 +46,17 @@ export interface Plan extends Common {
   readonly mode: "plan"
 }
 
+/** A task request: the request to break into tasks (its user message), or a task list it brings. */
+export interface Task extends Common {
+  readonly mode: "task"
+  readonly work: { readonly _tag: "Analyze"; readonly user: Message.UserMessage } | {
+    readonly _tag: "Given"
+    readonly tasks: TaskList
+  }
+}
+
 /** A request that passed the INIT checks. */
-export type Checked = Chat | Extraction | Plan
+export type Checked = Chat | Extraction | Plan | Task
 
 /** Why a request was refused at INIT. */
 export type CheckFailure = ConfigurationFailure | ToolFailure
@@ -149,6 +160,17 @@ const checkExtraction = (
     return { mode, request, engine, user, schema } satisfies Extraction
   })
 
+const checkTask = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
+  Either.gen(function* () {
+    const engine = yield* needEngine(env)
+    const given = request.task?.tasks
+    const work = given === undefined
+      ? { _tag: "Analyze" as const, user: yield* needUser(request) }
+      : { _tag: "Given" as const, tasks: given }
+    yield* checkToolsAndHistory(env, request)
+    return { mode: "task", request, engine, work } satisfies Task
+  })
+
 /**
  * Checks a request (INIT) and settles its session: a chat without a session id
  * gets a new one, so its response and events carry it even when a check fails.
@@ -165,5 +187,7 @@ export const check = (env: Environment, request: SystemRequest): Effect.Effect<A
     case "structured":
     case "redundant":
       return Effect.succeed({ sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) })
+    case "task":
+      return Effect.succeed({ sessionId: request.sessionId, checked: checkTask(env, request) })
   }
 }

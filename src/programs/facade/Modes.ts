@@ -1,5 +1,5 @@
 /**
- * A checked request routed by mode: plan goes to PLAN; the other modes go through
+ * A checked request routed by mode: plan and task go to PLAN; the other modes go through
  * PREPARE (reading `output.grammarFile` into `output.grammar`) to their runner.
  */
 import * as Effect from "effect/Effect"
@@ -19,6 +19,7 @@ import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Extraction from "./Extraction.js"
 import * as Plan from "./Plan.js"
+import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
 
 /**
@@ -58,6 +59,7 @@ const runMode = (
 ): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> =>
   Effect.gen(function* () {
     if (checked.mode === "plan") return yield* Plan.run(env, checked, partial, tracker)
+    if (checked.mode === "task") return yield* TaskMode.run(env, checked, tracker)
     yield* tracker.transition("PREPARE", `mode ${checked.mode}`)
     const request = yield* resolveGrammar(env, checked.request)
     switch (checked.mode) {

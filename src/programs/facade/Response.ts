@@ -65,7 +65,8 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
     ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
     ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
-    ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason })
+    ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason }),
+    ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration })
   })
 
 const failed = (to: Addressee, content: string, error: SystemError): SystemResponse =>

@@ -9,7 +9,9 @@ import type { ExecutionState } from "../../domain/Lifecycle.js"
 import type * as Message from "../../domain/Message.js"
 import type * as Plan from "../../domain/Plan.js"
 import type { ConfidenceSource, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
+import type { OrchestratorResult } from "../../domain/Task.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
+import type { TaskProcessor } from "../orchestrator/TaskProcessor.js"
 import type * as PlanExecutor from "../PlanExecutor.js"
 
 export interface Options {
@@ -31,6 +33,11 @@ export interface Options {
   readonly planConcurrency?: number | undefined
   /** How long a cancel that came before its request stays pending. Default 5 seconds. */
   readonly pendingCancelWindow?: Duration.DurationInput | undefined
+  /**
+   * The processors of mode task, by name. Default: `infer` (the engine answers
+   * the task's description, its dependencies' outputs given as context).
+   */
+  readonly taskProcessors?: Readonly<Record<string, TaskProcessor<never>>> | undefined
 }
 
 /** A response with the final ExecutionState and the moves that led to it. */
@@ -79,4 +86,5 @@ export interface Outcome {
   readonly validationResult?: ValidationResult | undefined
   readonly usage: TokenUsage.TokenUsage
   readonly stopReason?: string | undefined
+  readonly orchestration?: OrchestratorResult | undefined
 }
