@@ -282,3 +282,15 @@ describe("canonical order", () => {
     )
   })
 })
+
+describe("similarity (verify's agreement)", () => {
+  it("structural, text and semantic", () => {
+    expect(Folds.similarity({ a: 1, b: 2 }, { b: 2, a: 1 })).toEqual(Either.right(1))
+    expect(Folds.similarity({ a: 1 }, { a: 2 })).toEqual(Either.right(0))
+    const summary = AnswerShape.checker({ kind: "core.summary.v1" })
+    expect(Folds.similarity({ summary: "prices rose in March" }, { summary: "In March prices fell" }, { shape: summary, similarity: "text" }))
+      .toEqual(Either.right(3 / 5))
+    expect(Folds.similarity(1, 2, { similarity: "semantic", semantic: () => 0.25 })).toEqual(Either.right(0.25))
+    expect(Either.isLeft(Folds.similarity(1, 2, { similarity: "semantic" }))).toBe(true)
+  })
+})

@@ -191,3 +191,30 @@ describe("refused queries name the field", () => {
     expect(refused({ ...base, answer_shape: { kind: "core.json.v1", schema } }).message).toContain("answer_shape.schema")
   })
 })
+
+describe("a waterfall with the waterfall_first fold", () => {
+  it("accepts candidates by the pattern's accept_expression", () => {
+    const checked = accepted({
+      ...base,
+      responders: undefined,
+      fold: { function: "waterfall_first" },
+      orchestration: { pattern: "waterfall", stages: [{ responders: [{ kind: "actor", did: "a" }] }], accept_expression: "fold.answer.confidence >= 0.85" }
+    })
+    const accept = checked.fold.options.accept
+    expect(accept).toBeDefined()
+    const candidate = (confidence: number) => ({
+      function: "waterfall_first" as const,
+      answer: { category: "news" },
+      body: {},
+      confidence,
+      chosen: { responder: "a", responderIndex: 0, kind: "actor" as const, attempt: 1, stage: 0, recordId: "r", outcome: { _tag: "Answered" as const, body: {} } },
+      support: [],
+      groups: [],
+      valid: 1,
+      total: 1,
+      rejected: []
+    })
+    expect(accept!(candidate(0.9))).toEqual(Either.right(true))
+    expect(accept!(candidate(0.5))).toEqual(Either.right(false))
+  })
+})

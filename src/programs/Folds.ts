@@ -277,6 +277,24 @@ const groupBy = (valid: ReadonlyArray<Valid>, options: Options): ReadonlyArray<G
 
 const members = (g: Group): ReadonlyArray<Response> => g.members.map((m) => m.response)
 
+/**
+ * How alike two answers are, in [0, 1], by the options' similarity: structural
+ * is 1 for equal canonical JSON and 0 otherwise; text is token-set Jaccard of the
+ * answers' text; semantic is the application's. What verify's agreement is.
+ */
+export const similarity = (a: unknown, b: unknown, options: Options = {}): Either.Either<number, OrchestrationFailure> => {
+  switch (options.similarity ?? "structural") {
+    case "structural":
+      return Either.right(canonicalJson(a) === canonicalJson(b) ? 1 : 0)
+    case "text": {
+      const shape = options.shape ?? AnswerShape.anyAnswer
+      return Either.right(jaccard(tokenSet(shape.text(a)), tokenSet(shape.text(b))))
+    }
+    case "semantic":
+      return options.semantic === undefined ? Either.left(noSemantic("consensus")) : Either.right(options.semantic(a, b))
+  }
+}
+
 // ---------------------------------------------------------------------------
 // The five folds
 // ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ import { ConfigurationFailure } from "../../domain/Failure.js"
 import * as Query from "../../domain/Query.js"
 import * as Text from "../../domain/Text.js"
 import * as Cel from "../Cel.js"
-import type * as Folds from "../Folds.js"
+import * as Folds from "../Folds.js"
 
 /** What checking needs from the application. */
 export interface Options {
@@ -99,6 +99,9 @@ export const defaults = {
   agreementThreshold: 0.85,
   maxAttempts: 3
 } as const
+
+/** One candidate answer accepted when `accept` holds on it as a fold. */
+const acceptBy = (accept: Cel.Compiled<"decision">) => (candidate: Folds.Output) => accept.run({ fold: Folds.view(candidate) })
 
 interface Problem {
   readonly message: string
@@ -222,6 +225,11 @@ export const checkDecoded = (query: Query.Query, options: Options = {}): Either.
     }
   })()
 
+  // a waterfall's first-accepted fold accepts by the pattern's own expression
+  const fold: Folds.Spec = orchestration?.pattern === "waterfall" && wireFold.function === "waterfall_first"
+    ? { function: wireFold.function, options: { ...foldOptions, accept: acceptBy(orchestration.accept) } }
+    : { function: wireFold.function, options: foldOptions }
+
   const topK = query.top_k ?? defaults.topK
   const minQuorum = query.min_quorum ?? defaults.minQuorum
   if (minQuorum > topK) fail("min_quorum", `${minQuorum} can never be met with top_k ${topK}`)
@@ -246,7 +254,7 @@ export const checkDecoded = (query: Query.Query, options: Options = {}): Either.
     query,
     input: checkedInput,
     responders: top,
-    fold: { function: wireFold.function, options: foldOptions },
+    fold,
     shape,
     orchestration,
     topK,
