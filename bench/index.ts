@@ -42,6 +42,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(`answers by status and code:\n${SoakBench.breakdown(soak.result)}`)
   for (const problem of soak.result.problems.slice(0, 10)) yield* Console.log(`problem: ${problem}`)
   yield* Effect.flatMap(Effect.promise(() => import("./folds.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nFolds over 1,000 classification responses (shuffled arrival), median of 50 runs against the budget\n${table(rows)}`)))
+  yield* Effect.flatMap(Effect.promise(() => import("./durable.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nDurable runs: journaled steps on a SQLite file against the in-memory engine, concurrent runs, a human's answer to the committed result, a killed process's run coming back\n${table(rows)}`)))
   yield* Console.log(`load average after: ${load()}`)
 })
 
