@@ -14,9 +14,8 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { Calculator, type Engine, InProcessToolRegistry, Message } from "pagantic"
+import { Calculator, type Engine, InProcessToolRegistry, Message, RunLoop } from "pagantic"
 import { LlamaEngine } from "pagantic/llama"
-import * as RunLoop from "../src/programs/RunLoop.js"
 
 export const program = (abort?: AbortSignal) =>
   Effect.gen(function* () {
