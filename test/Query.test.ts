@@ -185,9 +185,18 @@ describe("refused queries name the field", () => {
     expect(issues.some((i) => i.startsWith("orchestration.threshold_expression: must yield a bool, yields double"))).toBe(true)
   })
 
-  it("a JSON schema past the bounds is refused", () => {
+  it("nesting past the bound is refused before decoding (no stack overflow)", () => {
     let schema: Record<string, unknown> = { type: "string" }
-    for (let i = 0; i < 100; i++) schema = { type: "array", items: schema }
+    for (let i = 0; i < 20_000; i++) schema = { type: "array", items: schema }
+    expect(refused({ ...base, answer_shape: { kind: "core.json.v1", schema } }).message).toBe("invalid query: the query is nested more than 64 levels deep")
+  })
+
+  it("not an object at all", () => {
+    expect(refused(null).message).toBe("invalid query: the query: expected an infer.query.v1 object, got null")
+  })
+
+  it("a JSON schema past the bounds (64 KB) is refused", () => {
+    const schema = { type: "string", description: "x".repeat(70_000) }
     expect(refused({ ...base, answer_shape: { kind: "core.json.v1", schema } }).message).toContain("answer_shape.schema")
   })
 })

@@ -45,7 +45,9 @@ export const limits = {
   /** Classification labels. */
   maxLabels: 256,
   /** Seven days: the longest wait a query may ask for (a human's default SLA). */
-  maxLatencySecs: 604_800
+  maxLatencySecs: 604_800,
+  /** Nesting of the whole query (the inline JSON Schema included). */
+  maxDepth: 64
 } as const
 
 // ---------------------------------------------------------------------------
@@ -302,7 +304,7 @@ export const Query = Schema.Struct({
   dial: Schema.optional(Unit),
   budget: Schema.optional(Budget),
   obligation_resolution: Schema.optional(ObligationResolution)
-}).annotations({ identifier: "Query" })
+})
 export type Query = typeof Query.Type
 
 const decodeEither = Schema.decodeUnknownEither(Query, { errors: "all", onExcessProperty: "error" })
@@ -311,8 +313,32 @@ const decodeEither = Schema.decodeUnknownEither(Query, { errors: "all", onExcess
  * A query decoded from what a client sent. A wrong query is CONFIG_INVALID_REQUEST
  * whose message names each offending field (`details.issues`, one line each).
  */
-export const decode = (input: unknown): Either.Either<Query, ConfigurationFailure> =>
-  Either.mapLeft(decodeEither(input), (error) => {
+export const decode = (input: unknown): Either.Either<Query, ConfigurationFailure> => {
+  // decoding recurses (the JSON Schema is recursive): the nesting is checked first, without recursion
+  if (depthOf(input, limits.maxDepth) > limits.maxDepth) {
+    return Either.left(
+      ConfigurationFailure.invalidRequest(`invalid query: the query is nested more than ${limits.maxDepth} levels deep`, {
+        details: { issues: [`the query: nested more than ${limits.maxDepth} levels deep`] }
+      })
+    )
+  }
+  return Either.mapLeft(decodeEither(input), (error) => {
     const issues = Issues.describe(error, "an infer.query.v1 object", "the query")
     return ConfigurationFailure.invalidRequest(`invalid query: ${issues.join("; ")}`, { details: { issues } })
   })
+}
+
+/** The nesting depth of a JSON value, counted without recursion up to `max + 1`. */
+const depthOf = (value: unknown, max: number): number => {
+  let deepest = 0
+  const stack: Array<{ readonly value: unknown; readonly depth: number }> = [{ value, depth: 0 }]
+  while (stack.length > 0) {
+    const top = stack.pop()!
+    if (typeof top.value !== "object" || top.value === null) continue
+    const depth = top.depth + 1
+    if (depth > deepest) deepest = depth
+    if (deepest > max) return deepest
+    for (const child of Array.isArray(top.value) ? top.value : Object.values(top.value)) stack.push({ value: child, depth })
+  }
+  return deepest
+}
