@@ -9,7 +9,7 @@ import * as TestClock from "effect/TestClock"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
-import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
+import { Approval, Probe, Reference, Review, secretOf } from "./support/durable-runs.js"
 import type { Slot } from "../src/services/Durable.js"
 
 const probe = Effect.gen(function* () {
@@ -196,4 +196,42 @@ describe("Durable runs in memory", () => {
         expect((yield* runs.poll(going)).status).toBe("suspended")
       })
     ).pipe(Effect.timeout("20 seconds")))
+
+  it.live("a step's idempotency key is the same on every replay and differs between runs", () =>
+    Effect.gen(function* () {
+      const keys = yield* Ref.make<ReadonlyArray<string>>([])
+      const Keyed = Runs.define({
+        name: "keyed",
+        payload: Schema.Struct({}),
+        success: Schema.String,
+        answers: [Review],
+        program: () =>
+          Effect.gen(function* () {
+            const durable = yield* Durable
+            // read on every execution: before the slot, and again when the answer resumes the run
+            yield* Ref.update(keys, (k) => [...k, durable.idempotencyKey("charge")])
+            const slot = yield* durable.slot(Review, { sla: "1 hour" })
+            yield* durable.step("notify", Schema.Void, Effect.flatMap(Probe, (probe) => probe.notify(slot)))
+            yield* durable.awaitAnswer(Review, slot)
+            return durable.idempotencyKey("charge")
+          })
+      })
+      const ctx = yield* probe
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const a = yield* runs.start(Keyed, {})
+        yield* runs.await(a, { untilSuspended: true })
+        const [slot] = yield* Ref.get(ctx.slots)
+        yield* runs.respond(a, slot!.key, secretOf(slot!), { approved: true, note: "" })
+        const done = yield* runs.await(a)
+        const seen = yield* Ref.get(keys)
+        expect(seen.length).toBeGreaterThanOrEqual(2)
+        expect(new Set(seen).size).toBe(1)
+        expect(done.result).toBe(seen[0])
+        expect(seen[0]).toMatch(/^[0-9a-f]{64}$/)
+        const b = yield* runs.start(Keyed, {})
+        yield* runs.await(b, { untilSuspended: true })
+        expect(new Set(yield* Ref.get(keys)).size).toBe(2)
+      }).pipe(Effect.provide(InMemoryRuns.layer({ definitions: [Keyed] }).pipe(Layer.provide(ctx.layer))))
+    }).pipe(Effect.timeout("20 seconds")))
 })

@@ -11,7 +11,7 @@ import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as SqliteRuns from "../src/layers/SqliteRuns.js"
-import { Durable } from "../src/services/Durable.js"
+import { answerShape, Durable } from "../src/services/Durable.js"
 import type { Slot } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
@@ -128,6 +128,45 @@ describe("SqliteRuns", () => {
         expect(total(counts)).toBeLessThanOrEqual(empty + 2)
       })
     ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it.live("a recorded value the code no longer reads fails the run with ORCHESTRATION_REPLAY_DIVERGED naming the record", () => {
+    const { db, dir } = tempCase("sql-diverged")
+    const Go = answerShape("go", Schema.Struct({}))
+    const version = <A, I>(schema: Schema.Schema<A, I>, value: A) =>
+      Runs.define({
+        name: "counted",
+        payload: Schema.Struct({}),
+        success: Schema.String,
+        answers: [Go],
+        program: () =>
+          Effect.gen(function* () {
+            const durable = yield* Durable
+            const counted = yield* durable.step("count", schema, Effect.succeed(value))
+            yield* durable.awaitAnswer(Go, yield* durable.slot(Go, { sla: "1 hour" }))
+            return String(counted)
+          })
+      })
+    const open = <A, E>(definition: Runs.AnyDefinition, body: Effect.Effect<A, E, Runs.Runs>) =>
+      // the versions' programs need nothing but Durable
+      Effect.provide(body, SqliteRuns.layer({ filename: db, definitions: [definition] }) as Layer.Layer<Runs.Runs, Runs.RunsError>)
+    return Effect.gen(function* () {
+      const first = version(Schema.Number, 41)
+      const id = yield* open(
+        first,
+        Effect.flatMap(Runs.Runs, (runs) =>
+          Effect.flatMap(runs.start(first, {}), (id) => Effect.as(runs.await(id, { untilSuspended: true }), id)))
+      )
+      // the same definition, its step now recording strings: the restart replays the run
+      const second = version(Schema.String, "forty-one")
+      const info = yield* open(second, Effect.flatMap(Runs.Runs, (runs) => runs.await(id)))
+      expect(info.status).toBe("failed")
+      expect(info.error?.code).toBe("ORCHESTRATION_REPLAY_DIVERGED")
+      expect(info.error?.message).toContain('step "count"')
+    }).pipe(
       Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
       Effect.timeout("60 seconds")
     )
