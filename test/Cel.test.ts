@@ -41,6 +41,7 @@ describe("compile: checked against the place's declaration", () => {
     ["a type error", "predicate", "responder.id + 1 == 2", "no such overload: string + int", 0],
     ["a predicate that is not a bool", "predicate", "responder.id", "must yield a bool, yields string", 0],
     ["a weight that is not a number", "weight", "response.rationale", "must yield a number (double or int), yields string", 0],
+    ["a regular expression (JavaScript's can backtrack without bound)", "predicate", "responder.id == 'a' || responder.description.matches('(a+)+$')", "matches() is not allowed: JavaScript regular expressions can backtrack without bound (use contains, startsWith, endsWith)", 23],
     ["comprehensions nested three deep", "choice", "responses.filter(a, responses.exists(b, responses.all(c, true))).size()", "comprehensions nested 3 deep (at most 2)", 40]
   ]
   for (const [name, place, source, problem, position] of table) {

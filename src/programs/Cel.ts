@@ -277,9 +277,27 @@ const refuse = (field: string, source: string, problem: string, range: CelErrorL
   })
 }
 
-/** The deepest nesting of comprehensions in `node`, and where the deepest one starts. */
-const nesting = (node: ASTNode): { readonly depth: number; readonly at: number } => {
-  let best = { depth: 0, at: node.start }
+/**
+ * Functions refused in queries: `matches` runs a JavaScript regular expression
+ * (CEL specifies RE2, which never backtracks); a client's pattern over a
+ * responder's answer could backtrack exponentially and stall the process.
+ */
+const refusedFunctions: ReadonlyMap<string, string> = new Map([
+  ["matches", "matches() is not allowed: JavaScript regular expressions can backtrack without bound (use contains, startsWith, endsWith)"]
+])
+
+interface Scan {
+  /** The deepest nesting of comprehensions, and where the deepest one starts. */
+  readonly depth: number
+  readonly at: number
+  /** A refused function, where it is called. */
+  readonly refused?: { readonly problem: string; readonly at: number } | undefined
+}
+
+/** Walks `node` without recursion: comprehension nesting and refused functions. */
+const scan = (node: ASTNode): Scan => {
+  let best: { depth: number; at: number } = { depth: 0, at: node.start }
+  let refused: Scan["refused"]
   const stack: Array<{ readonly node: unknown; readonly depth: number }> = [{ node, depth: 0 }]
   while (stack.length > 0) {
     const { depth, node: current } = stack.pop()!
@@ -289,11 +307,14 @@ const nesting = (node: ASTNode): { readonly depth: number; readonly at: number }
     }
     if (typeof current !== "object" || current === null || !("op" in current)) continue
     const ast = current as ASTNode
+    const name = ast.op === "rcall" || ast.op === "call" ? ast.args[0] : undefined
+    const problem = name === undefined ? undefined : refusedFunctions.get(name)
+    if (problem !== undefined && (refused === undefined || ast.start < refused.at)) refused = { problem, at: ast.start }
     const inner = ast.op === "rcall" && comprehensions.has(ast.args[0]) ? depth + 1 : depth
     if (inner > best.depth) best = { depth: inner, at: ast.start }
     stack.push({ node: ast.args, depth: inner })
   }
-  return best
+  return { ...best, refused }
 }
 
 /** The result as `returns` wants it, or what is wrong with it. */
@@ -343,7 +364,10 @@ export const compile = <P extends Place>(place: P, field: string, source: string
     return Either.left(refuse(field, source, e.summary ?? e.message ?? "does not parse", e.range, e.code ?? "parse_error"))
   }
   const program = parsed.right
-  const deepest = nesting(program.ast)
+  const deepest = scan(program.ast)
+  if (deepest.refused !== undefined) {
+    return Either.left(refuse(field, source, deepest.refused.problem, { start: deepest.refused.at, end: deepest.refused.at }, "refused_function"))
+  }
   if (deepest.depth > limits.maxComprehensionNesting) {
     return Either.left(
       refuse(field, source, `comprehensions nested ${deepest.depth} deep (at most ${limits.maxComprehensionNesting})`, {
