@@ -16,6 +16,9 @@ import * as Orchestrator from "../src/programs/Orchestrator.js"
 import * as TaskProcessor from "../src/programs/orchestrator/TaskProcessor.js"
 import * as XmlTaskParser from "../src/programs/orchestrator/XmlTaskParser.js"
 
+/** Tests that could wait forever on the TestClock (a retry that never fires) end here instead. */
+const bound = 20_000
+
 // ---------------------------------------------------------------------------
 // Fixtures
 // ---------------------------------------------------------------------------
@@ -103,7 +106,7 @@ const noRetry = { maxAttempts: 1, backoffMultiplier: 1 }
 // Tests
 // ---------------------------------------------------------------------------
 
-describe("Orchestrator", () => {
+describe("Orchestrator", { timeout: bound }, () => {
   describe("process(): analysis, parsing, planning, execution", () => {
     it.effect("end to end on a scripted engine emitting a TaskList", () =>
       Effect.gen(function* () {

@@ -6,6 +6,9 @@ import { Task, TaskList, toJson } from "../src/domain/Task.js"
 import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 
+/** Tests that could wait forever on the TestClock (a retry that never fires) end here instead. */
+const bound = 20_000
+
 const analysis = new TaskList({
   analysis: "two reviews and a sum are independent; the report reads them all",
   tasks: [
@@ -16,7 +19,7 @@ const analysis = new TaskList({
   ]
 })
 
-describe("examples/orchestrator", () => {
+describe("examples/orchestrator", { timeout: bound }, () => {
   it.effect("decomposes, plans two phases and runs every task on a scripted analyzer", () =>
     Effect.gen(function* () {
       const result = yield* program

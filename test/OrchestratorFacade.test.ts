@@ -11,6 +11,9 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as TaskProcessor from "../src/programs/orchestrator/TaskProcessor.js"
 
+/** Tests that could wait forever on the TestClock (a retry that never fires) end here instead. */
+const bound = 20_000
+
 const request = (fields: Record<string, unknown>) =>
   Schema.decodeUnknownSync(SystemRequest)({ mode: "task", messages: [{ role: "user", content: "do it" }], ...fields })
 
@@ -28,7 +31,7 @@ const list = new TaskList({
   ]
 })
 
-describe("Facade mode task", () => {
+describe("Facade mode task", { timeout: bound }, () => {
   it.effect("analyzes with the engine, runs the tasks, and answers with the orchestration", () =>
     Effect.gen(function* () {
       const system = yield* Facade.make({ taskProcessors: { upper } })

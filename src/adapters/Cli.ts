@@ -32,6 +32,7 @@ import { demo } from "./cli/commands/Demo.js"
 import { extract } from "./cli/commands/Extract.js"
 import { plan } from "./cli/commands/Plan.js"
 import { serve } from "./cli/commands/Serve.js"
+import { task } from "./cli/commands/Task.js"
 import { vote } from "./cli/commands/Vote.js"
 import { root } from "./cli/Flags.js"
 import { CliIo } from "./cli/Io.js"
@@ -49,7 +50,7 @@ export { CliEngine, type Engines, type EngineSettings, llamaEngine } from "./cli
 // ---------------------------------------------------------------------------
 
 /** The `pagantic` command and its subcommands, for embedding or testing. */
-export const command = root.pipe(Command.withSubcommands([chat, extract, vote, plan, demo, serve]))
+export const command = root.pipe(Command.withSubcommands([chat, extract, vote, plan, task, demo, serve]))
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
 
@@ -67,10 +68,11 @@ export const checkCommandLine: (args: ReadonlyArray<string>) => string | undefin
     extract: Command.getUsage(extract),
     vote: Command.getUsage(vote),
     plan: Command.getUsage(plan),
+    task: Command.getUsage(task),
     demo: Command.getUsage(demo),
     serve: Command.getUsage(serve)
   },
-  new Set(["chat", "extract", "vote"])
+  new Set(["chat", "extract", "vote", "task"])
 )
 
 // ---------------------------------------------------------------------------

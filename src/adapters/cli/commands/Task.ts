@@ -1,0 +1,62 @@
+/**
+ * `pagantic task`: task mode. The analyzer breaks the text into tasks (as JSON,
+ * or XML with --xml), the orchestrator runs them by phase; prints the analysis,
+ * the phases, then each task with its output, its failure or why it was skipped.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type { SystemResponse } from "../../../domain/System.js"
+import { globalOptions, integerIn, jsonOption, maxTokensOption } from "../Flags.js"
+import { decodeRequest, hints, messages, messageText } from "../Input.js"
+import { formatUsage, json, print, respond } from "../Output.js"
+import { toolsFor, withSystem } from "../Wiring.js"
+
+/** The orchestration of a task response, task by task. */
+export const printTasks = (response: SystemResponse) =>
+  Effect.gen(function* () {
+    const result = response.orchestration
+    if (result === undefined) return
+    if (result.analysis !== "") yield* print(`analysis: ${result.analysis}`)
+    yield* print(`phases: ${result.metadata.phases.map((p) => `[${p.join(", ")}]`).join(" -> ")}`)
+    for (const t of result.completed) yield* print(`  ${t.id} (${t.processor}): ${json(t.output)}`)
+    for (const t of result.failed) yield* print(`  ${t.id} (${t.processor}): failed: ${t.error.code}: ${t.error.message}`)
+    for (const t of result.skipped) yield* print(`  ${t.id} (${t.processor}): skipped (${t.reason}): ${t.message}`)
+    yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+  })
+
+export const task = Command.make(
+  "task",
+  {
+    ...globalOptions,
+    xml: Options.boolean("xml").pipe(Options.withDescription("ask the analyzer for XML instead of JSON")),
+    phases: Options.boolean("phases").pipe(
+      Options.withDescription("a barrier between phases (default: a task starts when its dependencies are done)")
+    ),
+    keepGoing: Options.boolean("continue").pipe(
+      Options.withDescription("let independent tasks go on after a failure (default: stop at the first)")
+    ),
+    maxConcurrent: integerIn("max-concurrent", 1, 32).pipe(Options.withDescription("tasks at once"), Options.optional),
+    maxTokens: maxTokensOption,
+    json: jsonOption,
+    text: Args.text({ name: "text" }).pipe(Args.atLeast(1))
+  },
+  (args) =>
+    Effect.gen(function* () {
+      const text = yield* messageText(args.text)
+      const request = yield* decodeRequest({
+        mode: "task",
+        messages: messages(text, Option.none()),
+        hints: hints({ maxTokens: args.maxTokens }),
+        task: {
+          parser: args.xml ? "xml" : "json",
+          scheduling: args.phases ? "phases" : "dataflow",
+          failurePolicy: args.keepGoing ? "continue" : "fail-fast",
+          ...(Option.isSome(args.maxConcurrent) ? { maxConcurrent: args.maxConcurrent.value } : {})
+        }
+      })
+      yield* withSystem(args, toolsFor.structured, () => respond(request, args.json, printTasks))
+    })
+).pipe(Command.withDescription("task mode: the request broken into tasks by the model, run by phase"))
