@@ -181,6 +181,17 @@ describe("the registry", () => {
     }).pipe(Effect.provide(Registry)))
 })
 
+describe("checking a query against the registry", () => {
+  it.effect("aliases come from the registry", () =>
+    Effect.gen(function* () {
+      const query = { kind: "infer.query.v1", input: { inline: "q" }, responders: [{ kind: "llm", model: "~sonnet" }], answer_shape: { kind: "core.text.v1" } }
+      const checked = yield* Check.checkWithRegistry(query)
+      expect(checked.responders[0]!.model).toBe("claude-sonnet")
+      const failure = yield* Effect.flip(Check.checkWithRegistry({ ...query, responders: [{ kind: "llm", model: "~opus" }] }))
+      expect(failure.message).toContain("unknown alias \"~opus\" (known: ~sonnet, ~haiku)")
+    }).pipe(Effect.provide(Registry)))
+})
+
 describe("the notification channel", () => {
   const table: ReadonlyArray<readonly [string, Notification.Reach, Notification.Channel]> = [
     ["SSE when the page is open, whatever else", { sseConnected: true, pushChannels: ["slack"], maxLatencySecs: 604_800 }, { _tag: "Sse" }],

@@ -10,11 +10,13 @@
  * a CEL problem also names the position. Nothing downstream re-checks: the folds
  * and patterns take the compiled expressions and resolved names as they are.
  */
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as AnswerShape from "../../domain/AnswerShape.js"
 import { ConfigurationFailure } from "../../domain/Failure.js"
 import * as Query from "../../domain/Query.js"
 import * as Text from "../../domain/Text.js"
+import { ResponderRegistry } from "../../services/ResponderRegistry.js"
 import * as Cel from "../Cel.js"
 import * as Folds from "../Folds.js"
 
@@ -111,6 +113,18 @@ interface Problem {
 /** Checks a query: decoded, every expression compiled, names resolved. */
 export const check = (input: unknown, options: Options = {}): Either.Either<Checked, ConfigurationFailure> =>
   Either.flatMap(Query.decode(input), (query) => checkDecoded(query, options))
+
+/** Checks a query with the registry's `~aliases`. */
+export const checkWithRegistry: (
+  input: unknown,
+  options?: Omit<Options, "aliases">
+) => Effect.Effect<Checked, ConfigurationFailure, ResponderRegistry> = Effect.fn("Query.check")(function* (
+  input: unknown,
+  options: Omit<Options, "aliases"> = {}
+) {
+  const aliases = yield* (yield* ResponderRegistry).aliases
+  return yield* check(input, { ...options, aliases })
+})
 
 /** Checks an already decoded query. */
 export const checkDecoded = (query: Query.Query, options: Options = {}): Either.Either<Checked, ConfigurationFailure> => {
