@@ -6,10 +6,11 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
+import { ToolFailure } from "../src/domain/Failure.js"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
-import { Approval, Probe, Reference, Review, secretOf } from "./support/durable-runs.js"
+import { Approval, Charge, Probe, Reference, Review, secretOf } from "./support/durable-runs.js"
 import type { Slot } from "../src/services/Durable.js"
 
 const probe = Effect.gen(function* () {
@@ -42,7 +43,7 @@ const withRuns = <A, E>(
   Effect.gen(function* () {
     const ctx = yield* probe
     return yield* body(ctx).pipe(
-      Effect.provide(InMemoryRuns.layer({ definitions: [Reference, Approval, Twice] }).pipe(Layer.provide(ctx.layer)))
+      Effect.provide(InMemoryRuns.layer({ definitions: [Reference, Approval, Twice, Charge] }).pipe(Layer.provide(ctx.layer)))
     )
   })
 
@@ -72,6 +73,52 @@ describe("Durable runs in memory", () => {
         expect(yield* Ref.get(log)).toHaveLength(6)
       })
     ).pipe(Effect.timeout("20 seconds")))
+
+  it.live("an at-most-once step that is not interrupted runs once and succeeds", () =>
+    withRuns(({ log }) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const info = yield* runs.await(yield* runs.start(Charge, {}))
+        expect(info.result).toEqual({ charged: "yes", message: "" })
+        expect(yield* Ref.get(log)).toEqual(["charge"])
+      })
+    ).pipe(Effect.timeout("20 seconds")))
+
+  it.live("a step's typed failure is journaled: the program handles it, and a replay gets the failure without running the step", () =>
+    Effect.gen(function* () {
+      const Failing = Runs.define({
+        name: "failing",
+        payload: Schema.Struct({}),
+        success: Schema.String,
+        answers: [Review],
+        program: () =>
+          Effect.gen(function* () {
+            const durable = yield* Durable
+            const probe = yield* Probe
+            const seen = yield* durable.step(
+              "lookup",
+              Schema.String,
+              Effect.zipRight(probe.work("lookup", 0), ToolFailure.unavailable("lookup", "down", { retryable: true }))
+            ).pipe(Effect.catchAll((failure) => Effect.succeed(failure.code)))
+            const slot = yield* durable.slot(Review, { sla: "1 hour" })
+            yield* durable.step("notify", Schema.Void, probe.notify(slot))
+            yield* durable.awaitAnswer(Review, slot)
+            return seen
+          })
+      })
+      const ctx = yield* probe
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* runs.start(Failing, {})
+        yield* runs.await(id, { untilSuspended: true })
+        const [slot] = yield* Ref.get(ctx.slots)
+        yield* runs.respond(id, slot!.key, secretOf(slot!), { approved: true, note: "" })
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        expect(done.result).toBe("TOOL_UNAVAILABLE")
+        expect(yield* Ref.get(ctx.log)).toEqual(["lookup"])
+      }).pipe(Effect.provide(InMemoryRuns.layer({ definitions: [Failing] }).pipe(Layer.provide(ctx.layer))))
+    }).pipe(Effect.timeout("20 seconds")))
 
   it.live("a step key used twice in one run fails the run with a defect naming both call sites", () =>
     withRuns(() =>

@@ -91,4 +91,23 @@ describe("durable runs survive SIGKILL", () => {
       }
     }
   }, 150_000)
+
+  it("an at-most-once step killed in flight is not run again: the restart finds its intent and reports the outcome unknown", async () => {
+    const { counter, db, dir } = tempCase("once")
+    try {
+      const common = { db, counter, definition: "charge" as const, runId: "pay", payload: {} }
+      const first = spawnChild({ ...common, mode: "start", pause: "mid:charge" })
+      await waitForFile(counter, (text) => text.includes("paused mid:charge"), 40_000)
+      await first.kill()
+      const second = spawnChild({ ...common, mode: "resume" })
+      const result = await second.next("result", 40_000)
+      await second.exited
+      expect(result).toMatchObject({ status: "completed", result: { charged: "unknown" } })
+      expect((result.result as { message: string }).message).toContain("outcome is unknown")
+      const starts = fs.readFileSync(counter, "utf8").split("\n").filter((line) => line.startsWith("start charge "))
+      expect(starts).toEqual([`start charge ${first.pid}`])
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })

@@ -17,13 +17,13 @@ import * as fs from "node:fs"
 import * as readline from "node:readline"
 import * as SqliteRuns from "../../src/layers/SqliteRuns.js"
 import * as Runs from "../../src/services/Runs.js"
-import { Approval, Probe, Reference, secretOf } from "./durable-runs.js"
+import { Approval, Charge, Probe, Reference, secretOf } from "./durable-runs.js"
 
 export interface Config {
   readonly db: string
   readonly counter: string
   readonly mode: "start" | "resume"
-  readonly definition: "reference" | "approval"
+  readonly definition: "reference" | "approval" | "charge"
   readonly runId: string
   readonly payload: unknown
   /** "mid:step-3" pauses inside step-3; "after:3" between steps 3 and 4. */
@@ -99,7 +99,7 @@ const main = Effect.gen(function* () {
   yield* say("ready")
   yield* Effect.forkScoped(answers(runs))
   if (config.mode === "start") {
-    const definition = config.definition === "reference" ? Reference : Approval
+    const definition = config.definition === "reference" ? Reference : config.definition === "charge" ? Charge : Approval
     yield* runs.start(definition as typeof Reference, config.payload as typeof Reference.payload.Type, { id: config.runId })
     yield* say("started")
   }
@@ -123,7 +123,7 @@ const standby = config.standby === true
 
 NodeRuntime.runMain(
   Effect.zipRight(standby, Effect.scoped(main).pipe(
-    Effect.provide(SqliteRuns.layer({ filename: config.db, definitions: [Reference, Approval] }).pipe(Layer.provide(ProbeLive))),
+    Effect.provide(SqliteRuns.layer({ filename: config.db, definitions: [Reference, Approval, Charge] }).pipe(Layer.provide(ProbeLive))),
     Effect.catchAll((error) => say("failed", { code: error.code, message: error.message }))
   )).pipe(
     Effect.ensuring(Effect.sync(() => process.exit(0)))

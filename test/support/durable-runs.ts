@@ -68,3 +68,22 @@ export const Approval = Runs.define({
 })
 
 export const secretOf = (slot: Slot): string => Redacted.value(slot.secret)
+
+/** One at-most-once step (a charge): after a crash inside it, its outcome is unknown, never a second charge. */
+export const Charge = Runs.define({
+  name: "charge",
+  payload: Schema.Struct({}),
+  success: Schema.Struct({ charged: Schema.String, message: Schema.String }),
+  program: () =>
+    Effect.gen(function* () {
+      const durable = yield* Durable
+      const probe = yield* Probe
+      return yield* durable.step("charge", Schema.Number, probe.work("charge", 1), { once: true }).pipe(
+        Effect.as({ charged: "yes", message: "" }),
+        Effect.catchIf(
+          (failure) => failure.code === "TOOL_EXECUTION_FAILED",
+          (failure) => Effect.succeed({ charged: "unknown", message: failure.message })
+        )
+      )
+    })
+})

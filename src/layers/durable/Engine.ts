@@ -22,8 +22,10 @@
  *
  * Each run is one workflow execution whose id is the run id. The program's
  * failures and defects end the run (recorded) and complete the workflow with an
- * outcome value; only the store failing under it suspends the workflow (it is
- * resumed on the next start), so a run is never lost to an infrastructure error.
+ * outcome value. (The engine's SuspendOnFailure is not used: it applies to every
+ * activity too, so a step's typed failure would suspend the run instead of being
+ * journaled.) A store that fails under a run's own bookkeeping is a defect of
+ * that execution.
  */
 import * as Activity from "@effect/workflow/Activity"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
@@ -93,7 +95,7 @@ const makeWorkflow = (definition: AnyDefinition) =>
     payload: { input: Schema.Unknown },
     success: Outcome,
     idempotencyKey: () => ""
-  }).annotate(Workflow.SuspendOnFailure, true)
+  })
 
 type RunWorkflow = ReturnType<typeof makeWorkflow>
 
