@@ -10,11 +10,13 @@ import type { Failure } from "../src/domain/Failure.js"
 import { ToolFailure } from "../src/domain/Failure.js"
 import * as Message from "../src/domain/Message.js"
 import { Task, TaskList, toJson } from "../src/domain/Task.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ConstraintLive from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Orchestrator from "../src/programs/Orchestrator.js"
 import * as TaskProcessor from "../src/programs/orchestrator/TaskProcessor.js"
 import * as XmlTaskParser from "../src/programs/orchestrator/XmlTaskParser.js"
+import { EventLog } from "../src/services/EventLog.js"
 
 /** Tests that could wait forever on the TestClock (a retry that never fires) end here instead. */
 const bound = 20_000
@@ -126,6 +128,9 @@ describe("Orchestrator", { timeout: bound }, () => {
         expect(result.metadata.phases).toEqual([["r1", "r2"], ["count"]])
         expect(result.metadata.analyzerAttempts).toBe(1)
         expect(result.metadata.taskCount).toBe(3)
+        expect(result.metadata.analyzerUsage?.promptTokens).toBe(10)
+        const plan = (yield* (yield* EventLog).events).find((e) => e._tag === "Custom" && e.action === "orchestrator.plan")
+        expect(plan?._tag === "Custom" && plan.data).toMatchObject({ taskCount: 3, phases: [["r1", "r2"], ["count"]], analyzerAttempts: 1 })
 
         const [request] = yield* ScriptedEngine.requests
         const [system, user] = request!.messages
@@ -139,7 +144,7 @@ describe("Orchestrator", { timeout: bound }, () => {
         )
         const processorSchema = request!.schema?.properties?.tasks?.items?.properties?.processor
         expect(processorSchema?.enum).toEqual(["calculator", "sentiment"])
-      }).pipe(Effect.provide(withModel([ScriptedEngine.reply(toJson(reviewList))]))))
+      }).pipe(Effect.provide(Layer.merge(withModel([ScriptedEngine.reply(toJson(reviewList))]), Observe.eventLogMemory))))
 
     it.effect("a reply naming an unregistered processor is re-asked with what was wrong (JSON)", () =>
       Effect.gen(function* () {
@@ -209,6 +214,8 @@ describe("Orchestrator", { timeout: bound }, () => {
         expect((yield* Effect.flip(orchestrator.process("x"))).code).toBe("CONFIG_NO_ENGINE")
         const result = yield* orchestrator.execute(reviewList)
         expect(result.completed.length).toBe(3)
+        expect(result.metadata.analyzerAttempts).toBe(0)
+        expect(result.metadata.analyzerUsage).toBeUndefined()
       }))
   })
 

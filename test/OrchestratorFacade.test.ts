@@ -43,6 +43,7 @@ describe("Facade mode task", { timeout: bound }, () => {
       expect(JSON.parse(response.content)).toEqual({ a: "FIRST", b: "SECOND+FIRST" })
       expect(response.orchestration?.metadata.phases).toEqual([["a"], ["b"]])
       expect(response.orchestration?.analysis).toBe("a then b")
+      expect(response.tokenUsage.promptTokens).toBe(10)
       expect(execution.transitions.map((t) => `${t.from}->${t.to}`)).toEqual([
         "INIT->PLAN",
         "PLAN->PREPARE",

@@ -26,6 +26,7 @@
  */
 import * as Schema from "effect/Schema"
 import { Failure } from "./Failure.js"
+import { TokenUsage } from "./TokenUsage.js"
 
 // ---------------------------------------------------------------------------
 // Tasks
@@ -191,6 +192,8 @@ export class OrchestratorMetadata extends Schema.Class<OrchestratorMetadata>("Or
   taskCount: Schema.NonNegativeInt,
   /** Analyzer replies asked for (0 when the tasks were given). */
   analyzerAttempts: Schema.NonNegativeInt,
+  /** The tokens the analyzer's replies used (absent when the tasks were given). */
+  analyzerUsage: Schema.optional(TokenUsage),
   /** Clock time from the start of execution to its end, milliseconds. */
   durationMs: Schema.Number
 }) {}

@@ -41,6 +41,7 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
+import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, Failure, InferenceFailure } from "../domain/Failure.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
 import * as Plan from "../domain/Plan.js"
@@ -48,6 +49,7 @@ import type { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "..
 import { OrchestratorMetadata, ProcessorType } from "../domain/Task.js"
 import { Constraint } from "../services/Constraint.js"
 import { Engine } from "../services/Engine.js"
+import { recordEvent } from "../services/EventLog.js"
 import * as Analyzer from "./orchestrator/Analyzer.js"
 import * as Compile from "./orchestrator/Compile.js"
 import * as PlanCreator from "./orchestrator/PlanCreator.js"
@@ -191,12 +193,16 @@ const build = (
   engine: Option.Option<Context.Tag.Service<Engine>>,
   constraint: Option.Option<Context.Tag.Service<Constraint>>
 ): Orchestrator => {
-  const execute = (list: TaskList, taskContext: Readonly<Record<string, unknown>>, analyzerAttempts: number, options: RunOptions) =>
-    executeList(settings, processors, list, taskContext, analyzerAttempts, options)
+  const execute = (
+    list: TaskList,
+    taskContext: Readonly<Record<string, unknown>>,
+    analysis: Option.Option<Analyzer.Analysis>,
+    options: RunOptions
+  ) => executeList(settings, processors, list, taskContext, analysis, options)
   return {
     processorTypes: settings.names,
     instruction: Analyzer.renderInstruction(settings.analyzer, settings.parser),
-    execute: (list, taskContext = {}, options = {}) => execute(list, taskContext, 0, options),
+    execute: (list, taskContext = {}, options = {}) => execute(list, taskContext, Option.none(), options),
     process: Effect.fn("Orchestrator.process")(function* (
       task: string,
       taskContext: Readonly<Record<string, unknown>> = {},
@@ -216,7 +222,7 @@ const build = (
         }),
         services
       )
-      return yield* execute(analysis.list, taskContext, analysis.attempts, options)
+      return yield* execute(analysis.list, taskContext, Option.some(analysis), options)
     })
   }
 }
@@ -226,7 +232,7 @@ const executeList = Effect.fn("Orchestrator.execute")(function* (
   processors: ReadonlyMap<string, TaskProcessor<never>>,
   list: TaskList,
   context: Readonly<Record<string, unknown>>,
-  analyzerAttempts: number,
+  analysis: Option.Option<Analyzer.Analysis>,
   options: RunOptions
 ) {
   const unknown = list.tasks.filter((t) => !processors.has(t.processor))
@@ -238,6 +244,20 @@ const executeList = Effect.fn("Orchestrator.execute")(function* (
   }
   const phases = yield* settings.planCreator.createPlan(list.tasks)
   const compiled = Compile.compile(phases, processors, context)
+  yield* recordEvent((base) =>
+    new Event.Custom({
+      ...base,
+      layer: "orchestrate",
+      action: "orchestrator.plan",
+      data: {
+        taskCount: list.tasks.length,
+        phases: compiled.phases,
+        analyzerAttempts: Option.match(analysis, { onNone: () => 0, onSome: (a) => a.attempts }),
+        scheduling: settings.scheduling,
+        failurePolicy: settings.failurePolicy
+      }
+    })
+  )
   const executor = yield* PlanExecutor.make({
     handlers: compiled.handlers,
     concurrency: settings.maxConcurrent,
@@ -265,7 +285,8 @@ const executeList = Effect.fn("Orchestrator.execute")(function* (
       failurePolicy: settings.failurePolicy,
       maxConcurrent: settings.maxConcurrent,
       taskCount: list.tasks.length,
-      analyzerAttempts,
+      analyzerAttempts: Option.match(analysis, { onNone: () => 0, onSome: (a) => a.attempts }),
+      ...Option.match(analysis, { onNone: () => ({}), onSome: (a) => ({ analyzerUsage: a.usage }) }),
       durationMs: finishedAt - startedAt
     }),
     list.analysis

@@ -6,7 +6,8 @@
  *
  * The answer carries the whole OrchestratorResult as `orchestration`; its
  * structured output is every completed task's output by id, its content that as
- * JSON. When a task failed or was skipped the stop reason is "incomplete": the
+ * JSON, its token usage the analyzer's (processors report none). When a task
+ * failed or was skipped the stop reason is "incomplete": the
  * failures are data of the orchestration, each typed, not the response's error.
  * A failure before any task runs (the analysis, an unknown processor, a cycle) is
  * the response's error, as in every mode.
@@ -71,7 +72,7 @@ export const run = (env: Environment, checked: Check.Task, tracker: Lifecycle.Tr
     return {
       content,
       structuredOutput: outputs,
-      usage: TokenUsage.empty,
+      usage: result.metadata.analyzerUsage ?? TokenUsage.empty,
       stopReason: isComplete(result) ? "finish" : "incomplete",
       orchestration: result
     } satisfies Outcome

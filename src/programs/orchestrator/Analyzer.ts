@@ -23,6 +23,7 @@ import type { InferenceFailure } from "../../domain/Failure.js"
 import * as Message from "../../domain/Message.js"
 import * as Task from "../../domain/Task.js"
 import * as Text from "../../domain/Text.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
 import type { Constraint } from "../../services/Constraint.js"
 import { Engine, InferenceRequest } from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
@@ -75,6 +76,8 @@ export interface Analysis {
   readonly list: Task.TaskList
   /** Replies asked for. */
   readonly attempts: number
+  /** The tokens every reply used, rejected ones included. */
+  readonly usage: TokenUsage.TokenUsage
 }
 
 /** Asks the analyzer for the task list. Requires Engine (and Constraint for a structured parser). */
@@ -100,7 +103,7 @@ export const analyze = (
         ...(config.maxTokens === undefined ? {} : { maxTokens: config.maxTokens }),
         ...(config.temperature === undefined ? {} : { temperature: config.temperature })
       }),
-      (result) => ({ list: result.value, attempts: result.attempts })
+      (result) => ({ list: result.value, attempts: result.attempts, usage: result.usage })
     )
     : analyzeText(messages, parser, processors, config)
 }
@@ -114,6 +117,7 @@ const analyzeText = Effect.fn("Orchestrator.analyzeText")(function* (
   const engine = yield* Engine
   const attempts = Math.max(1, config.attempts ?? defaultAttempts)
   let conversation = messages
+  let usage = TokenUsage.empty
   let last: ConstraintFailure | undefined
   for (let attempt = 1; attempt <= attempts; attempt++) {
     const reply = yield* Effect.retry(
@@ -126,8 +130,9 @@ const analyzeText = Effect.fn("Orchestrator.analyzeText")(function* (
       ),
       { schedule: RetryPolicy.inference, while: (f: InferenceFailure) => f.retryable }
     )
+    usage = TokenUsage.combine(usage, reply.usage)
     const parsed = Either.flatMap(parser.parse(reply.content), (list) => checkProcessors(list, processors, reply.content))
-    if (Either.isRight(parsed)) return { list: parsed.right, attempts: attempt } satisfies Analysis
+    if (Either.isRight(parsed)) return { list: parsed.right, attempts: attempt, usage } satisfies Analysis
     last = parsed.left
     conversation = [...conversation, Message.assistant(reply.content), Message.user(correction(parsed.left))]
   }
