@@ -233,6 +233,19 @@ describe("Orchestrator", { timeout: bound }, () => {
         expect(yield* Ref.get(probe.starts)).toEqual([])
       }))
 
+    it.effect("a task list past maxTasks is refused (ITERATION_LIMIT); a bad maxTasks is a configuration error", () =>
+      Effect.gen(function* () {
+        const probe = yield* makeProbe
+        const orchestrator = yield* Orchestrator.make({ processors: { timed: timed(probe) }, maxTasks: 2 })
+        const error = yield* Effect.flip(
+          orchestrator.execute(new TaskList({ analysis: "", tasks: ["a", "b", "c"].map((id) => task(id, "timed")) }))
+        )
+        expect(error.code).toBe("ORCHESTRATION_ITERATION_LIMIT")
+        expect(error.message).toBe("the task list has 3 tasks, more than the 2 allowed")
+        expect(yield* Ref.get(probe.starts)).toEqual([])
+        expect((yield* Effect.flip(Orchestrator.make({ processors: { sentiment }, maxTasks: 0 }))).details.field).toBe("maxTasks")
+      }))
+
     it.effect("a cycle is rejected with its path; no processor runs", () =>
       Effect.gen(function* () {
         const probe = yield* makeProbe

@@ -117,6 +117,13 @@ describe("XmlTaskParser", () => {
     ])
   })
 
+  it("many malformed tasks: the message names five, the violations stop at fifty", () => {
+    const tasks = Array.from({ length: 80 }, (_, i) => `<task id="t${i}" type="x"/>`).join("")
+    const failure = rejected(xml.parse(`<tasks>${tasks}</tasks>`))
+    expect(failure.violations.length).toBe(50)
+    expect(failure.message).toMatch(/\(and 75 more\)$/)
+  })
+
   it("no tasks section is NO_TASKS_SECTION; an empty section is MALFORMED_TASKS", () => {
     const none = rejected(xml.parse(fixture("no-tasks.txt")))
     expect(none.details.xmlError).toBe("NO_TASKS_SECTION")

@@ -20,9 +20,10 @@
  * dependents of a failure. `execute(taskList, context)` runs a list a client
  * gives, from parsing on.
  *
- * Before anything runs, a task naming a processor that is not registered fails
- * the call (ORCHESTRATION_STEP_MISMATCH naming the registered ones), as does a
- * rejected graph. Once tasks run the call succeeds with an OrchestratorResult:
+ * Before anything runs, a task list longer than `maxTasks` fails the call
+ * (ORCHESTRATION_ITERATION_LIMIT), a task naming a processor that is not
+ * registered fails it (ORCHESTRATION_STEP_MISMATCH naming the registered ones),
+ * as does a rejected graph. Once tasks run the call succeeds with an OrchestratorResult:
  * completed tasks with their outputs, failed tasks with their typed failure,
  * skipped tasks with the reason, the analysis, and metadata with the phases.
  *
@@ -64,11 +65,16 @@ export type { RetryConfig } from "./orchestrator/Retry.js"
 
 export const defaultMaxConcurrent = 4
 
+/** The most tasks one run takes by default. */
+export const defaultMaxTasks = 1_000
+
 export interface Options<P extends Readonly<Record<string, TaskProcessor<any>>>> {
   /** The processors by name: the names a task's `processor` may take. At least one. */
   readonly processors: P
   /** Tasks running at once, across phases. A positive integer. Default 4. */
   readonly maxConcurrent?: number | undefined
+  /** A task list longer than this is refused before anything runs (ORCHESTRATION_ITERATION_LIMIT). Default 1,000. */
+  readonly maxTasks?: number | undefined
   /** Each task's deadline, its retries included: past it, CANCELLED_TIMEOUT. Default none. */
   readonly defaultTimeout?: Duration.DurationInput | undefined
   /** Retries of retryable task failures. Default 3 attempts, 1 s then 2 s. */
@@ -137,6 +143,7 @@ export const make = <const P extends Readonly<Record<string, TaskProcessor<any>>
 interface Settings {
   readonly names: readonly [string, ...Array<string>]
   readonly maxConcurrent: number
+  readonly maxTasks: number
   readonly timeout: Option.Option<Duration.Duration>
   readonly retry: Schedule.Schedule<unknown>
   readonly parser: TaskParser.TaskParser
@@ -163,6 +170,10 @@ const checkOptions = <P extends Readonly<Record<string, TaskProcessor<any>>>>(
     if (!Number.isSafeInteger(maxConcurrent) || maxConcurrent < 1) {
       return yield* invalid("maxConcurrent", `must be a positive integer, got ${String(maxConcurrent)}`, maxConcurrent)
     }
+    const maxTasks = options.maxTasks ?? defaultMaxTasks
+    if (!Number.isSafeInteger(maxTasks) || maxTasks < 1) {
+      return yield* invalid("maxTasks", `must be a positive integer, got ${String(maxTasks)}`, maxTasks)
+    }
     const timeout = options.defaultTimeout === undefined ? Option.none() : Duration.decodeUnknown(options.defaultTimeout)
     if (options.defaultTimeout !== undefined && (Option.isNone(timeout) || Duration.toMillis(timeout.value) <= 0)) {
       return yield* invalid("defaultTimeout", `must be a positive duration, got ${String(options.defaultTimeout)}`, String(options.defaultTimeout))
@@ -174,6 +185,7 @@ const checkOptions = <P extends Readonly<Record<string, TaskProcessor<any>>>>(
     return {
       names,
       maxConcurrent,
+      maxTasks,
       timeout,
       retry: yield* Retry.schedule(options.retry ?? Retry.defaultRetry),
       parser: options.parser ?? json(),
@@ -235,11 +247,19 @@ const executeList = Effect.fn("Orchestrator.execute")(function* (
   analysis: Option.Option<Analyzer.Analysis>,
   options: RunOptions
 ) {
+  if (list.tasks.length > settings.maxTasks) {
+    return yield* OrchestrationFailure.iterationLimit(
+      `the task list has ${list.tasks.length} tasks, more than the ${settings.maxTasks} allowed`,
+      { details: { rule: "maxTasks", taskCount: list.tasks.length, maxTasks: settings.maxTasks } }
+    )
+  }
   const unknown = list.tasks.filter((t) => !processors.has(t.processor))
   if (unknown.length > 0) {
+    const named = unknown.slice(0, 5).map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")
+    const more = unknown.length > 5 ? ` and ${unknown.length - 5} more` : ""
     return yield* OrchestrationFailure.stepMismatch(
-      `no processor is registered for ${unknown.map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")}; the processors are ${settings.names.join(", ")}`,
-      { details: { rule: "unknownProcessor", tasks: unknown.map((t) => t.id), available: settings.names } }
+      `no processor is registered for ${named}${more}; the processors are ${settings.names.join(", ")}`,
+      { details: { rule: "unknownProcessor", tasks: unknown.slice(0, 32).map((t) => t.id), available: settings.names } }
     )
   }
   const phases = yield* settings.planCreator.createPlan(list.tasks)

@@ -150,10 +150,12 @@ export const checkProcessors = (
   if (unknown.length === 0) return Either.right(list)
   return Either.left(
     ConstraintFailure.enumUnrecognized(
-      `unknown processor ${unknown.map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")}; the processors are ${processors.join(", ")}`,
+      `unknown processor ${unknown.slice(0, 5).map((t) => `"${t.processor}" (task "${t.id}")`).join(", ")}${
+        unknown.length > 5 ? ` and ${unknown.length - 5} more` : ""
+      }; the processors are ${processors.join(", ")}`,
       {
         raw,
-        violations: unknown.map((t) => `task "${t.id}": processor must be one of ${processors.join(", ")}`),
+        violations: unknown.slice(0, 50).map((t) => `task "${t.id}": processor must be one of ${processors.join(", ")}`),
         details: { processors }
       }
     )

@@ -154,7 +154,11 @@ const parse = (raw: string, required: ReadonlySet<TaskField>): Either.Either<Tas
       else tasks.push(read.right)
     }
     if (violations.length > 0) {
-      return Either.left(failure("MALFORMED_TASKS", `the tasks are malformed: ${violations.join("; ")}`, raw, { violations }))
+      const shown = violations.slice(0, 5).join("; ")
+      const more = violations.length > 5 ? ` (and ${violations.length - 5} more)` : ""
+      return Either.left(
+        failure("MALFORMED_TASKS", `the tasks are malformed: ${shown}${more}`, raw, { violations: violations.slice(0, 50) })
+      )
     }
     return Either.right(new TaskList({ analysis, tasks }))
   })

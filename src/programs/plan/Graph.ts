@@ -187,16 +187,17 @@ export const run = (
         running++
       })
 
-    // Steps waiting on a failed or skipped step are skipped, transitively.
+    // Steps waiting on a failed or skipped step are skipped, transitively: a
+    // worklist over the dependents of each step that ended without completing.
+    const dependents: Array<Array<number>> = steps.map(() => [])
+    for (const [i, deps] of dependencies.entries()) for (const d of deps) dependents[d]!.push(i)
+    const ended: Array<number> = []
     const skipDependents = () => {
-      let changed = true
-      while (changed) {
-        changed = false
-        for (const [i, s] of status.entries()) {
-          if (s._tag !== "Pending") continue
-          const blocked = dependencies[i]!.find((d) => status[d]!._tag === "Failed" || status[d]!._tag === "Skipped")
-          if (blocked === undefined) continue
-          const cause = status[blocked]!
+      while (ended.length > 0) {
+        const blocked = ended.pop()!
+        const cause = status[blocked]!
+        for (const i of dependents[blocked]!) {
+          if (status[i]!._tag !== "Pending") continue
           skip(i, {
             reason: "dependency_failed",
             dependency: nameOf(blocked),
@@ -205,7 +206,7 @@ export const run = (
               ? `step "${nameOf(blocked)}" failed (${cause.error.code})`
               : `step "${nameOf(blocked)}" did not complete`
           })
-          changed = true
+          ended.push(i)
         }
       }
     }
@@ -254,6 +255,7 @@ export const run = (
           return yield* Effect.failCause(Cause.stripFailures(exit.cause))
         }
         status[index] = { _tag: "Failed", error: failure.value }
+        ended.push(index)
         firstFailure ??= { index, error: failure.value }
       }
       if (failFast && firstFailure !== undefined) break
@@ -266,6 +268,7 @@ export const run = (
       for (const [i, s] of status.entries()) {
         if (s._tag === "Running") {
           skip(i, { reason: "stopped", interrupted: true, message: `interrupted: step "${failed}" failed` })
+          ended.push(i)
         }
       }
       skipDependents()
