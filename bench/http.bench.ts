@@ -68,6 +68,8 @@ interface Scenario {
   readonly reply: string
   /** Structured requests carry no tools, so they make one inference each. */
   readonly tools?: boolean
+  /** The status every answer must have. Default 200. */
+  readonly status?: number
 }
 
 export const scenarios: ReadonlyArray<Scenario> = [
@@ -98,6 +100,23 @@ export const scenarios: ReadonlyArray<Scenario> = [
     },
     reply: '{"ok": true}',
     tools: false
+  },
+  // refusals: the endpoints' typed errors, encoded by HttpApi with their status
+  {
+    name: "run refused by the facade (400)",
+    engine: "plain",
+    path: "/v1/run",
+    body: { mode: "telepathy", messages: [{ role: "user", content: "ping" }] },
+    reply: "",
+    status: 400
+  },
+  {
+    name: "chat completions refused by the handler (400)",
+    engine: "plain",
+    path: "/v1/chat/completions",
+    body: { messages: [{ role: "wizard", content: "ping" }] },
+    reply: "",
+    status: 400
   }
 ]
 
@@ -118,8 +137,8 @@ const plainEngine = (content: string): Layer.Layer<Engine> => {
   })
 }
 
-/** One POST on a keep-alive agent; resolves with the latency in ms, rejects on a non-200. */
-const request = (agent: http.Agent, port: number, path: string, payload: string | undefined): Promise<number> =>
+/** One POST on a keep-alive agent; resolves with the latency in ms, rejects on any other status than `status`. */
+const request = (agent: http.Agent, port: number, path: string, payload: string | undefined, status: number): Promise<number> =>
   new Promise((resolve, reject) => {
     const started = performance.now()
     const req = http.request(
@@ -138,7 +157,7 @@ const request = (agent: http.Agent, port: number, path: string, payload: string 
       (res) => {
         res.resume()
         res.on("end", () =>
-          res.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`status ${res.statusCode}`))
+          res.statusCode === status ? resolve(performance.now() - started) : reject(new Error(`status ${res.statusCode}`))
         )
       }
     )
@@ -156,7 +175,7 @@ const drive = async (agent: http.Agent, port: number, scenario: Scenario, count:
     while (issued < count) {
       if (Date.now() > deadline) throw new Error("bench deadline exceeded")
       issued++
-      latencies.push(await request(agent, port, scenario.path, payload))
+      latencies.push(await request(agent, port, scenario.path, payload, scenario.status ?? 200))
     }
   }
   await Promise.all(Array.from({ length: CONCURRENCY }, client))

@@ -4,14 +4,16 @@
  * exactly the endpoint's error body; and on a real server the handlers' typed
  * refusals arrive with that status, that body and the request id header.
  */
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Api from "../src/adapters/http/Api.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
-import { SystemError, SystemResponse } from "../src/domain/System.js"
+import { SystemError, SystemRequest, SystemResponse } from "../src/domain/System.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { chatRequest, post, send, serve } from "./support/server.js"
@@ -109,4 +111,28 @@ describe("adapters/Http: refusals on the wire", () => {
       expect(chatPlain.status).toBe(415)
       expect(Object.keys(chatPlain.json)).toEqual(["error"])
     }).pipe(Effect.timeout("20 seconds")))
+})
+
+describe("adapters/Http: a client derived from the contract", () => {
+  it.scopedLive("HttpApiClient gets the SystemResponse, and a refusal back as the typed RunFailure with its status", () =>
+    Effect.gen(function* () {
+      const served = yield* serve({
+        engine: ScriptedEngine.layer([
+          ScriptedEngine.reply("pong"),
+          ScriptedEngine.fail(InferenceFailure.modelUnavailable("no model"))
+        ]),
+        tools: []
+      })
+      const client = yield* HttpApiClient.make(Api.PaganticApi, { baseUrl: served.url })
+      const payload = Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content: "ping" }] })
+      const ok = yield* client.pagantic.run({ payload })
+      expect(ok).toBeInstanceOf(SystemResponse)
+      expect(ok.content).toBe("pong")
+      const refused = yield* Effect.flip(client.pagantic.run({ payload }))
+      expect(refused).toBeInstanceOf(Api.RunFailure)
+      if (refused instanceof Api.RunFailure) {
+        expect(refused.status).toBe(503)
+        expect(refused.response.error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+      }
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici), Effect.timeout("20 seconds")))
 })

@@ -102,25 +102,18 @@ export const errorResponse = (
  * no user content beyond the error's short message excerpt. The response carries
  * the request id in `x-request-id`.
  */
-const refusal = <F>(
-  error: SystemError,
-  requestId: string,
-  status: RefusalStatus,
-  failure: F
-): Effect.Effect<never, F> =>
-  Effect.zipRight(
-    Effect.zipRight(
-      status >= 500
-        ? Effect.logError("request failed").pipe(
-          Effect.annotateLogs({ requestId, status, code: error.code, message: Text.excerpt(error.message, 200) })
-        )
-        : Effect.void,
-      HttpApp.appendPreResponseHandler((_, response) =>
-        Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+const refusal = <F>(error: SystemError, requestId: string, status: RefusalStatus, failure: F): Effect.Effect<never, F> =>
+  Effect.gen(function* () {
+    if (status >= 500) {
+      yield* Effect.logError("request failed").pipe(
+        Effect.annotateLogs({ requestId, status, code: error.code, message: Text.excerpt(error.message, 200) })
       )
-    ),
-    Effect.fail(failure)
-  )
+    }
+    yield* HttpApp.appendPreResponseHandler((_, response) =>
+      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+    )
+    return yield* Effect.fail(failure)
+  })
 
 /** Refuses a `/v1/run` request: its SystemResponse (with partial output, when there is one) under `error`. */
 export const refuseRun = (
