@@ -171,4 +171,53 @@ describe("SqliteRuns", () => {
       Effect.timeout("60 seconds")
     )
   }, 90_000)
+
+  it.live("a completed thread exported and imported into an empty store re-drives to the same KNOW without running a step", () => {
+    const from = tempCase("sql-export")
+    const to = tempCase("sql-import")
+    return Effect.gen(function* () {
+      const threads = yield* inFile(from.db, (slots) =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const reference = yield* runs.start(Reference, { seed: 9 })
+          yield* runs.await(reference)
+          const approval = yield* runs.start(Approval, { slaMillis: 60_000 })
+          yield* runs.await(approval, { untilSuspended: true })
+          const slot = (yield* Ref.get(slots))[0]!
+          yield* runs.respond(approval, slot.key, secretOf(slot), { approved: true, note: "exported" })
+          yield* runs.await(approval)
+          return [yield* runs.exportThread(reference), yield* runs.exportThread(approval)] as const
+        })
+      )
+      const encoded = JSON.parse(JSON.stringify(yield* Effect.forEach(threads, (t) => Schema.encode(Runs.Thread)(t))))
+      const work = yield* Ref.make(0)
+      const counting = Layer.succeed(Probe, {
+        work: (_, value) => Effect.as(Ref.update(work, (n) => n + 1), value),
+        between: () => Effect.void,
+        notify: () => Ref.update(work, (n) => n + 1)
+      })
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        for (const [index, thread] of (yield* Schema.decodeUnknown(Schema.Array(Runs.Thread))(encoded)).entries()) {
+          const id = yield* runs.importThread(thread)
+          const info = yield* runs.await(id)
+          const know = (exported: Runs.Thread) => exported.records.find((r) => r.kind === "KNOW")?.body
+          expect(info.status).toBe("completed")
+          expect(info.result).toEqual(know(threads[index]!))
+          expect(know(yield* runs.exportThread(id))).toEqual(know(threads[index]!))
+        }
+        expect(yield* Ref.get(work)).toBe(0)
+        const again = yield* Effect.flip(runs.importThread(threads[0]))
+        expect(again.message).toContain("exists")
+      }).pipe(
+        Effect.provide(SqliteRuns.layer({ filename: to.db, definitions: [Reference, Approval] }).pipe(Layer.provide(counting)))
+      )
+    }).pipe(
+      Effect.ensuring(Effect.sync(() => {
+        fs.rmSync(from.dir, { recursive: true, force: true })
+        fs.rmSync(to.dir, { recursive: true, force: true })
+      })),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
 })

@@ -82,6 +82,30 @@ export class ThreadRecord extends Schema.Class<ThreadRecord>("pagantic/ThreadRec
   body: Schema.optional(Schema.Unknown)
 }) {}
 
+/** A slot as exported with its thread (never its secret). */
+export class ThreadSlot extends Schema.Class<ThreadSlot>("pagantic/ThreadSlot")({
+  key: Schema.String,
+  shape: Schema.String,
+  status: Schema.Literal("open", "answered", "expired", "cancelled"),
+  deadline: Schema.Number,
+  answer: Schema.optional(Schema.Unknown),
+  closedAt: Schema.optional(Schema.Number)
+}) {}
+
+/**
+ * A run's thread as exported: enough to re-drive it in another store. Imported,
+ * it runs again with every recorded response (DO) read from the thread instead of
+ * being asked again, so a completed thread comes to the same KNOW without calling
+ * anything.
+ */
+export class Thread extends Schema.Class<Thread>("pagantic/Thread")({
+  runId: Schema.String,
+  definition: Schema.String,
+  payload: Schema.Unknown,
+  records: Schema.Array(ThreadRecord),
+  slots: Schema.Array(ThreadSlot)
+}) {}
+
 export interface ListOptions {
   readonly status?: RunStatus | undefined
   /** At most this many, newest first. Default 100. */
@@ -130,6 +154,14 @@ export interface Service {
   readonly events: (runId: string) => Stream.Stream<ThreadRecord, RunsError>
   /** The runs recorded, newest first. */
   readonly list: (options?: ListOptions) => Effect.Effect<ReadonlyArray<RunInfo>, RunsError>
+  /** The run's thread, to import elsewhere. */
+  readonly exportThread: (runId: string) => Effect.Effect<Thread, RunsError>
+  /**
+   * Records an exported thread (its end left out) and re-drives it: steps whose
+   * response is in the thread are not run again. A run with the id already here is
+   * refused.
+   */
+  readonly importThread: (thread: Thread) => Effect.Effect<string, RunsError>
   /** Deletes the records of runs that ended longer ago than `olderThan`; returns how many runs went. */
   readonly prune: (options: { readonly olderThan: Duration.DurationInput }) => Effect.Effect<number, RunsError>
 }

@@ -57,7 +57,7 @@ import { Cancellation, ConfigurationFailure, Failure, OrchestrationFailure, Tool
 import type { AnswerShape, SlotOutcome } from "../../services/Durable.js"
 import { Durable, Slot } from "../../services/Durable.js"
 import type { AnyDefinition, Requirements, RunsError, Service as RunsService } from "../../services/Runs.js"
-import { RunInfo, terminalStatuses, ThreadRecord } from "../../services/Runs.js"
+import { RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
 import type { RecordRow, RunRow, SlotRow, Store } from "./Store.js"
 import * as StoreModule from "./Store.js"
 
@@ -327,6 +327,21 @@ export const make = <Defs extends AnyDefinition>(
             )
         )
 
+      /** The response recorded in the thread for `key` (an imported thread, a restart after the DO was written). */
+      const recorded = <I, R>(key: string, otherwise: Effect.Effect<I, FailureType, R>): Effect.Effect<I, FailureType, R> =>
+        Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
+          const body = row === undefined ? undefined : (parseJson(row.body) as { value?: unknown; error?: unknown } | undefined)
+          if (body === undefined) return otherwise
+          if ("error" in body) {
+            return Option.match(decodeFailure(body.error), {
+              onNone: () =>
+                Effect.fail(OrchestrationFailure.replayDiverged(`the recorded failure of step "${key}" of run ${runId} is not a failure of the taxonomy`)),
+              onSome: (failure) => Effect.fail(failure)
+            })
+          }
+          return Effect.succeed(body.value as I)
+        })
+
       const step: Durable["Type"]["step"] = (key, schema, effect, stepOptions) => {
         const site = callSite()
         const run = effect.pipe(
@@ -345,7 +360,7 @@ export const make = <Defs extends AnyDefinition>(
           yield* store.record(runId, "CALL", key, yield* now)
           return yield* run
         })
-        return Effect.zipRight(claim(key, site), journal("step", key, schema, stepOptions?.once === true ? once : run))
+        return Effect.zipRight(claim(key, site), journal("step", key, schema, recorded(key, stepOptions?.once === true ? once : run)))
       }
 
       const timeStep = (key: string, after: Duration.Duration) =>
@@ -663,6 +678,61 @@ export const make = <Defs extends AnyDefinition>(
         const rows = yield* store.list(listOptions?.status, limit)
         const infos = rows.map(infoOf)
         return listOptions?.status === undefined ? infos : infos.filter((info) => info.status === listOptions.status)
+      }),
+
+      exportThread: Effect.fn("Runs.exportThread")(function* (runId) {
+        const { row } = yield* findRun(runId)
+        const records = yield* store.records(runId, 0)
+        const slots = yield* store.slotsOf(runId)
+        return new Thread({
+          runId,
+          definition: row.definition,
+          payload: parseJson(row.payload),
+          records: records.map(recordOf),
+          slots: slots.map((slot) =>
+            new ThreadSlot({
+              key: slot.key,
+              shape: slot.shape,
+              status: slot.status,
+              deadline: slot.deadline,
+              ...(slot.answer === null ? {} : { answer: parseJson(slot.answer) }),
+              ...(slot.closed_at === null ? {} : { closedAt: slot.closed_at })
+            })
+          )
+        })
+      }),
+
+      importThread: Effect.fn("Runs.importThread")(function* (thread) {
+        const entry = byName.get(thread.definition)
+        if (entry === undefined) {
+          return yield* ConfigurationFailure.invalidRequest(
+            `the thread of run ${thread.runId} is of definition "${thread.definition}", which this Runs layer does not have`
+          )
+        }
+        const inserted = yield* store.importRun({
+          id: thread.runId,
+          definition: thread.definition,
+          payload: thread.payload,
+          owner,
+          at: yield* now,
+          records: thread.records
+            .filter((r) => r.kind !== "KNOW" && r.kind !== "STATE")
+            .map((r) => ({ kind: r.kind, key: r.key, at: r.at.epochMillis, body: r.body })),
+          slots: thread.slots.map((slot) => ({
+            key: slot.key,
+            shape: slot.shape,
+            status: slot.status,
+            deadline: slot.deadline,
+            answer: slot.answer,
+            closedAt: slot.closedAt
+          }))
+        })
+        if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)
+        yield* changed(thread.runId)
+        yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: { input: thread.payload }, discard: true })
+        for (const slot of yield* store.undelivered) if (slot.run_id === thread.runId) yield* deliver(slot)
+        for (const slot of yield* store.openSlotsOf(thread.runId)) yield* arm(slot.run_id, slot.key, slot.deadline)
+        return thread.runId
       }),
 
       prune: Effect.fn("Runs.prune")(function* (pruneOptions) {

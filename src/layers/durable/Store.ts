@@ -188,6 +188,52 @@ export const make = Effect.gen(function* () {
         guarded(`read the records of run ${runId}`)
       ),
 
+    /** The record `kind` `key` of a run, if any. */
+    findRecord: (runId: string, kind: RecordKind, key: string) =>
+      sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
+        Effect.map((rows) => rows[0]),
+        guarded(`read record ${kind} ${key} of run ${runId}`)
+      ),
+
+    /** All slots of a run. */
+    slotsOf: (runId: string) =>
+      sql<SlotRow>`SELECT * FROM pagantic_slots WHERE run_id = ${runId} ORDER BY key`.pipe(
+        guarded(`read the slots of run ${runId}`)
+      ),
+
+    /**
+     * Writes a run exported elsewhere: its row (running, to be re-driven), its
+     * records but the end, and its slots (closed ones to be delivered). False when
+     * the id exists.
+     */
+    importRun: (thread: {
+      readonly id: string
+      readonly definition: string
+      readonly payload: unknown
+      readonly owner: string
+      readonly at: number
+      readonly records: ReadonlyArray<{ readonly kind: RecordKind; readonly key: string; readonly at: number; readonly body: unknown }>
+      readonly slots: ReadonlyArray<{ readonly key: string; readonly shape: string; readonly status: SlotStatus; readonly deadline: number; readonly answer: unknown; readonly closedAt: number | undefined }>
+    }) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, created_at, updated_at)
+            VALUES (${thread.id}, ${thread.definition}, ${JSON.stringify(thread.payload)}, 'running', ${thread.owner}, ${thread.at}, ${thread.at})
+            ON CONFLICT (id) DO NOTHING RETURNING id`
+          if (inserted.length === 0) return false
+          for (const r of thread.records) {
+            yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${thread.id}, ${r.kind}, ${r.key}, ${r.at}, ${json(r.body)})
+              ON CONFLICT (run_id, kind, key) DO NOTHING`
+          }
+          for (const slot of thread.slots) {
+            yield* sql`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline, answer, closed_at, delivered)
+              VALUES (${thread.id}, ${slot.key}, ${slot.shape}, '', ${slot.status}, ${slot.deadline}, ${json(slot.answer)},
+                ${slot.closedAt ?? null}, 0)`
+          }
+          return true
+        })
+      ).pipe(guarded(`import run ${thread.id}`)),
+
     /** Whether a record exists (an at-most-once step's intent). */
     hasRecord: (runId: string, kind: RecordKind, key: string) =>
       sql<{ n: number }>`SELECT COUNT(*) AS n FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
@@ -197,14 +243,14 @@ export const make = Effect.gen(function* () {
 
     /**
      * Opens slot `key` with a secret's hash; if it is open already (a step re-run
-     * after a crash) the new secret replaces the old and the deadline stays. Returns
-     * the deadline in force.
+     * after a crash) the new secret replaces the old, and the deadline stays (closed
+     * or imported: nothing changes). Returns the deadline in force.
      */
     openSlot: (slot: { readonly runId: string; readonly key: string; readonly shape: string; readonly secretHash: string; readonly deadline: number }) =>
       sql<{ deadline: number }>`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline)
           VALUES (${slot.runId}, ${slot.key}, ${slot.shape}, ${slot.secretHash}, 'open', ${slot.deadline})
-        ON CONFLICT (run_id, key) DO UPDATE SET secret_hash = excluded.secret_hash
-          WHERE pagantic_slots.status = 'open'
+        ON CONFLICT (run_id, key) DO UPDATE SET secret_hash = CASE
+          WHEN pagantic_slots.status = 'open' THEN excluded.secret_hash ELSE pagantic_slots.secret_hash END
         RETURNING deadline`.pipe(
         Effect.map((rows) => rows[0]?.deadline ?? slot.deadline),
         guarded(`open slot ${slot.key} of run ${slot.runId}`)
