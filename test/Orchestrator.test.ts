@@ -94,12 +94,13 @@ const timed = (probe: Probe) =>
     })
   )
 
-/** Forks `effect`, advances the TestClock second by second, and joins it (bounded). */
+/** Forks `effect`, advances the TestClock second by second, and joins it. */
 const runFor = <A, E>(seconds: number, effect: Effect.Effect<A, E>) =>
   Effect.gen(function* () {
     const fiber = yield* Effect.fork(effect)
     for (let i = 0; i < seconds; i++) yield* TestClock.adjust("1 second")
-    return yield* Fiber.join(fiber).pipe(Effect.timeoutFail({ duration: "1 second", onTimeout: () => "not done" as const }))
+    // a run still waiting here is caught by the describe's real-time bound
+    return yield* Fiber.join(fiber)
   })
 
 const noRetry = { maxAttempts: 1, backoffMultiplier: 1 }

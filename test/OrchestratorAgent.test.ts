@@ -32,7 +32,10 @@ const echo = (log?: Ref.Ref<ReadonlyArray<string>>) =>
       Effect.as(log === undefined ? Effect.void : Ref.update(log, (l) => [...l, "execute"]), { echoed: input })
   })
 
-describe("Agent", () => {
+/** A call that never ends (a broken timeout waits on the TestClock forever) fails the test here. */
+const bound = 20_000
+
+describe("Agent", { timeout: bound }, () => {
   it.effect("interceptors wrap execute; the first one is the outermost", () =>
     Effect.gen(function* () {
       const log = yield* Ref.make<ReadonlyArray<string>>([])
