@@ -144,8 +144,8 @@ const slot = (candidate: Select.Candidate, outcome: Either.Either<unknown, strin
 
 const failureText = (failure: { readonly code: string; readonly message: string }) => `${failure.code}: ${Text.excerpt(failure.message, 200)}`
 
-/** One call to one candidate: its body, or what went wrong, as text. */
-const ask = (
+/** One call to one candidate: its body, or what went wrong, as text (the durable patterns dispatch through it too). */
+export const ask = (
   candidate: Select.Candidate,
   input: string,
   checked: Check.Checked,
