@@ -273,6 +273,10 @@ export const run = (
       }
       skipDependents()
     }
+    if (firstFailure === undefined && stopStep === undefined && status.some((s) => s._tag === "Pending")) {
+      // every pending step waits on a completed step or a failure: no other way out of the loop
+      return yield* Effect.dieMessage("the plan run ended with steps that neither ran nor were skipped")
+    }
     const why = firstFailure === undefined
       ? "the run was stopped"
       : `step "${nameOf(firstFailure.index)}" failed`
