@@ -7,10 +7,18 @@
  * not JSON -> repair -> normalize -> validate) and, when given, a rule check. A
  * rejected reply is the lifecycle's VALIDATE -> EXECUTE transition: on a Schedule,
  * the model is asked again with its own reply and what was wrong with it, and every
- * attempt is counted. When the schedule gives up, the failure is the last
- * ConstraintFailure (carrying the raw model text and the violations) or the
- * caller's ValidationFailure. Retryable inference failures are retried on their own
- * policy first; an InferenceFailure that remains ends the call.
+ * attempt is counted. When the schedule gives up, the last rejection goes
+ * VALIDATE -> ERROR: the failure is the last ConstraintFailure (carrying the raw
+ * model text and the violations) or the caller's ValidationFailure, and the
+ * request's attempt count equals the replies the engine gave. Retryable inference
+ * failures are retried on their own policy first; an InferenceFailure that remains
+ * ends the call.
+ *
+ * The output contract's two switches: without `repairAllowed` a structural error
+ * (the reply is not JSON, or not a sentence of the grammar) is terminal, never
+ * re-prompted; without `strictValidation` a rule check that still fails when the
+ * schedule gives up returns the last schema-valid value with the failed rules as
+ * warnings (`validation.violations`) instead of failing.
  *
  * This is a function over the Engine and Constraint services, not a method of an
  * AgentLoop, so every loop (AgentLoop, SpecializedLoop, RedundantLoop, plans) can
@@ -20,7 +28,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import type * as Schedule from "effect/Schedule"
+import * as Schedule from "effect/Schedule"
 import { ConstraintFailure } from "../domain/Failure.js"
 import type { InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
@@ -60,6 +68,13 @@ export interface Options<A, EV extends ValidationFailure = never> {
   readonly repairAllowed?: boolean | undefined
   /** Rule checks on the validated value; a failure is retried like a constraint failure. */
   readonly validate?: ((value: A) => Effect.Effect<void, EV>) | undefined
+  /**
+   * OutputContract.strictValidation. True: a rule check that still fails when the
+   * schedule gives up fails the call (no partial result). False: the last value that
+   * passed the schema is returned, its failed rules listed in `validation.violations`.
+   * Default true.
+   */
+  readonly strictValidation?: boolean | undefined
   /** When a rejected reply is re-prompted (VALIDATE -> EXECUTE). Default `retryPolicy`; `RetryPolicy.none` for one attempt. */
   readonly retry?: Schedule.Schedule<unknown, ConstraintFailure | EV> | undefined
   /** When retryable inference failures are retried. Default `RetryPolicy.inference`. */
@@ -86,6 +101,8 @@ export interface Result<A> {
   readonly usage: TokenUsage.TokenUsage
   /** Summary for SystemResponse.validationResult. */
   readonly validation: ValidationResult
+  /** True when the value failed the rule check and is returned as partially valid (`strictValidation: false`). */
+  readonly partial: boolean
 }
 
 /** What a structured call can fail with. */
@@ -131,6 +148,19 @@ const checkGrammar = (
           details: { finishReason: result.finishReason }
         }))
 
+/** How one attempt ended, once the schedule has had its say. */
+type Outcome<A, EV> =
+  | { readonly _tag: "Accepted"; readonly enforced: Enforced<A> }
+  | { readonly _tag: "InferenceFailed"; readonly failure: InferenceFailure }
+  | { readonly _tag: "Partial"; readonly enforced: Enforced<A>; readonly failure: EV }
+
+/** Errors in the form of the reply, not its content: terminal when repair is not allowed. */
+export const structuralCodes: ReadonlySet<string> = new Set(["CONSTRAINT_JSON_INVALID", "CONSTRAINT_GRAMMAR_REJECTED"])
+
+/** Whether a rejected reply may be re-prompted at all (the schedule then decides when and how often). */
+const reprompts = (failure: ConstraintFailure | ValidationFailure, repairAllowed: boolean): boolean =>
+  failure.retryable && (repairAllowed || !structuralCodes.has(failure.code))
+
 /**
  * Asks for a structured answer to `messages` and returns the validated value.
  * Requires Engine and Constraint. Reports EXECUTE -> VALIDATE and VALIDATE -> EXECUTE
@@ -154,7 +184,14 @@ export const run: <A, EV extends ValidationFailure = never>(
   const correction = yield* Ref.make<ReadonlyArray<Message.Message>>([])
   const lastRaw = yield* Ref.make("")
   const model = yield* Spans.modelName(engine.modelInfo)
+  const repairAllowed = options.repairAllowed ?? true
+  const strictValidation = options.strictValidation ?? true
   const inferOnce = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
+
+  // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
+  const lastRejectedValue = yield* Ref.make<Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }>>(
+    Option.none()
+  )
 
   // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
   // only rejected replies reach the VALIDATE -> EXECUTE schedule.
@@ -183,32 +220,53 @@ export const run: <A, EV extends ValidationFailure = never>(
       yield* Ref.set(lastRaw, result.content)
       yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
       yield* checkGrammar(grammarChecker, constraints.grammar, result)
-      const enforced = yield* constraint.enforce(result.content, target, { repairAllowed: options.repairAllowed ?? true }).pipe(
+      const enforced = yield* constraint.enforce(result.content, target, { repairAllowed }).pipe(
         Effect.tapError((f) =>
           f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
         )
       )
       if (enforced.repaired) yield* Ref.update(repairs, (k) => k + 1)
-      if (options.validate !== undefined) yield* options.validate(enforced.value)
+      if (options.validate !== undefined) {
+        yield* options.validate(enforced.value).pipe(
+          Effect.tapError((failure) => Ref.set(lastRejectedValue, Option.some({ enforced, failure })))
+        )
+      }
       return Either.right(enforced)
     }
-  ).pipe(
-    Effect.tapError((failure) =>
-      Effect.gen(function* () {
-        const n = yield* Ref.get(attempts)
-        yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(correctionPrompt(failure))])
-        yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
-      })
-    )
   )
 
-  const outcome = yield* Effect.retry(attempt, {
-    schedule: options.retry ?? retryPolicy,
-    while: (f: ConstraintFailure | EV) => f.retryable
+  // VALIDATE -> EXECUTE only when the schedule grants another attempt (after its
+  // delay); otherwise the rejection stands and the state stays VALIDATE, for the
+  // request to end VALIDATE -> ERROR with as many attempts as replies.
+  const schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
+  const outcome: Outcome<A, EV> = yield* Effect.gen(function* () {
+    while (true) {
+      yield* Ref.set(lastRejectedValue, Option.none())
+      const pass = yield* Effect.either(attempt)
+      if (Either.isRight(pass)) {
+        return Either.isRight(pass.right)
+          ? { _tag: "Accepted", enforced: pass.right.right } as const
+          : { _tag: "InferenceFailed", failure: pass.right.left } as const
+      }
+      const failure = pass.left
+      const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
+      if (!granted) {
+        const rejected = yield* Ref.get(lastRejectedValue)
+        if (!strictValidation && Option.isSome(rejected)) return { _tag: "Partial", ...rejected.value } as const
+        return yield* Effect.fail(failure)
+      }
+      const n = yield* Ref.get(attempts)
+      yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(correctionPrompt(failure))])
+      yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
+    }
   })
-  const enforced = yield* outcome
+  if (outcome._tag === "InferenceFailed") return yield* Effect.fail(outcome.failure)
   const n = yield* Ref.get(attempts)
   const repairAttempts = yield* Ref.get(repairs)
+  const { enforced } = outcome
+  const violations = outcome._tag === "Partial"
+    ? outcome.failure.failedRules.length > 0 ? outcome.failure.failedRules : [outcome.failure.message]
+    : []
   const result: Result<A> = {
     value: enforced.value,
     content: enforced.content,
@@ -217,7 +275,10 @@ export const run: <A, EV extends ValidationFailure = never>(
     repairAttempts,
     repaired: enforced.repaired,
     usage: yield* Ref.get(usage),
-    validation: new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations: [] })
+    validation: outcome._tag === "Partial"
+      ? new ValidationResult({ passed: 0, failed: n, repairAttempts, violations })
+      : new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations }),
+    partial: outcome._tag === "Partial"
   }
   return result
 })
