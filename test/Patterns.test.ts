@@ -109,3 +109,197 @@ describe("verify", () => {
       expect(learns(thread)[0]).toMatchObject({ agreement: 1, threshold: 2, branch: "tiebreaker" })
     })))
 })
+
+const stages = (...models: ReadonlyArray<string>) =>
+  models.map((m) => ({ responders: [m === "keywords" ? { kind: "pattern", capability: "classification" } : { kind: "llm", model: `~${m}` }] }))
+
+describe("waterfall", () => {
+  const waterfall = (extra: Record<string, unknown> = {}) =>
+    query({
+      fold: { function: "best_of" },
+      orchestration: {
+        pattern: "waterfall",
+        stages: stages("keywords", "haiku", "sonnet", "opus"),
+        accept_expression: "fold.answer.confidence >= 0.85",
+        ...extra
+      }
+    })
+
+  it.live("stages in order until one is accepted: the stages tried are called, one LEARN per refused stage", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.5)], sonnet: [classify("research", 0.9)], opus: [classify("x")] })
+      const { thread } = yield* runToEnd(queries, waterfall()).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 1, sonnet: 1 })
+      expect(learns(thread)).toEqual([
+        expect.objectContaining({ kind: "infer.orchestration.waterfall.state.v1", stage: 0, accepted: false, expression: "fold.answer.confidence >= 0.85", fold: expect.objectContaining({ confidence: 0.4 }) }),
+        expect.objectContaining({ stage: 1, accepted: false, fold: expect.objectContaining({ confidence: 0.5 }) })
+      ])
+      expect(knowOf(thread).body).toMatchObject({ category: "research", _orchestration: { pattern: "waterfall", status: "accepted", stage: 2, calls: 3 } })
+    })))
+
+  it.live("all stages refused: the last fold committed marked not accepted, or the run fails by option", () =>
+    bounded(Effect.gen(function* () {
+      const low = { haiku: [classify("news", 0.5)], sonnet: [classify("research", 0.6)], opus: [classify("news", 0.7)] }
+      const first = yield* setup(low)
+      const { thread } = yield* runToEnd(first.queries, waterfall()).pipe(Effect.provide(first.layer))
+      expect(learns(thread)).toHaveLength(4)
+      expect(knowOf(thread).body).toMatchObject({ category: "news", _confidence: 0.7, _orchestration: { status: "not_accepted", stage: 3 } })
+
+      const second = yield* setup(low)
+      const { info } = yield* runToEnd(second.queries, waterfall({ on_exhausted: "fail" })).pipe(Effect.provide(second.layer))
+      expect(info.status).toBe("failed")
+      expect(info.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+      expect(info.error?.message).toContain("no stage's fold was accepted")
+    })))
+
+  it.live("the call budget is checked before each stage", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.99)] })
+      const { thread } = yield* runToEnd(queries, { ...waterfall(), budget: { calls: 1 } }).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({})
+      expect(knowOf(thread).body).toMatchObject({ _orchestration: { status: "not_accepted", budget_exhausted: true, calls: 1, stage: 0 } })
+    })))
+})
+
+describe("retry_on_low_confidence", () => {
+  const retry = (extra: Record<string, unknown> = {}) =>
+    query({
+      responders: [{ kind: "llm", model: "~haiku" }],
+      fold: { function: "best_of" },
+      dial: 0.2,
+      orchestration: { pattern: "retry_on_low_confidence", threshold_expression: "fold.answer.confidence < 0.7", max_attempts: 3, retry_dial: 0.6, ...extra }
+    })
+
+  it.live("retries while the threshold fires, with the retry dial as temperature; one LEARN per attempt", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries, requests } = yield* setup({ haiku: [classify("news", 0.3), classify("research", 0.5), classify("research", 0.9)] })
+      const { thread } = yield* runToEnd(queries, retry()).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 3 })
+      expect((yield* requests("haiku")).map((r) => r.temperature)).toEqual([0.2, 0.6, 0.6])
+      expect(learns(thread).map((l) => l.kind === "infer.orchestration.retry.state.v1" && [l.attempt, l.retry, l.dial, l.next_dial])).toEqual([
+        [1, true, 0.2, 0.6],
+        [2, true, 0.6, 0.6],
+        [3, false, 0.6, null]
+      ])
+      expect(knowOf(thread).body).toMatchObject({ category: "research", _orchestration: { status: "accepted", attempt: 3 } })
+    })))
+
+  it.live("exhausted: at most max_attempts CALLs, the most confident attempt committed marked low confidence", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.3), classify("research", 0.5), classify("news", 0.4)] })
+      const { thread } = yield* runToEnd(queries, retry()).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 3 })
+      expect(learns(thread)).toHaveLength(3)
+      expect(knowOf(thread).body).toMatchObject({ category: "research", _confidence: 0.5, _orchestration: { status: "low_confidence", attempt: 2 } })
+    })))
+})
+
+describe("escalate (machines)", () => {
+  it.live("tiers until the escalation expression stops: one LEARN per tier", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.5)], sonnet: [classify("research", 0.9)] })
+      const { thread } = yield* runToEnd(
+        queries,
+        query({
+          fold: { function: "best_of" },
+          orchestration: { pattern: "escalate", tiers: stages("haiku", "sonnet", "opus"), escalation_expression: "fold.answer.confidence < 0.7" }
+        })
+      ).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 1, sonnet: 1 })
+      expect(learns(thread).map((l) => l.kind === "infer.orchestration.escalate.state.v1" && [l.tier, l.escalate, l.expired])).toEqual([
+        [0, true, false],
+        [1, false, false]
+      ])
+      expect(knowOf(thread).body).toMatchObject({ category: "research", _orchestration: { pattern: "escalate", status: "accepted", stage: 1 } })
+    })))
+})
+
+describe("ensemble_with_audit", () => {
+  const audited = (extra: Record<string, unknown> = {}) =>
+    query({
+      orchestration: {
+        pattern: "ensemble_with_audit",
+        primary_responders: [{ kind: "llm", model: "~haiku" }, { kind: "llm", model: "~gpt" }, { kind: "llm", model: "~gemini" }],
+        auditor: { kind: "llm", model: "~auditor" },
+        audit_expression: "audit.approved == true"
+      },
+      ...extra
+    })
+  const primaries = { haiku: [classify("research")], gpt: [classify("research")], gemini: [classify("news")] }
+
+  it.live("approve: N + 1 CALLs, the KNOW carries the fold and the verdict", () =>
+    bounded(Effect.gen(function* () {
+      const { calls, layer, queries, requests } = yield* setup({ ...primaries, auditor: [verdict(true, "consistent with the text")] })
+      const { thread } = yield* runToEnd(queries, audited()).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 1, gpt: 1, gemini: 1, auditor: 1 })
+      const asked = (yield* requests("auditor"))[0]!
+      expect(asked.schema?.properties?.approved?.type).toBe("boolean")
+      expect(asked.messages.map((m) => m.content).join("\n")).toContain(`Answer: {"category":"research"}`)
+      expect(learns(thread)).toEqual([expect.objectContaining({ kind: "infer.orchestration.audit.state.v1", audit: expect.objectContaining({ approved: true }) })])
+      expect(knowOf(thread).body).toMatchObject({
+        category: "research",
+        _orchestration: { status: "accepted", calls: 4 },
+        audit: { approved: true, rejected: false, ambiguous: false, rationale: "consistent with the text" }
+      })
+    })))
+
+  it.live("reject: the KNOW says audit.rejected with the auditor's rationale", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup({ ...primaries, auditor: [verdict(false, "it is a news item")] })
+      const { thread } = yield* runToEnd(queries, audited()).pipe(Effect.provide(layer))
+      expect(knowOf(thread).body).toMatchObject({ _orchestration: { status: "rejected" }, audit: { rejected: true, rationale: "it is a news item" } })
+    })))
+
+  it.live("an ambiguous audit under validation_error halts with VALIDATION_RULE_FAILED naming the records", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup({ ...primaries, auditor: [ScriptedEngine.reply("looks fine I guess")] })
+      const { id, info, thread } = yield* runToEnd(queries, audited({ obligation_resolution: "validation_error" })).pipe(Effect.provide(layer))
+      expect(info.status).toBe("failed")
+      expect(info.error?.code).toBe("VALIDATION_RULE_FAILED")
+      expect(info.error?.message).toContain(`${id}/auditor/do/0`)
+      expect(info.error?.message).toContain(`${id}/ensemble/do/0`)
+      // the failed run still shows its answers
+      expect(thread.filter((r) => r.kind === "DO")).toHaveLength(4)
+      expect(thread.some((r) => r.kind === "KNOW")).toBe(false)
+    })))
+})
+
+describe("awaiting", () => {
+  it.live("quorum: fold once min_quorum valid answers are in; the call still going is interrupted and its DO says so", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup(
+        { haiku: [classify("research")], sonnet: [ScriptedEngine.reply('{"category":"news"}', { delay: "60 seconds" })] },
+        [],
+        { awaiting: "quorum" }
+      )
+      const { thread } = yield* runToEnd(
+        queries,
+        query({ responders: [{ kind: "llm", model: "~haiku" }, { kind: "llm", model: "~sonnet" }], min_quorum: 1 })
+      ).pipe(Effect.provide(layer))
+      const dos = thread.filter((r): r is Records.Do => r.kind === "DO")
+      expect(dos.map((d) => d.body.kind).sort()).toEqual(["core.classification.v1", "infer.failure.v1"])
+      expect(dos.find((d) => d.body.kind === "infer.failure.v1")!.body).toMatchObject({ problem: "interrupted: the quorum was met before it answered" })
+      expect(knowOf(thread).body).toMatchObject({ category: "research" })
+    })))
+
+  it.live("below min_quorum: ORCHESTRATION_NO_CONSENSUS naming what was missing; the DOs are recorded", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup({ haiku: [classify("research")], sonnet: [ScriptedEngine.fail(InferenceFailure.engineError("down"))] })
+      const { info, thread } = yield* runToEnd(
+        queries,
+        query({ responders: [{ kind: "llm", model: "~haiku" }, { kind: "llm", model: "~sonnet" }], min_quorum: 2 })
+      ).pipe(Effect.provide(layer))
+      expect(info.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+      expect(info.error?.message).toBe("only 1 of 2 responders gave a valid answer; min_quorum is 2")
+      expect(JSON.stringify(info.error?.details)).toContain("down")
+      expect(thread.filter((r) => r.kind === "DO")).toHaveLength(2)
+    })))
+
+  it.live("a bad query is refused before anything is recorded, naming the field", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup({})
+      const failure = yield* Effect.flip(runToEnd(queries, query({ responders: [{ kind: "llm", model: "~nope" }] })).pipe(Effect.provide(layer)))
+      expect(failure.code).toBe("CONFIG_INVALID_REQUEST")
+      expect(failure.message).toContain("responders.0.model")
+    })))
+})
