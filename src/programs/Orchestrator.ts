@@ -128,8 +128,7 @@ export const make = <const P extends Readonly<Record<string, TaskProcessor<any>>
     // the span the orchestrator is made in is not the parent of its runs' spans
     const context = Context.omit(Tracer.ParentSpan)(yield* Effect.context<ProcessorsContext<P>>()) as Context.Context<never>
     const processors = new Map<string, TaskProcessor<never>>(
-      settings.names.map((name) => {
-        const processor: TaskProcessor<unknown> = options.processors[name]!
+      Object.entries<TaskProcessor<unknown>>(options.processors).map(([name, processor]) => {
         const provided: TaskProcessor<never> = {
           process: (task, taskContext) =>
             Effect.provide(processor.process(task, taskContext), context) as Effect.Effect<unknown, Failure>
