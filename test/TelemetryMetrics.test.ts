@@ -9,6 +9,7 @@ import * as Metric from "effect/Metric"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
+import { CostTracker } from "../src/services/CostTracker.js"
 import { Metrics } from "../src/services/Metrics.js"
 
 const count = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (s) => s.count)
@@ -68,4 +69,32 @@ describe("Telemetry.metrics", () => {
       expect((yield* count(Telemetry.counter(Observe.otherName))) - otherCount).toBe(1)
       expect(snapshot.counters[Observe.otherName]).toBe(yield* count(Telemetry.counter(Observe.otherName)))
     }))
+})
+
+describe("Telemetry.costTracker", () => {
+  it.effect("usage is priced into pagantic.cost per model, and the total is read back from there", () =>
+    Effect.gen(function* () {
+      const tracker = yield* CostTracker
+      const perModel = (model: string) => count(Metric.tagged(Telemetry.cost, "gen_ai.request.model", model))
+      const totalBefore = yield* tracker.totalCost
+      const [aBefore, bBefore] = [yield* perModel("tm-a"), yield* perModel("tm-b")]
+      yield* tracker.recordUsage("tm-a", TokenUsage.make({ promptTokens: 1_000, outputTokens: 500 }))
+      yield* tracker.recordUsage("tm-b", TokenUsage.make({ promptTokens: 2_000, outputTokens: 0 }))
+      yield* tracker.recordUsage("tm-unpriced", TokenUsage.make({ promptTokens: 9_000, outputTokens: 9_000 }))
+      // tm-a: (1000 * 2 + 500 * 4) / 1e6; tm-b: 2000 * 1 / 1e6
+      expect((yield* perModel("tm-a")) - aBefore).toBeCloseTo(0.004, 12)
+      expect((yield* perModel("tm-b")) - bBefore).toBeCloseTo(0.002, 12)
+      expect(yield* perModel("tm-unpriced")).toBe(0)
+      expect((yield* tracker.totalCost) - totalBefore).toBeCloseTo(0.006, 12)
+      // one store: cost added to the metric directly is in the total too
+      yield* Metric.incrementBy(Metric.tagged(Telemetry.cost, "gen_ai.request.model", "tm-direct"), 1)
+      expect((yield* tracker.totalCost) - totalBefore).toBeCloseTo(1.006, 12)
+    }).pipe(
+      Effect.provide(
+        Telemetry.costTracker({
+          "tm-a": { promptPerMillion: 2, outputPerMillion: 4 },
+          "tm-b": { promptPerMillion: 1, outputPerMillion: 1 }
+        })
+      )
+    ))
 })

@@ -381,14 +381,19 @@ export interface Price {
   readonly outputPerMillion: number
 }
 
+/** What `usage` on `model` costs by `prices` (0 for a model missing from the table). */
+export const costOf = (prices: Readonly<Record<string, Price>>, model: string, usage: TokenUsage): number => {
+  const price = prices[model]
+  return price === undefined
+    ? 0
+    : (usage.promptTokens * price.promptPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
+}
+
 export const makeCostTracker = (prices: Readonly<Record<string, Price>>): Effect.Effect<CostTrackerService> =>
   Effect.map(Ref.make(0), (total) => ({
     recordUsage: (model, usage) => {
-      const price = prices[model]
-      if (price === undefined) return Effect.void
-      const cost =
-        (usage.promptTokens * price.promptPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
-      return Ref.update(total, (t) => t + cost)
+      const cost = costOf(prices, model, usage)
+      return cost === 0 ? Effect.void : Ref.update(total, (t) => t + cost)
     },
     totalCost: Ref.get(total)
   }))

@@ -22,7 +22,8 @@
  * (`gen_ai.client.token.usage{gen_ai.token.type}`) and a counter per name
  * (`pagantic.tool_calls`, `pagantic.retries`, `pagantic.votes`...); its snapshot
  * reads them back. The in-memory Metrics (`InMemoryObserve`) stay for tests.
- * `costTracker` prices usage per model and adds it to `pagantic.cost{gen_ai.request.model}`.
+ * `costTracker` prices usage per model and adds it to `pagantic.cost{gen_ai.request.model}`,
+ * its total read back from there too.
  */
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
@@ -207,8 +208,10 @@ export const counter = (name: string): Metric.Metric.Counter<number> => {
   return Metric.counter(`${counterPrefix}${exported}`, { description: `pagantic ${exported.replaceAll("_", " ")}` })
 }
 
+const costName = "pagantic.cost"
+
 /** Cost of inference in the price table's currency, tagged `gen_ai.request.model`. */
-export const cost = Metric.counter("pagantic.cost", { description: "Inference cost from the per-model price table" })
+export const cost = Metric.counter(costName, { description: "Inference cost from the per-model price table" })
 
 const inputTokens = Metric.tagged(tokenUsage, "gen_ai.token.type", "input")
 const outputTokens = Metric.tagged(tokenUsage, "gen_ai.token.type", "output")
@@ -269,22 +272,26 @@ export const makeMetrics: Effect.Effect<MetricsService> = makeMetricsBounded()
 /** Metrics through Effect's `Metric` (see `makeMetricsBounded`). */
 export const metrics: Layer.Layer<Metrics> = Layer.effect(Metrics, makeMetrics)
 
-/** A CostTracker over a per-model price table that also adds to the `pagantic.cost` metric. */
+/**
+ * A CostTracker on Effect's `Metric`: usage priced by the per-model table goes
+ * to `pagantic.cost{gen_ai.request.model}` and nowhere else, and `totalCost` is
+ * the sum of that counter over every model in Effect's registry (the process's
+ * total, as exported).
+ */
 export const makeCostTracker = (prices: Readonly<Record<string, Price>>): Effect.Effect<CostTrackerService> =>
-  Effect.map(Observe.makeCostTracker(prices), (tracker) => ({
+  Effect.succeed({
     recordUsage: (model, usage) => {
-      const price = prices[model]
-      const amount =
-        price === undefined
-          ? 0
-          : (usage.promptTokens * price.promptPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
-      return Effect.zipRight(
-        tracker.recordUsage(model, usage),
-        amount === 0 ? Effect.void : Metric.incrementBy(Metric.tagged(cost, "gen_ai.request.model", model), amount)
-      )
+      const amount = Observe.costOf(prices, model, usage)
+      return amount === 0 ? Effect.void : Metric.incrementBy(Metric.tagged(cost, "gen_ai.request.model", model), amount)
     },
-    totalCost: tracker.totalCost
-  }))
+    totalCost: Effect.map(Metric.snapshot, (pairs) => {
+      let total = 0
+      for (const { metricKey, metricState } of pairs) {
+        if (metricKey.name === costName && MetricState.isCounterState(metricState)) total += Number(metricState.count)
+      }
+      return total
+    })
+  })
 
 export const costTracker = (prices: Readonly<Record<string, Price>> = {}): Layer.Layer<CostTracker> =>
   Layer.effect(CostTracker, makeCostTracker(prices))
