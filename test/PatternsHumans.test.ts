@@ -1,0 +1,151 @@
+/**
+ * Humans in the patterns, on the in-memory runs with TestClock: a human CALL is a
+ * durable slot; accept moves the deadline to max(deadline, now + eta) and reopens
+ * the call, decline closes it without counting, submit answers; the deadline
+ * closes it as expired (escalate then commits the previous tier's answer marked
+ * expired, or fails by option); an answer to a closed slot is SLOT_CLOSED.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Redacted from "effect/Redacted"
+import * as Ref from "effect/Ref"
+import * as TestClock from "effect/TestClock"
+import type * as Records from "../src/domain/Records.js"
+import * as Orchestration from "../src/programs/Orchestration.js"
+import type { Responder } from "../src/services/ResponderRegistry.js"
+import * as Runs from "../src/services/Runs.js"
+import { aliases, classify, query, setup } from "./support/patterns-fixtures.js"
+
+const humans: ReadonlyArray<Responder> = [
+  { id: "alice", kind: "actor", did: "did:example:alice", availability: { typicalResponseDelaySecs: 60 } },
+  { id: "bob", kind: "actor", did: "did:example:bob", availability: { typicalResponseDelaySecs: 60 } }
+]
+
+const escalation = (extra: Record<string, unknown> = {}) =>
+  query({
+    fold: { function: "best_of" },
+    max_latency_secs: 3600,
+    orchestration: {
+      pattern: "escalate",
+      tiers: [{ responders: [{ kind: "llm", model: "~haiku" }] }, { responders: [{ kind: "actor", did: "did:example:alice" }] }],
+      escalation_expression: "fold.answer.confidence < 0.7",
+      ...extra
+    }
+  })
+
+const secret = (notice: Orchestration.Notice) => Redacted.value(notice.slot.secret)
+
+/** Lets the run move after an answer or a timer (the runs layer kicks a resumed run after 50 ms). */
+const settle = Effect.zipRight(TestClock.adjust("100 millis"), Effect.yieldNow())
+
+const learned = (thread: ReadonlyArray<Records.QueryRecord>) =>
+  thread.filter((r): r is Records.Learn => r.kind === "LEARN").map((r) => r.body)
+
+describe("humans in the patterns (TestClock)", () => {
+  it.effect("an accept moves the deadline to max(deadline, now + eta); the submit on the reopened call is committed; the first slot is then SLOT_CLOSED", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({ haiku: [classify("news", 0.5)] }, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(runs, queries, escalation(), { aliases })
+        expect((yield* runs.await(id, { untilSuspended: true })).status).toBe("suspended")
+        const [first] = yield* Ref.get(notices)
+        expect(first!.responder.id).toBe("alice")
+        expect(first!.call.body).toMatchObject({ role: "tier", stage: 1 })
+        expect(first!.slot.deadline.epochMillis).toBe(3_600_000)
+
+        yield* TestClock.adjust("1000 seconds")
+        expect(yield* runs.respond(id, first!.slot.key, secret(first!), { kind: "infer.accept.v1", eta_seconds: 7200 })).toBe("Accepted")
+        yield* settle
+        yield* runs.await(id, { untilSuspended: true })
+        const second = (yield* Ref.get(notices))[1]!
+        // 1000 s + 7200 s, later than the first deadline (3600 s); give or take the 100 ms the run took to move
+        expect(second.slot.deadline.epochMillis).toBeGreaterThanOrEqual(8_200_000)
+        expect(second.slot.deadline.epochMillis).toBeLessThanOrEqual(8_200_100)
+
+        // past the first deadline, the call is still open
+        yield* TestClock.adjust("3000 seconds")
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+        yield* runs.respond(id, second.slot.key, secret(second), { kind: "core.classification.v1", category: "research", _confidence: 0.95, _rationale: "a grant" })
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        const thread = yield* Orchestration.thread(runs, id)
+        const know = thread.find((r): r is Records.Know => r.kind === "KNOW")!
+        expect(know.body).toMatchObject({ category: "research", _confidence: 0.95, _rationale: "a grant", _orchestration: { status: "accepted", stage: 1 } })
+        const dos = thread.filter((r): r is Records.Do => r.kind === "DO").map((d) => d.body.kind)
+        expect(dos).toEqual(["core.classification.v1", "infer.accept.v1", "core.classification.v1"])
+        const late = yield* Effect.flip(runs.respond(id, first!.slot.key, secret(first!), { kind: "core.classification.v1", category: "news" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("the human tier's deadline passes: the previous tier's answer is committed marked expired; a late submit is SLOT_CLOSED", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({ haiku: [classify("news", 0.5)] }, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(runs, queries, escalation(), { aliases })
+        yield* runs.await(id, { untilSuspended: true })
+        const [notice] = yield* Ref.get(notices)
+        yield* TestClock.adjust("3599 seconds")
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        const thread = yield* Orchestration.thread(runs, id)
+        expect(learned(thread).map((l) => l.kind === "infer.orchestration.escalate.state.v1" && [l.tier, l.escalate, l.expired])).toEqual([
+          [0, true, false],
+          [1, false, true]
+        ])
+        expect(thread.find((r) => r.kind === "KNOW")!.body).toMatchObject({ category: "news", _orchestration: { status: "expired", stage: 0 } })
+        const late = yield* Effect.flip(runs.respond(id, notice!.slot.key, secret(notice!), { kind: "core.classification.v1", category: "research" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("on_expired fail: the run fails CANCELLED_TIMEOUT", () =>
+    Effect.gen(function* () {
+      const { layer, queries } = yield* setup({ haiku: [classify("news", 0.5)] }, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(runs, queries, escalation({ on_expired: "fail" }), { aliases })
+        yield* runs.await(id, { untilSuspended: true })
+        yield* TestClock.adjust("3600 seconds")
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("failed")
+        expect(done.error?.code).toBe("CANCELLED_TIMEOUT")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("a decline closes the call and does not count: with min_quorum 2 the run names it among the missing", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({}, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const wire = query({
+          responders: [{ kind: "actor", did: "did:example:alice" }, { kind: "actor", did: "did:example:bob" }],
+          max_latency_secs: 3600,
+          min_quorum: 2
+        })
+        const id = yield* Orchestration.start(runs, queries, wire, { aliases })
+        yield* runs.await(id, { untilSuspended: true })
+        const all = yield* Ref.get(notices)
+        const alice = all.find((n) => n.responder.id === "alice")!
+        const bob = all.find((n) => n.responder.id === "bob")!
+        yield* runs.respond(id, alice.slot.key, secret(alice), { kind: "infer.decline.v1", reason: "out_of_domain" })
+        yield* settle
+        yield* runs.await(id, { untilSuspended: true })
+        yield* runs.respond(id, bob.slot.key, secret(bob), { kind: "core.classification.v1", category: "research" })
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+        expect(done.error?.message).toBe("only 1 of 2 responders gave a valid answer; min_quorum is 2")
+        expect(JSON.stringify(done.error?.details)).toContain("declined: out_of_domain")
+        const dos = (yield* Orchestration.thread(runs, id)).filter((r): r is Records.Do => r.kind === "DO")
+        expect(dos.map((d) => d.body.kind)).toEqual(["infer.decline.v1", "core.classification.v1"])
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+})
