@@ -15,10 +15,8 @@ import { NodeRuntime } from "@effect/platform-node"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import { Calculator, type Engine, Failure, JsonConstraint } from "pagantic"
+import { Calculator, type Engine, Failure, JsonConstraint, Orchestrator, TaskProcessor } from "pagantic"
 import { LlamaEngine } from "pagantic/llama"
-import * as Orchestrator from "../src/programs/Orchestrator.js"
-import * as TaskProcessor from "../src/programs/orchestrator/TaskProcessor.js"
 
 /** A word-list classifier: enough to show the flow without a second model. */
 export const sentiment = TaskProcessor.make((task) =>
