@@ -5,7 +5,8 @@
  * uncrashed run's; a step completed before the kill ran once, the step in flight
  * at most twice; the second process ran only the steps not completed; and no run
  * is left running or stale. Real processes and real kills: slow, so the cases run
- * three at a time and the file is bounded.
+ * three at a time, each restart loads its modules while the first process runs,
+ * and the file is bounded.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -48,13 +49,16 @@ const crash = async ({ pause }: Case) => {
   const { counter, db, dir } = tempCase(pause.replace(/[^a-z0-9]/g, "-"))
   try {
     const common = { db, counter, definition: "reference" as const, runId: "ref", payload: { seed: 5 } }
+    // the restarted process loads its modules while the first one runs (a warm standby)
+    const second = spawnChild({ ...common, mode: "resume", standby: true })
     const first = spawnChild({ ...common, mode: "start", pause })
-    await waitForFile(counter, (text) => text.includes(`paused ${pause}`), 40_000).catch((error) => {
+    await waitForFile(counter, (text) => text.includes(`paused ${pause}`), 60_000).catch((error) => {
       throw new Error(`${error}\nchild: ${first.output()}`)
     })
     await first.kill()
-    const second = spawnChild({ ...common, mode: "resume" })
-    const result = await second.next("result", 40_000)
+    await second.next("standby", 60_000)
+    second.send("go")
+    const result = await second.next("result", 60_000)
     await second.exited
     const lines = fs.readFileSync(counter, "utf8").trim().split("\n").map((line) => line.split(" "))
     return { result, lines, first: first.pid, second: second.pid }
@@ -90,7 +94,7 @@ describe("durable runs survive SIGKILL", () => {
         })
       }
     }
-  }, 150_000)
+  }, 240_000)
 
   it("an at-most-once step killed in flight is not run again: the restart finds its intent and reports the outcome unknown", async () => {
     const { counter, db, dir } = tempCase("once")

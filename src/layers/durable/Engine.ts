@@ -174,6 +174,12 @@ export const make = <Defs extends AnyDefinition>(
     const changes = yield* PubSub.unbounded<string>()
     const timers = yield* FiberMap.make<string>()
     const cancelled = new Set<string>()
+    /**
+     * Runs this process did not start (re-driven after a restart, or imported):
+     * their steps look in the thread first. A run started here has every DO it
+     * wrote in the engine's journal as well, so it skips the lookup.
+     */
+    const inherited = new Set<string>()
     const owner = options.owner
 
     const byName = new Map<string, { readonly definition: AnyDefinition; readonly workflow: RunWorkflow }>()
@@ -329,7 +335,7 @@ export const make = <Defs extends AnyDefinition>(
 
       /** The response recorded in the thread for `key` (an imported thread, a restart after the DO was written). */
       const recorded = <I, R>(key: string, otherwise: Effect.Effect<I, FailureType, R>): Effect.Effect<I, FailureType, R> =>
-        Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
+        !inherited.has(runId) ? otherwise : Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
           const body = row === undefined ? undefined : (parseJson(row.body) as { value?: unknown; error?: unknown } | undefined)
           if (body === undefined) return otherwise
           if ("error" in body) {
@@ -499,6 +505,7 @@ export const make = <Defs extends AnyDefinition>(
         yield* Effect.logWarning(`run ${row.id} is of definition "${row.definition}", not registered here: left as is`)
         continue
       }
+      inherited.add(row.id)
       yield* engine.execute(entry.workflow, { executionId: row.id, payload: { input: parseJson(row.payload) }, discard: true })
       yield* engine.resume(entry.workflow, row.id)
     }
@@ -728,6 +735,7 @@ export const make = <Defs extends AnyDefinition>(
           }))
         })
         if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)
+        inherited.add(thread.runId)
         yield* changed(thread.runId)
         yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: { input: thread.payload }, discard: true })
         for (const slot of yield* store.undelivered) if (slot.run_id === thread.runId) yield* deliver(slot)
