@@ -2,7 +2,7 @@
  * Seeds 01-03 to the letter (issue #12): one test per contract gap closed outside
  * the facade. Each names the behaviour of the seed it checks.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { describe, expect, it, layer } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -14,12 +14,15 @@ import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import { SystemRequest } from "../src/domain/System.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
+import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import * as RuleValidator from "../src/layers/RuleValidator.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Structured from "../src/programs/Structured.js"
 import { EventLog } from "../src/services/EventLog.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
+import * as Validator from "../src/services/Validator.js"
 
 const env = (script: ReadonlyArray<ScriptedEngine.Step>) =>
   Layer.mergeAll(ScriptedEngine.layer(script), Constraint.layer, Observe.eventLogMemory)
@@ -152,4 +155,111 @@ describe("Fidelity (issue #12)", () => {
         expect((yield* ScriptedEngine.requests).length).toBe(2)
       }).pipe(Effect.provide(unsure)), { timeout: 20_000 })
   })
+
+  describe("gap 3: VALIDATION_SEMANTIC_FAILED from a model-judged rule", () => {
+    const context = "The Eiffel Tower is in Paris. It was finished in 1889."
+    const judged = (script: ReadonlyArray<ScriptedEngine.Step>) =>
+      Layer.provideMerge(RuleValidator.layerJudged(), env(script))
+
+    it.effect("a failing verdict raises VALIDATION_SEMANTIC_FAILED; the judge is asked with the verdict schema at temperature 0", () =>
+      Effect.gen(function* () {
+        const validator = yield* Validator.Validator
+        const failure = yield* Effect.flip(
+          validator.validate("The Eiffel Tower was finished in 1920.", [Validator.followsFromContext(context)])
+        )
+        expect(failure).toMatchObject({
+          _tag: "ValidationFailure",
+          code: "VALIDATION_SEMANTIC_FAILED",
+          retryable: true,
+          failedRules: ["follows from the context"]
+        })
+        expect(failure.message).toContain("the context says 1889")
+        const [request] = yield* ScriptedEngine.requests
+        expect(request!.schema).toEqual(Validator.verdictSchema)
+        expect(request!.temperature).toBe(0)
+        expect(request!.messages[1]!.content).toContain(context)
+        expect(request!.messages[1]!.content).toContain("The Eiffel Tower was finished in 1920.")
+      }).pipe(Effect.provide(judged([ScriptedEngine.reply('{"verdict":"fail","reason":"the context says 1889"}')]))))
+
+    it.effect("a passing verdict passes; a plain rule failing beside a semantic one is VALIDATION_RULE_FAILED", () =>
+      Effect.gen(function* () {
+        const validator = yield* Validator.Validator
+        const ok = yield* validator.validate("It was finished in 1889.", [Validator.followsFromContext(context)])
+        expect(ok.results[0]).toMatchObject({ passed: true, semantic: true, reason: "stated in the context" })
+        const both = yield* Effect.flip(
+          validator.validate("1920", [Validator.length({ min: 10 }), Validator.followsFromContext(context)])
+        )
+        expect(both.code).toBe("VALIDATION_RULE_FAILED")
+        expect(both.failedRules).toEqual(["length(10..inf)", "follows from the context"])
+      }).pipe(
+        Effect.provide(
+          judged([
+            ScriptedEngine.reply('{"verdict":"pass","reason":"stated in the context"}'),
+            ScriptedEngine.reply('{"verdict":"fail","reason":"not in the context"}')
+          ])
+        )
+      ))
+
+    it.effect("a judge that cannot decide fails the rule (fail closed), naming why", () =>
+      Effect.gen(function* () {
+        const validator = yield* Validator.Validator
+        const report = yield* validator.check("anything", [Validator.semantic("is polite")])
+        expect(report.results[0]!.passed).toBe(false)
+        expect(report.results[0]!.reason).toContain("the judge's reply is not a verdict")
+        const unjudged = yield* Effect.provide(
+          Effect.flatMap(Validator.Validator, (v) => v.check("anything", [Validator.semantic("is polite")])),
+          RuleValidator.layer()
+        )
+        expect(unjudged.results[0]!.reason).toContain("no judge")
+      }).pipe(Effect.provide(judged([ScriptedEngine.reply("yes, it is polite")]))))
+
+    it.effect("in a structured call: the semantic failure is re-prompted with its code, and the next answer accepted", () =>
+      Effect.gen(function* () {
+        const validator = yield* Validator.Validator
+        const Answer = Schema.Struct({ year: Schema.Number })
+        const fiber = yield* Effect.fork(
+          Structured.run([Message.system(context), Message.user("When was the Eiffel Tower finished?")], {
+            schema: Answer,
+            validate: (value) => Effect.asVoid(validator.validate(JSON.stringify(value), [Validator.followsFromContext(context)]))
+          })
+        )
+        yield* TestClock.adjust("1 minute")
+        const result = yield* Fiber.join(fiber)
+        expect(result.value).toEqual({ year: 1889 })
+        expect(result.attempts).toBe(2)
+        const requests = yield* ScriptedEngine.requests
+        // answer, verdict, answer again (with the correction), verdict
+        expect(requests).toHaveLength(4)
+        expect(requests[2]!.messages.at(-1)!.content).toContain("VALIDATION_SEMANTIC_FAILED")
+      }).pipe(
+        Effect.provide(
+          judged([
+            ScriptedEngine.reply('{"year":1920}'),
+            ScriptedEngine.reply('{"verdict":"fail","reason":"the context says 1889"}'),
+            ScriptedEngine.reply('{"year":1889}'),
+            ScriptedEngine.reply('{"verdict":"pass","reason":"stated"}')
+          ])
+        )
+      ), { timeout: 20_000 })
+  })
 })
+
+layer(Layer.provideMerge(RuleValidator.layerJudged(), LlamaEngine.layer({ sequences: 1 })), { excludeTestServices: true })(
+  "Fidelity gap 3 on the bundled model",
+  (it) => {
+    it.effect("the judge's reply decodes as a verdict (llama.cpp decodes by the verdict schema; the model is not trained to judge: only the shape is checked)", () =>
+      Effect.gen(function* () {
+        const validator = yield* Validator.Validator
+        const context = "The Eiffel Tower is in Paris. It was finished in 1889."
+        // Seen on 2026-11-23: "fail" with reason "positive" for both outputs: the tiny
+        // sentiment model cannot judge; the verdict's shape is all that holds.
+        for (const output of ["It was finished in 1889.", "It was finished in 1920 in Rome."]) {
+          const report = yield* validator.check(output, [Validator.followsFromContext(context)])
+          const [result] = report.results
+          expect(result!.semantic).toBe(true)
+          expect(result!.reason ?? "").not.toContain("not a verdict")
+          expect(result!.reason ?? "").not.toContain("could not answer")
+        }
+      }), 120_000)
+  }
+)

@@ -1,12 +1,17 @@
 /**
  * Layer 7: validation and guardrails.
  *
- * A Validator checks an output against rules (length, pattern, a JSON-schema
- * subset, or any custom Effect predicate) and reports pass/fail per rule. The
- * pass rate is a quality signal: it becomes the response's confidence with source
- * "validation". `validate` turns a failing report into a ValidationFailure
- * (VALIDATION_RULE_FAILED) naming the failed rules; it is retryable, and
- * `retryPolicy` is the Schedule the loops re-run a step with (VALIDATE -> EXECUTE).
+ * A Validator checks an output against rules and reports pass/fail per rule.
+ * Two kinds, kept apart as the failure taxonomy keeps them: rule checks (length,
+ * pattern, a JSON-schema subset, any custom Effect predicate) decide from the text
+ * alone; semantic checks are judged by a model (does the answer follow from the
+ * context? does it contradict itself?), asked through the Engine for a verdict in a
+ * fixed JSON shape. The pass rate is a quality signal: it becomes the response's
+ * confidence with source "validation". `validate` turns a failing report into a
+ * ValidationFailure naming the failed rules: VALIDATION_RULE_FAILED when a rule
+ * check failed, VALIDATION_SEMANTIC_FAILED when only semantic checks did. Both are
+ * retryable, and `retryPolicy` is the Schedule the loops re-run a step with
+ * (VALIDATE -> EXECUTE).
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
@@ -32,6 +37,14 @@ export type Rule =
   | { readonly _tag: "Pattern"; readonly name: string; readonly pattern: RegExp; readonly mustMatch: boolean }
   | { readonly _tag: "Schema"; readonly name: string; readonly schema: JsonSchema }
   | { readonly _tag: "Custom"; readonly name: string; readonly check: (output: string) => Effect.Effect<CheckResult> }
+  | {
+    readonly _tag: "Semantic"
+    readonly name: string
+    /** What the judge decides, as a yes/no question or a statement about the output. */
+    readonly criterion: string
+    /** What the output is judged against (retrieved passages, the question, the source text). */
+    readonly context?: string | undefined
+  }
 
 /** The output's length (in characters) lies within [min, max]. */
 export const length = (options: {
@@ -70,6 +83,30 @@ export const custom = (name: string, check: (output: string) => Effect.Effect<Ch
   check
 })
 
+/**
+ * A model-judged rule: the Engine is asked whether the output meets `criterion`
+ * (given `context`, when there is one) and answers `{"verdict":"pass"|"fail","reason":...}`.
+ * Needs a validator with a judge (`RuleValidator.layerJudged`). An output the judge
+ * cannot decide on (the engine failed, or its reply is not a verdict) fails the rule:
+ * a guardrail fails closed.
+ */
+export const semantic = (
+  criterion: string,
+  options: { readonly name?: string | undefined; readonly context?: string | undefined } = {}
+): Rule => ({
+  _tag: "Semantic",
+  name: options.name ?? `semantic(${criterion})`,
+  criterion,
+  context: options.context
+})
+
+/** The semantic check of seed 03's example: the output follows from the given context. */
+export const followsFromContext = (context: string, options: { readonly name?: string | undefined } = {}): Rule =>
+  semantic("Every claim in the output follows from the context; it adds nothing the context does not say.", {
+    name: options.name ?? "follows from the context",
+    context
+  })
+
 // ---------------------------------------------------------------------------
 // Report
 // ---------------------------------------------------------------------------
@@ -77,7 +114,9 @@ export const custom = (name: string, check: (output: string) => Effect.Effect<Ch
 export class RuleResult extends Schema.Class<RuleResult>("RuleResult")({
   rule: Schema.String,
   passed: Schema.Boolean,
-  reason: Schema.optional(Schema.String)
+  reason: Schema.optional(Schema.String),
+  /** True for a model-judged (semantic) rule. */
+  semantic: Schema.optional(Schema.Boolean)
 }) {}
 
 /** Pass/fail per rule, and the pass rate as a confidence with source "validation". */
@@ -94,6 +133,10 @@ export class ValidationReport extends Schema.Class<ValidationReport>("Validation
   }
   get failedRules(): ReadonlyArray<string> {
     return this.results.filter((r) => !r.passed).map((r) => r.rule)
+  }
+  /** Whether every failed rule is a semantic one (the failure is then VALIDATION_SEMANTIC_FAILED). */
+  get semanticOnly(): boolean {
+    return this.failed > 0 && this.results.every((r) => r.passed || r.semantic === true)
   }
   /** The confidence this report gives the output. */
   get confidence(): { readonly value: number; readonly source: "validation" } {
@@ -114,6 +157,26 @@ export const report = (results: ReadonlyArray<RuleResult>): ValidationReport => 
 }
 
 // ---------------------------------------------------------------------------
+// Judge
+// ---------------------------------------------------------------------------
+
+/** A judge's answer to one semantic rule. */
+export class Verdict extends Schema.Class<Verdict>("Verdict")({
+  verdict: Schema.Literal("pass", "fail"),
+  reason: Schema.String
+}) {}
+
+/** The JSON schema a judge's reply is constrained by: Verdict's. */
+export const verdictSchema: JsonSchema = {
+  type: "object",
+  properties: {
+    verdict: { type: "string", enum: ["pass", "fail"] },
+    reason: { type: "string" }
+  },
+  required: ["verdict", "reason"]
+}
+
+// ---------------------------------------------------------------------------
 // Service
 // ---------------------------------------------------------------------------
 
@@ -122,7 +185,10 @@ export interface Service {
   readonly rules: ReadonlyArray<Rule>
   /** Runs every rule and reports; never fails. */
   readonly check: (output: string, rules?: ReadonlyArray<Rule>) => Effect.Effect<ValidationReport>
-  /** Runs every rule; any failed rule is a ValidationFailure (VALIDATION_RULE_FAILED) naming them. */
+  /**
+   * Runs every rule; any failed rule is a ValidationFailure naming them:
+   * VALIDATION_RULE_FAILED, or VALIDATION_SEMANTIC_FAILED when only semantic rules failed.
+   */
   readonly validate: (
     output: string,
     rules?: ReadonlyArray<Rule>
