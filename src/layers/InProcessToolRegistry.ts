@@ -126,7 +126,8 @@ export const make = <R = never>(
     return {
       definitions: (allow) => [...definitionOf.values()].filter((d) => allowed(d.name, allow)),
       execute,
-      has: allowed
+      has: allowed,
+      idempotent: (name) => byName.get(name)?.idempotent === true
     } satisfies Service
   })
 

@@ -25,7 +25,9 @@
  * Durable runs: a run does two things outside itself, call the model and run a
  * tool, and `steps` wraps each one with its structural key (iteration and call
  * index; iteration and tool call). A durable layer journals a step's result
- * there and, replaying a run, returns it instead of calling again.
+ * there and, replaying a run, returns it instead of calling again: `runDurable`
+ * does so when the Durable service is in the context (`durableSteps` are its
+ * steps; see run/Durable.ts), and runs as `run` when it is not.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -35,8 +37,11 @@ import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import { ConfigurationFailure, isFailure } from "../domain/Failure.js"
 import type { InferenceFailure } from "../domain/Failure.js"
+import { Durable } from "../services/Durable.js"
 import type * as Engine from "../services/Engine.js"
 import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
+import { ToolRegistry } from "../services/ToolRegistry.js"
+import * as DurableLoop from "./run/Durable.js"
 import * as Loop from "./run/Loop.js"
 import type { Input } from "./run/Message.js"
 import type { LoopConfig, LoopEvent, LoopResult, StopReason } from "./run/Types.js"
@@ -66,6 +71,8 @@ export type {
   ToolUsePolicy
 } from "./run/Types.js"
 export { defaultMaxIterations, defaultToolConcurrency } from "./run/Loop.js"
+export { durableSteps, ToolOutcomeSchema } from "./run/Durable.js"
+export type { DurableError, DurableOptions } from "./run/Durable.js"
 
 /** Whether a failure is the engine's context window overflowing (INFERENCE_CONTEXT_EXCEEDED). */
 export const isContextOverflow = (error: unknown): error is InferenceFailure =>
@@ -163,6 +170,25 @@ export const runStream = <Out = string, E = never>(
   config: LoopConfig<Out, E> = {}
 ): Stream.Stream<LoopEvent<Out>, RunLoopError<E>, Engine.Engine> =>
   Stream.unwrap(Effect.map(make(config), (loop) => loop.runStream(messages)))
+
+/**
+ * Runs `messages` once with `config`; inside a durable run (the Durable service in
+ * the context) every model call and tool call is a journaled step keyed under
+ * `durable.key`, so a run re-driven after a crash calls the engine and the tools
+ * only for what its journal does not have. A journal failure ends it (typed).
+ * Outside a durable run it is `run`.
+ */
+export const runDurable = <Out = string, E = never>(
+  messages: ReadonlyArray<Input>,
+  config: LoopConfig<Out, E> & { readonly durable?: DurableLoop.DurableOptions | undefined } = {}
+): Effect.Effect<LoopResult<Out>, RunLoopError<E> | DurableLoop.DurableError, Engine.Engine> =>
+  Effect.gen(function* () {
+    const durable = yield* Effect.serviceOption(Durable)
+    if (Option.isNone(durable)) return yield* run(messages, config)
+    const registry = yield* Effect.serviceOption(ToolRegistry)
+    const steps = DurableLoop.durableSteps(durable.value, config.durable, registry)
+    return yield* DurableLoop.surfaceJournalFailures(run(messages, { ...config, steps }))
+  })
 
 const noEmit = () => Effect.void
 

@@ -7,10 +7,15 @@
  * arguments, runs the handler under its timeout and turns every way a call can go
  * wrong into a ToolFailure. A model that calls an unknown tool, passes arguments
  * that do not decode, or a handler that throws or hangs is a value, never a defect.
+ *
+ * In a durable run a handler finds the call's idempotency key in `IdempotencyKey`
+ * (the same on every replay of the call, different in every run), to hand to
+ * services that deduplicate by key.
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import type * as Schema from "effect/Schema"
 import { ToolFailure } from "../domain/Failure.js"
 import * as Text from "../domain/Text.js"
@@ -56,7 +61,22 @@ export interface Service {
   readonly execute: (call: ToolCall, options?: ExecuteOptions) => Effect.Effect<ToolOutput, ToolFailure>
   /** Whether the tool exists (and passes the whitelist). */
   readonly has: (name: string, allow?: ReadonlyArray<string>) => boolean
+  /**
+   * Whether the tool is declared idempotent (may run again with the same
+   * arguments). Absent, or false for a tool that is not: durable runs run such
+   * a tool at most once.
+   */
+  readonly idempotent?: ((name: string) => boolean) | undefined
 }
+
+/**
+ * The idempotency key of the tool call being executed: set by durable runs (a
+ * hash of the run id and the call's step key), none elsewhere. A handler reads
+ * it with `yield* IdempotencyKey`.
+ */
+export class IdempotencyKey extends Context.Reference<IdempotencyKey>()("pagantic/ToolRegistry/IdempotencyKey", {
+  defaultValue: (): Option.Option<string> => Option.none()
+}) {}
 
 /** The tool registry. */
 export class ToolRegistry extends Context.Tag("pagantic/ToolRegistry")<ToolRegistry, Service>() {}
@@ -74,6 +94,7 @@ export const restrict = (registry: Service, names: ReadonlyArray<string> | undef
   return {
     definitions: (allow) => registry.definitions(names).filter((d) => permitted(d.name, allow)),
     has: (name, allow) => permitted(name, allow) && registry.has(name),
+    idempotent: (name) => registry.idempotent?.(name) === true,
     execute: (call, options = {}) =>
       permitted(call.name, options.allow)
         ? registry.execute(call, options)

@@ -314,11 +314,12 @@ const loop = <Out, E>(
       onDelta: streaming ? Option.some((text: string) => emit({ _tag: "TextDelta", text, iteration })) : Option.none()
     }
     let index = 0
-    const modelStep = settings.steps.model
+    const { model: modelStep, request: rewrite } = settings.steps
     const env = {
       infer: (request: Engine.InferenceRequest) => {
-        const call = Inference.infer(inferenceEnv, last, request)
-        return modelStep === undefined ? call : modelStep({ iteration, index: index++ }, call)
+        const key = { iteration, index: index++ }
+        const call = Inference.infer(inferenceEnv, last, rewrite === undefined ? request : rewrite(key, request))
+        return modelStep === undefined ? call : modelStep(key, call)
       }
     }
     const toolEnv: Tools.ToolEnv = {
@@ -413,10 +414,10 @@ const runRound = <Out, E>(
     const outcome = yield* Effect.either(
       Effect.forEach(
         action.toolCalls,
-        (call) =>
+        (call, index) =>
           Effect.gen(function* () {
             const execution = Tools.run(toolEnv, call, inferenceId, span)
-            const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call }, execution))
+            const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call, index }, execution))
             done.set(call.id, o)
             yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
             if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)

@@ -177,10 +177,12 @@ export interface ModelStepKey {
   readonly index: number
 }
 
-/** Where a tool call sits in a run: the iteration whose reply asked for it, and the call. */
+/** Where a tool call sits in a run: the iteration whose reply asked for it, the call, and its place in the reply. */
 export interface ToolStepKey {
   readonly iteration: number
   readonly call: Message.ToolCall
+  /** The call's index among the calls of its reply (0 for the first). */
+  readonly index: number
 }
 
 /** What one tool call came to: its record, the result kept in the transcript, the failure when it failed. */
@@ -197,6 +199,11 @@ export interface ToolOutcome {
  * layer replaying a run) the journaled result without running it again.
  */
 export interface Steps {
+  /**
+   * Rewrites a model call's request before it is made (a durable layer sets a
+   * seed derived from the run and the step, so a re-run call samples the same way).
+   */
+  readonly request?: ((key: ModelStepKey, request: InferenceRequest) => InferenceRequest) | undefined
   readonly model?:
     | ((key: ModelStepKey, call: Effect.Effect<InferenceResult, InferenceFailure>) => Effect.Effect<InferenceResult, InferenceFailure>)
     | undefined
