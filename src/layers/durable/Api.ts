@@ -1,0 +1,271 @@
+/**
+ * The Runs API over the runtime: start, poll, await, resume, cancel, respond,
+ * events, list, export/import of threads, prune. Waiting (`await`, `events`)
+ * follows the runtime's change feed, never a clock.
+ */
+import * as Chunk from "effect/Chunk"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
+import type { RunsError, Service as RunsService } from "../../services/Runs.js"
+import { RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
+import type { RunRow } from "./Store.js"
+import { describeParse, encodeFailure, parseJson, recordOf, endsThread, secretMatches, toUtc, workflowName, decodeFailure } from "./Encoding.js"
+import type { Runtime } from "./Runtime.js"
+import type { Slots } from "./Slots.js"
+
+export interface Options {
+  /** Deletes what the engine keeps of a pruned run (its journal); none for the in-memory engine. */
+  readonly purge?: ((workflow: string, runId: string) => Effect.Effect<void>) | undefined
+}
+
+export const make = (runtime: Runtime, slots: Slots, options: Options): RunsService => {
+  const { byName, cancelled, changed, changes, engine, findRun, inherited, now, owner, store } = runtime
+  const { arm, close, deliver } = slots
+
+  const infoOf = (row: RunRow): RunInfo => {
+    const error = row.error === null ? Option.none() : decodeFailure(parseJson(row.error))
+    return new RunInfo({
+      id: row.id,
+      definition: row.definition,
+      status: row.status === "running" && row.owner !== owner ? "stale" : row.status,
+      ...(row.waiting_on === null ? {} : { waitingOn: row.waiting_on }),
+      ...(row.result === null ? {} : { result: parseJson(row.result) }),
+      ...(Option.isSome(error) ? { error: error.value } : {}),
+      createdAt: toUtc(row.created_at),
+      updatedAt: toUtc(row.updated_at)
+    })
+  }
+
+  const poll = Effect.fn("Runs.poll")(function* (runId: string) {
+    const { row } = yield* findRun(runId)
+    return infoOf(row)
+  })
+
+  /** Waits for a change of `runId` after subscribing, so no change is missed between a check and the wait. */
+  const waitUntil = <A>(runId: string, check: Effect.Effect<Option.Option<A>, RunsError>) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const subscription = yield* PubSub.subscribe(changes)
+        while (true) {
+          const done = yield* check
+          if (Option.isSome(done)) return done.value
+          while ((yield* Queue.take(subscription)) !== runId) {
+            // another run changed
+          }
+        }
+      })
+    )
+
+  const service: RunsService = {
+    start: Effect.fn("Runs.start")(function* (definition, payload, startOptions) {
+      const entry = byName.get(definition.name)
+      if (entry === undefined || entry.definition !== definition) {
+        return yield* ConfigurationFailure.invalidRequest(
+          `run definition "${definition.name}" is not registered with this Runs layer`
+        )
+      }
+      const input = yield* Schema.encode(definition.payload)(payload).pipe(
+        Effect.mapError((error) =>
+          ConfigurationFailure.invalidRequest(`the payload of "${definition.name}" is invalid: ${describeParse(error)}`)
+        )
+      )
+      const id = startOptions?.id ?? globalThis.crypto.randomUUID()
+      if (id.length === 0) return yield* ConfigurationFailure.invalidRequest("a run id cannot be empty")
+      const inserted = yield* store.insertRun({ id, definition: definition.name, payload: input, owner, at: yield* now })
+      if (inserted) {
+        yield* changed(id)
+        yield* engine.execute(entry.workflow, { executionId: id, payload: { input }, discard: true })
+      }
+      return id
+    }),
+
+    poll,
+
+    await: Effect.fn("Runs.await")(function* (runId, awaitOptions) {
+      yield* findRun(runId)
+      return yield* waitUntil(
+        runId,
+        Effect.map(poll(runId), (info) =>
+          terminalStatuses.has(info.status) || (awaitOptions?.untilSuspended === true && info.status === "suspended")
+            ? Option.some(info)
+            : Option.none())
+      )
+    }),
+
+    resume: Effect.fn("Runs.resume")(function* (runId) {
+      const { row, workflow } = yield* findRun(runId)
+      if (terminalStatuses.has(row.status)) return
+      yield* engine.execute(workflow, { executionId: runId, payload: { input: parseJson(row.payload) }, discard: true })
+      yield* engine.resume(workflow, runId)
+    }),
+
+    cancel: Effect.fn("Runs.cancel")(function* (runId) {
+      const { row, workflow } = yield* findRun(runId)
+      if (terminalStatuses.has(row.status)) return
+      cancelled.add(runId)
+      const failure = Cancellation.signal(`run ${runId} was cancelled`, { runId })
+      yield* store.finish(runId, { status: "cancelled", error: encodeFailure(failure) }, yield* now)
+      yield* changed(runId)
+      for (const slot of yield* store.openSlotsOf(runId)) yield* close(runId, slot.key, "cancelled")
+      yield* engine.interrupt(workflow, runId)
+    }),
+
+    respond: Effect.fn("Runs.respond")(function* (runId, slotKey, secret, answer) {
+      const { definition } = yield* findRun(runId)
+      const slot = yield* store.getSlot(runId, slotKey)
+      if (slot === undefined) {
+        return yield* OrchestrationFailure.slotClosed(`run ${runId} has no slot "${slotKey}"`, {
+          details: { runId, slot: slotKey }
+        })
+      }
+      if (!secretMatches(secret, slot.secret_hash)) {
+        return yield* ConfigurationFailure.invalidRequest(`the secret does not open slot "${slotKey}" of run ${runId}`, {
+          details: { runId, slot: slotKey }
+        })
+      }
+      if (slot.status !== "open") {
+        return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} is closed (${slot.status})`, {
+          details: { runId, slot: slotKey, status: slot.status }
+        })
+      }
+      const at = yield* now
+      if (at >= slot.deadline) {
+        yield* close(runId, slotKey, "expired")
+        return yield* OrchestrationFailure.slotClosed(
+          `slot "${slotKey}" of run ${runId} passed its deadline (${new Date(slot.deadline).toISOString()})`,
+          { details: { runId, slot: slotKey, status: "expired" } }
+        )
+      }
+      const shape = (definition.answers ?? []).find((candidate) => candidate.name === slot.shape)
+      if (shape === undefined) {
+        return yield* ConfigurationFailure.invalidRequest(
+          `slot "${slotKey}" of run ${runId} takes the answer shape "${slot.shape}", which "${definition.name}" no longer lists`
+        )
+      }
+      const encoded = yield* Schema.decodeUnknown(shape.schema)(answer).pipe(
+        Effect.flatMap(Schema.encode(shape.schema)),
+        Effect.mapError((error) =>
+          ConfigurationFailure.invalidRequest(
+            `the answer to slot "${slotKey}" does not match the shape "${shape.name}": ${describeParse(error)}`,
+            { details: { runId, slot: slotKey } }
+          )
+        )
+      )
+      const won = yield* close(runId, slotKey, "answered", { value: encoded, at })
+      if (!won) {
+        return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} closed before this answer`, {
+          details: { runId, slot: slotKey }
+        })
+      }
+      return "Accepted" as const
+    }),
+
+    events: (runId) =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          yield* findRun(runId)
+          const subscription = yield* PubSub.subscribe(changes)
+          const last = yield* Ref.make(0)
+          const ended = yield* Ref.make(false)
+          const pull: Effect.Effect<Chunk.Chunk<ThreadRecord>, Option.Option<RunsError>> = Effect.gen(function* () {
+            if (yield* Ref.get(ended)) return yield* Effect.fail(Option.none())
+            while (true) {
+              const rows = yield* store.records(runId, yield* Ref.get(last)).pipe(Effect.mapError(Option.some))
+              if (rows.length > 0) {
+                yield* Ref.set(last, rows[rows.length - 1]!.seq)
+                if (rows.some(endsThread)) yield* Ref.set(ended, true)
+                return Chunk.fromIterable(rows.map(recordOf))
+              }
+              while ((yield* Queue.take(subscription)) !== runId) {
+                // another run changed
+              }
+            }
+          })
+          return Stream.repeatEffectChunkOption(pull)
+        })
+      ),
+
+    list: Effect.fn("Runs.list")(function* (listOptions) {
+      const limit = listOptions?.limit ?? 100
+      if (!(Number.isInteger(limit) && limit >= 1)) {
+        return yield* ConfigurationFailure.invalidRequest(`a list limit must be a whole number >= 1, got ${limit}`)
+      }
+      const rows = yield* store.list(listOptions?.status, limit)
+      const infos = rows.map(infoOf)
+      return listOptions?.status === undefined ? infos : infos.filter((info) => info.status === listOptions.status)
+    }),
+
+    exportThread: Effect.fn("Runs.exportThread")(function* (runId) {
+      const { row } = yield* findRun(runId)
+      const records = yield* store.records(runId, 0)
+      const slots = yield* store.slotsOf(runId)
+      return new Thread({
+        runId,
+        definition: row.definition,
+        payload: parseJson(row.payload),
+        records: records.map(recordOf),
+        slots: slots.map((slot) =>
+          new ThreadSlot({
+            key: slot.key,
+            shape: slot.shape,
+            status: slot.status,
+            deadline: slot.deadline,
+            ...(slot.answer === null ? {} : { answer: parseJson(slot.answer) }),
+            ...(slot.closed_at === null ? {} : { closedAt: slot.closed_at })
+          })
+        )
+      })
+    }),
+
+    importThread: Effect.fn("Runs.importThread")(function* (thread) {
+      const entry = byName.get(thread.definition)
+      if (entry === undefined) {
+        return yield* ConfigurationFailure.invalidRequest(
+          `the thread of run ${thread.runId} is of definition "${thread.definition}", which this Runs layer does not have`
+        )
+      }
+      const inserted = yield* store.importRun({
+        id: thread.runId,
+        definition: thread.definition,
+        payload: thread.payload,
+        owner,
+        at: yield* now,
+        records: thread.records
+          .filter((r) => r.kind !== "KNOW" && r.kind !== "STATE")
+          .map((r) => ({ kind: r.kind, key: r.key, at: r.at.epochMillis, body: r.body })),
+        slots: thread.slots.map((slot) => ({
+          key: slot.key,
+          shape: slot.shape,
+          status: slot.status,
+          deadline: slot.deadline,
+          answer: slot.answer,
+          closedAt: slot.closedAt
+        }))
+      })
+      if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)
+      inherited.add(thread.runId)
+      yield* changed(thread.runId)
+      yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: { input: thread.payload }, discard: true })
+      for (const slot of yield* store.undelivered) if (slot.run_id === thread.runId) yield* deliver(slot)
+      for (const slot of yield* store.openSlotsOf(thread.runId)) yield* arm(slot.run_id, slot.key, slot.deadline)
+      return thread.runId
+    }),
+
+    prune: Effect.fn("Runs.prune")(function* (pruneOptions) {
+      const before = (yield* now) - Duration.toMillis(Duration.decode(pruneOptions.olderThan))
+      const gone = yield* store.prune(before)
+      if (options.purge !== undefined) {
+        for (const run of gone) yield* options.purge(workflowName(run.definition), run.id)
+      }
+      return gone.length
+    })
+  }
+  return service
+}

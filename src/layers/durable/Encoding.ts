@@ -1,0 +1,94 @@
+/**
+ * What the durable engine journals and how the runs' rows read: the workflow's
+ * outcome value, a closed slot as its deferred carries it, a slot's ticket, the
+ * workflow made for a run definition, and the small helpers (hashes, secrets,
+ * the call site of a step, records) the other parts share.
+ */
+import * as DurableDeferred from "@effect/workflow/DurableDeferred"
+import * as Workflow from "@effect/workflow/Workflow"
+import * as Cause from "effect/Cause"
+import * as DateTime from "effect/DateTime"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { createHash, timingSafeEqual } from "node:crypto"
+import type { Failure as FailureType } from "../../domain/Failure.js"
+import { Failure, OrchestrationFailure } from "../../domain/Failure.js"
+import type { AnyDefinition } from "../../services/Runs.js"
+import { ThreadRecord } from "../../services/Runs.js"
+import type { RecordRow } from "./Store.js"
+
+/** How a run ended, as the workflow's result: the program's failures are values, not engine failures. */
+export const Outcome = Schema.Union(
+  Schema.TaggedStruct("Ok", { value: Schema.Unknown }),
+  Schema.TaggedStruct("Failed", { error: Schema.Unknown })
+)
+export type Outcome = typeof Outcome.Type
+
+/** A closed slot, as its deferred carries it. */
+export const SlotClosed = Schema.Union(
+  Schema.TaggedStruct("Answered", { value: Schema.Unknown, at: Schema.Number }),
+  Schema.TaggedStruct("Expired", { deadline: Schema.Number }),
+  Schema.TaggedStruct("Cancelled", {})
+)
+export type SlotClosed = typeof SlotClosed.Type
+
+export const Ticket = Schema.Struct({ secret: Schema.String, deadline: Schema.Number })
+
+export const slotDeferred = (key: string) => DurableDeferred.make(`slot/${key}`, { success: SlotClosed })
+
+export const encodeFailure = Schema.encodeSync(Failure)
+export const decodeFailure = Schema.decodeUnknownOption(Failure)
+
+export const workflowName = (definition: string) => `pagantic/${definition}`
+
+export const makeWorkflow = (definition: AnyDefinition) =>
+  Workflow.make({
+    name: workflowName(definition.name),
+    payload: { input: Schema.Unknown },
+    success: Outcome,
+    idempotencyKey: () => ""
+  })
+
+export type RunWorkflow = ReturnType<typeof makeWorkflow>
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+
+export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex")
+
+export const secretMatches = (secret: string, hash: string): boolean => {
+  const given = Buffer.from(sha256(secret), "hex")
+  const stored = Buffer.from(hash, "hex")
+  return given.length === stored.length && timingSafeEqual(given, stored)
+}
+
+/** The first stack frame outside this folder and node_modules: where a step was called. */
+export const callSite = (): string => {
+  const frames = (new Error().stack ?? "").split("\n").slice(1)
+  const frame = frames.find((line) => !line.includes("/layers/durable/") && !line.includes("node_modules"))
+  return frame === undefined ? "an unknown call site" : frame.trim().replace(/^at /, "")
+}
+
+export const describeParse = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+
+export const failureOfCause = (cause: Cause.Cause<FailureType>): FailureType =>
+  Option.getOrElse(Cause.failureOption(cause), () =>
+    OrchestrationFailure.defect(`the run's program died: ${Cause.pretty(cause)}`, { cause: Cause.squash(cause) }))
+
+export const toUtc = (millis: number) => DateTime.unsafeMake(millis)
+
+export const parseJson = (text: string | null): unknown => (text === null ? undefined : JSON.parse(text))
+
+export const recordOf = (row: RecordRow): ThreadRecord =>
+  new ThreadRecord({
+    runId: row.run_id,
+    seq: row.seq,
+    kind: row.kind,
+    key: row.key,
+    at: toUtc(row.at),
+    ...(row.body === null ? {} : { body: parseJson(row.body) })
+  })
+
+export const endsThread = (row: RecordRow) => row.kind === "KNOW" || (row.kind === "STATE" && (row.key === "failed" || row.key === "cancelled"))

@@ -1,0 +1,247 @@
+/**
+ * Inside a run: the Durable service a program gets (steps journaled as the
+ * engine's activities under keys claimed once per execution, times and deadlines
+ * journaled, slots opened in a step and awaited on their deferred), and one
+ * execution of a run's program with its end recorded once.
+ */
+import * as Activity from "@effect/workflow/Activity"
+import * as Workflow from "@effect/workflow/Workflow"
+import { WorkflowEngine, WorkflowInstance } from "@effect/workflow/WorkflowEngine"
+import * as Cause from "effect/Cause"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Predicate from "effect/Predicate"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import { randomBytes } from "node:crypto"
+import type { Failure as FailureType } from "../../domain/Failure.js"
+import { Cancellation, Failure, OrchestrationFailure, ToolFailure } from "../../domain/Failure.js"
+import type { AnswerShape, SlotOutcome } from "../../services/Durable.js"
+import { Durable, Slot } from "../../services/Durable.js"
+import type { AnyDefinition } from "../../services/Runs.js"
+import { terminalStatuses } from "../../services/Runs.js"
+import type { Outcome } from "./Encoding.js"
+import { callSite, decodeFailure, describeParse, encodeFailure, failureOfCause, parseJson, sha256, slotDeferred, Ticket, toUtc } from "./Encoding.js"
+import type { Runtime } from "./Runtime.js"
+import type { Slots } from "./Slots.js"
+
+export const makeDurable = (
+  runtime: Runtime,
+  slots: Slots,
+  runId: string,
+  definition: AnyDefinition,
+  context: Context.Context<WorkflowEngine | WorkflowInstance>
+): Durable["Type"] => {
+  const { cancelled, changed, engine, inherited, now, store } = runtime
+  const { arm } = slots
+  const claimed = new Map<string, string>()
+  const shapes = new Set((definition.answers ?? []).map((shape) => shape.name))
+  const inRun = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provide(effect, context) as Effect.Effect<A, E, Exclude<R, WorkflowEngine | WorkflowInstance>>
+
+  const claim = (key: string, site: string) =>
+    Effect.suspend(() => {
+      const first = claimed.get(key)
+      if (first !== undefined) {
+        return Effect.die(
+          OrchestrationFailure.defect(
+            `the step key "${key}" is used twice in run ${runId}: first at ${first}, again at ${site}`,
+            { details: { runId, key, first, again: site } }
+          )
+        )
+      }
+      claimed.set(key, site)
+      return cancelled.has(runId)
+        ? Effect.fail(Cancellation.signal(`run ${runId} was cancelled`, { runId }))
+        : Effect.void
+    })
+
+  const recordQuietly = (key: string, body: unknown) =>
+    Effect.flatMap(now, (at) => store.record(runId, "DO", key, at, body)).pipe(
+      Effect.zipRight(changed(runId)),
+      Effect.catchAll((error) => Effect.logWarning(`record DO ${key} of run ${runId}: ${error.message}`))
+    )
+
+  const journal = <A, I, R>(
+    kind: string,
+    key: string,
+    schema: Schema.Schema<A, I>,
+    execute: Effect.Effect<I, FailureType, R>
+  ) =>
+    Effect.flatMap(
+      inRun(Activity.make({ name: `${kind}/${key}`, success: Schema.Unknown, error: Failure, execute })),
+      (encoded) =>
+        Schema.decodeUnknown(schema)(encoded).pipe(
+          Effect.mapError((error) =>
+            OrchestrationFailure.replayDiverged(
+              `the recorded ${kind} "${key}" of run ${runId} no longer matches its schema: ${describeParse(error)}`,
+              { details: { runId, key, kind } }
+            )
+          )
+        )
+    )
+
+  /** The response recorded in the thread for `key` (an imported thread, a restart after the DO was written). */
+  const recorded = <I, R>(key: string, otherwise: Effect.Effect<I, FailureType, R>): Effect.Effect<I, FailureType, R> =>
+    !inherited.has(runId) ? otherwise : Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
+      const body = row === undefined ? undefined : (parseJson(row.body) as { value?: unknown; error?: unknown } | undefined)
+      if (body === undefined) return otherwise
+      if ("error" in body) {
+        return Option.match(decodeFailure(body.error), {
+          onNone: () =>
+            Effect.fail(OrchestrationFailure.replayDiverged(`the recorded failure of step "${key}" of run ${runId} is not a failure of the taxonomy`)),
+          onSome: (failure) => Effect.fail(failure)
+        })
+      }
+      return Effect.succeed(body.value as I)
+    })
+
+  const step: Durable["Type"]["step"] = (key, schema, effect, stepOptions) => {
+    const site = callSite()
+    const run = effect.pipe(
+      Effect.flatMap((value) => Effect.orDie(Schema.encode(schema)(value))),
+      Effect.tap((value) => recordQuietly(key, { value })),
+      Effect.tapError((error) => recordQuietly(key, { error: encodeFailure(error) }))
+    )
+    const once = Effect.gen(function* () {
+      if (yield* store.hasRecord(runId, "CALL", key)) {
+        return yield* ToolFailure.executionFailed(
+          key,
+          `step "${key}" of run ${runId} was started before a restart and its outcome is unknown`,
+          { retryable: false, details: { outcomeUnknown: true, runId, key } }
+        )
+      }
+      yield* store.record(runId, "CALL", key, yield* now)
+      return yield* run
+    })
+    return Effect.zipRight(claim(key, site), journal("step", key, schema, recorded(key, stepOptions?.once === true ? once : run)))
+  }
+
+  const timeStep = (key: string, after: Duration.Duration) =>
+    step(key, Schema.DateTimeUtcFromNumber, Effect.map(now, (at) => toUtc(at + Duration.toMillis(after))))
+
+  const slot: Durable["Type"]["slot"] = (shape, slotOptions) => {
+    const site = callSite()
+    const key = slotOptions.key ?? shape.name
+    const sla = Duration.toMillis(Duration.decode(slotOptions.sla))
+    return Effect.gen(function* () {
+      if (!shapes.has(shape.name)) {
+        return yield* Effect.die(
+          OrchestrationFailure.defect(
+            `run definition "${definition.name}" does not list the answer shape "${shape.name}" (slot "${key}")`
+          )
+        )
+      }
+      yield* claim(key, site)
+      const ticket = yield* journal(
+        "slot",
+        key,
+        Ticket,
+        Effect.gen(function* () {
+          const secret = randomBytes(24).toString("base64url")
+          const at = yield* now
+          const deadline = yield* store.openSlot({
+            runId,
+            key,
+            shape: shape.name,
+            secretHash: sha256(secret),
+            deadline: at + sla
+          })
+          yield* store.record(runId, "CALL", key, at, { slot: key, shape: shape.name, deadline })
+          yield* changed(runId)
+          return { secret, deadline }
+        })
+      )
+      yield* arm(runId, key, ticket.deadline)
+      return new Slot({
+        runId,
+        key,
+        shape: shape.name,
+        secret: Redacted.make(ticket.secret),
+        deadline: toUtc(ticket.deadline)
+      })
+    })
+  }
+
+  const awaitAnswer = <A, I>(shape: AnswerShape<A, I>, open: Slot) =>
+    Effect.gen(function* () {
+      const instance = Context.get(context, WorkflowInstance)
+      const exit = yield* inRun(
+        Workflow.wrapActivityResult(engine.deferredResult(slotDeferred(open.key)), Predicate.isUndefined)
+      )
+      if (exit === undefined) {
+        yield* store.markSuspended(runId, open.key, yield* now).pipe(Effect.orDie)
+        yield* changed(runId)
+        return yield* Workflow.suspend(instance)
+      }
+      const closed = yield* exit
+      switch (closed._tag) {
+        case "Answered": {
+          const value = yield* Schema.decodeUnknown(shape.schema)(closed.value).pipe(
+            Effect.mapError((error) =>
+              OrchestrationFailure.replayDiverged(
+                `the recorded answer of slot "${open.key}" of run ${runId} no longer matches the shape "${shape.name}": ${describeParse(error)}`,
+                { details: { runId, key: open.key } }
+              )
+            )
+          )
+          return { _tag: "Answered", value, at: toUtc(closed.at) } satisfies SlotOutcome<A>
+        }
+        case "Expired":
+          return { _tag: "Expired", deadline: toUtc(closed.deadline) } satisfies SlotOutcome<A>
+        case "Cancelled":
+          return yield* Cancellation.signal(`run ${runId} was cancelled while slot "${open.key}" was open`, { runId })
+      }
+    })
+
+  return {
+    runId,
+    step,
+    now: (key) => timeStep(key, Duration.zero),
+    deadline: (key, after) => timeStep(key, Duration.decode(after)),
+    slot,
+    awaitAnswer,
+    idempotencyKey: (key) => sha256(`${runId}\u0000${key}`)
+  }
+}
+
+/** One execution (or replay) of a run: the program under Durable, its end recorded once. */
+export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Context<never>) =>
+(definition: AnyDefinition) =>
+(payload: { readonly input: unknown }, runId: string): Effect.Effect<Outcome, never, WorkflowEngine | WorkflowInstance> =>
+  Effect.gen(function* () {
+    const { changed, now, owner, store } = runtime
+    const context = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+    const row = yield* store.markRunning(runId, owner, yield* now).pipe(Effect.orDie)
+    yield* changed(runId)
+    if (row !== undefined && terminalStatuses.has(row.status)) {
+      return row.status === "completed"
+        ? ({ _tag: "Ok", value: parseJson(row.result) } as const)
+        : ({ _tag: "Failed", error: parseJson(row.error) } as const)
+    }
+    const exit = yield* Schema.decodeUnknown(definition.payload)(payload.input).pipe(
+      Effect.mapError((error) =>
+        OrchestrationFailure.replayDiverged(
+          `the recorded payload (INTEND) of run ${runId} no longer matches "${definition.name}": ${describeParse(error)}`
+        )
+      ),
+      Effect.flatMap((input) => definition.program(input) as Effect.Effect<unknown, FailureType, Durable>),
+      Effect.flatMap((value) => Effect.orDie(Schema.encode(definition.success as Schema.Schema<unknown, unknown>)(value))),
+      Effect.provideService(Durable, makeDurable(runtime, slots, runId, definition, context)),
+      Effect.provide(requirements),
+      Effect.exit
+    )
+    // suspended (or interrupted): nothing ended
+    if (Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause)) return yield* Effect.interrupt
+    const end = Exit.isSuccess(exit)
+      ? { status: "completed" as const, result: exit.value }
+      : { status: "failed" as const, error: encodeFailure(failureOfCause(exit.cause)) }
+    yield* store.finish(runId, end, yield* now).pipe(Effect.orDie)
+    yield* changed(runId)
+    return end.status === "completed"
+      ? ({ _tag: "Ok", value: end.result } as const)
+      : ({ _tag: "Failed", error: end.error } as const)
+  })

@@ -1,0 +1,100 @@
+/**
+ * The state the parts of the durable runs share in one process: the engine, the
+ * store, the registered definitions with their workflows, the change feed every
+ * write publishes a run id on (for `await` and `events`), the SLA timers, the runs
+ * cancelled here and the runs this process did not start (re-driven or imported).
+ */
+import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as FiberMap from "effect/FiberMap"
+import * as Option from "effect/Option"
+import * as PubSub from "effect/PubSub"
+import type * as Scope from "effect/Scope"
+import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
+import type { AnyDefinition } from "../../services/Runs.js"
+import type { RunRow, Store } from "./Store.js"
+import * as StoreModule from "./Store.js"
+import type { RunWorkflow } from "./Encoding.js"
+import { makeWorkflow } from "./Encoding.js"
+
+export interface Entry {
+  readonly definition: AnyDefinition
+  readonly workflow: RunWorkflow
+}
+
+export interface Runtime {
+  readonly engine: WorkflowEngine["Type"]
+  readonly store: Store
+  readonly owner: string
+  readonly scope: Scope.Scope
+  readonly changes: PubSub.PubSub<string>
+  readonly timers: FiberMap.FiberMap<string>
+  /** Runs cancelled by this process: their next step fails CANCELLED_SIGNAL. */
+  readonly cancelled: Set<string>
+  /**
+   * Runs this process did not start (re-driven after a restart, or imported):
+   * their steps look in the thread first. A run started here has every DO it
+   * wrote in the engine's journal as well, so it skips the lookup.
+   */
+  readonly inherited: Set<string>
+  readonly byName: ReadonlyMap<string, Entry>
+  readonly changed: (runId: string) => Effect.Effect<boolean>
+  readonly now: Effect.Effect<number>
+  readonly findRun: (
+    runId: string
+  ) => Effect.Effect<Entry & { readonly row: RunRow }, OrchestrationFailure | ConfigurationFailure>
+}
+
+/** The runtime of `definitions` (names and answer shapes checked unique). */
+export const make = (
+  definitions: ReadonlyArray<AnyDefinition>,
+  owner: string
+): Effect.Effect<Runtime, OrchestrationFailure | ConfigurationFailure, WorkflowEngine | SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const engine = yield* WorkflowEngine
+    const store: Store = yield* StoreModule.make
+    const scope = yield* Effect.scope
+    const changes = yield* PubSub.unbounded<string>()
+    const timers = yield* FiberMap.make<string>()
+    const cancelled = new Set<string>()
+    const inherited = new Set<string>()
+
+    const byName = new Map<string, Entry>()
+    for (const definition of definitions) {
+      if (byName.has(definition.name)) {
+        return yield* ConfigurationFailure.invalidRequest(`two run definitions are named "${definition.name}"`)
+      }
+      const shapes = new Set<string>()
+      for (const shape of definition.answers ?? []) {
+        if (shapes.has(shape.name)) {
+          return yield* ConfigurationFailure.invalidRequest(
+            `run definition "${definition.name}" lists the answer shape "${shape.name}" twice`
+          )
+        }
+        shapes.add(shape.name)
+      }
+      byName.set(definition.name, { definition, workflow: makeWorkflow(definition) })
+    }
+
+    const changed = (runId: string) => PubSub.publish(changes, runId)
+    const now = Clock.currentTimeMillis
+
+    const entryOf = (runId: string, row: RunRow | undefined) =>
+      row === undefined
+        ? Effect.fail(ConfigurationFailure.invalidRequest(`no run has the id "${runId}"`))
+        : Option.match(Option.fromNullable(byName.get(row.definition)), {
+          onNone: () =>
+            Effect.fail(
+              ConfigurationFailure.invalidRequest(
+                `run ${runId} is of definition "${row.definition}", which this Runs layer does not have`
+              )
+            ),
+          onSome: (entry) => Effect.succeed({ row, ...entry })
+        })
+
+    const findRun = (runId: string) => Effect.flatMap(store.getRun(runId), (row) => entryOf(runId, row))
+
+    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, changed, now, findRun } satisfies Runtime
+  })
