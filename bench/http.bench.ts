@@ -3,8 +3,9 @@
  * real server (`Http.layer`) with a scripted engine that answers at once, so what
  * is measured is the adapter, the facade and the loops, not inference.
  *
- * Per scenario: requests per second, p50/p99 latency, and heap used after a full
- * GC after 1,000 requests against after 10,000 (goal: flat). Bounded in count and
+ * Per scenario: requests per second, the process's CPU time per request (server
+ * and clients; less skewed by other processes than req/s), p50/p99 latency, and
+ * heap used after a full GC after 1,000 requests against after 10,000 (goal: flat). Bounded in count and
  * in time; observability is the no-op layer so the event log does not grow.
  *
  *   npm run bench                     (with the engine benchmarks, bench/index.ts)
@@ -188,6 +189,11 @@ const percentile = (sorted: ReadonlyArray<number>, p: number) =>
 export interface Result {
   readonly scenario: string
   readonly requestsPerSecond: number
+  /**
+   * CPU time of this process (server and clients) per request, in ms: less
+   * skewed than req/s by other processes on a shared machine.
+   */
+  readonly cpuMsPerRequest: number
   readonly p50: number
   readonly p99: number
   readonly heapAt1k: number
@@ -226,14 +232,17 @@ const measure = (scenario: Scenario): Effect.Effect<Result> =>
         const heapAt1k = heapAfterGc()
         const rssAt1k = process.memoryUsage().rss
         const restStarted = performance.now()
+        const cpuStarted = process.cpuUsage()
         const rest = await drive(agent, port, scenario, TOTAL - FIRST, deadline)
         const restMs = performance.now() - restStarted
+        const cpu = process.cpuUsage(cpuStarted)
         const heapAt10k = heapAfterGc()
         const rssAt10k = process.memoryUsage().rss
         const sorted = [...first, ...rest].sort((a, b) => a - b)
         return {
           scenario: scenario.name,
           requestsPerSecond: (rest.length / restMs) * 1000,
+          cpuMsPerRequest: (cpu.user + cpu.system) / 1000 / rest.length,
           p50: percentile(sorted, 50),
           p99: percentile(sorted, 99),
           heapAt1k,
@@ -257,7 +266,7 @@ const rowsOf = (r: Result): ReadonlyArray<Row> => [
   },
   {
     name: `http ${r.scenario}: ${CONCURRENCY} clients, req/s; p50 / p99 latency`,
-    ours: `${r.requestsPerSecond.toFixed(0)} req/s`,
+    ours: `${r.requestsPerSecond.toFixed(0)} req/s, ${r.cpuMsPerRequest.toFixed(2)} ms CPU/req`,
     baseline: `${r.p50.toFixed(1)} / ${r.p99.toFixed(1)} ms`,
     ratio: r.p99 / r.p50,
     spread: "-",
@@ -283,7 +292,7 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
     Effect.flatMap(results, (rs) =>
       Effect.forEach(rs, (r) =>
         Console.log(
-          `${r.scenario}: ${r.requestsPerSecond.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ` +
+          `${r.scenario}: ${r.requestsPerSecond.toFixed(0)} req/s, ${r.cpuMsPerRequest.toFixed(2)} ms CPU/request, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms, ` +
             `heap ${mb(r.heapAt1k)} -> ${mb(r.heapAt10k)} (x${(r.heapAt10k / r.heapAt1k).toFixed(2)}), ` +
             `rss ${mb(r.rssAt1k)} -> ${mb(r.rssAt10k)}`
         )
