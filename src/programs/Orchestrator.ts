@@ -32,6 +32,18 @@
  * `TaskProcessor.fromAgent`. Services are taken from the context once, in `make`:
  * the processors' own, and the Engine and Constraint the analyzer needs (without
  * them `process` fails with CONFIG_NO_ENGINE; `execute` needs neither).
+ *
+ * Durable mode: called inside a durable run (the Durable service in the context
+ * of the call), the analysis is a journaled step (`<key>/analysis`) and so is
+ * each attempt of each task (`<key>/task/<id>/<attempt>`; `key` is
+ * `RunOptions.durableKey`, default "orchestrator"). A run re-driven after a crash
+ * takes the analysis and the tasks that completed (or failed) from the journal
+ * and runs only the others: their processors are not invoked again; the task in
+ * flight at the crash runs again. Task outputs are journaled as JSON, so a
+ * processor's output must be a JSON value to come back the same; a processor
+ * runs inside its task's step and must not journal steps of its own. A journal
+ * failure (the state store down, a record the code no longer reads) fails the
+ * task like any other failure.
  */
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
@@ -47,8 +59,10 @@ import type { ConstraintFailure, Failure, InferenceFailure } from "../domain/Fai
 import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
 import * as Plan from "../domain/Plan.js"
 import type { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "../domain/Task.js"
-import { OrchestratorMetadata, ProcessorType } from "../domain/Task.js"
+import { OrchestratorMetadata, ProcessorType, TaskList as TaskListSchema } from "../domain/Task.js"
+import { TokenUsage } from "../domain/TokenUsage.js"
 import { Constraint } from "../services/Constraint.js"
+import { Durable } from "../services/Durable.js"
 import { Engine } from "../services/Engine.js"
 import { recordEvent } from "../services/EventLog.js"
 import * as Analyzer from "./orchestrator/Analyzer.js"
@@ -93,7 +107,29 @@ export interface Options<P extends Readonly<Record<string, TaskProcessor<any>>>>
 export interface RunOptions {
   /** When this effect completes, no further task starts; running tasks finish; the rest are skipped. */
   readonly stop?: Effect.Effect<void> | undefined
+  /**
+   * In a durable run: the prefix of this call's step keys, unique among the
+   * orchestrator calls of one run. Default "orchestrator".
+   */
+  readonly durableKey?: string | undefined
 }
+
+/** The prefix of an orchestrator call's step keys in a durable run, by default. */
+export const defaultDurableKey = "orchestrator"
+
+const isProcessError = (failure: Failure): failure is ProcessError =>
+  failure._tag === "OrchestrationFailure" || failure._tag === "ConfigurationFailure" ||
+  failure._tag === "InferenceFailure" || failure._tag === "ConstraintFailure"
+
+/** An analysis as it is journaled. */
+const AnalysisSchema = Schema.Struct({ list: TaskListSchema, attempts: Schema.Number, usage: TokenUsage })
+
+/** Each attempt of each task as a step of the durable run, keyed by the task id and the attempt. */
+const journalOf = (durable: Option.Option<Context.Tag.Service<Durable>>, prefix: string): Compile.Journal | undefined =>
+  Option.match(durable, {
+    onNone: () => undefined,
+    onSome: (d) => (task, attempt, run) => d.step(`${prefix}/task/${task.id}/${attempt}`, Schema.Unknown, run)
+  })
 
 /** What `execute` can fail with before any task runs. */
 export type ExecuteError = OrchestrationFailure | ConfigurationFailure
@@ -225,7 +261,7 @@ const build = (
         )
       }
       const services = context.pipe(Context.add(Engine, engine.value), Context.add(Constraint, constraint.value))
-      const analysis = yield* Effect.provide(
+      const analyze = Effect.provide(
         Analyzer.analyze(task, taskContext, {
           config: settings.analyzer,
           parser: settings.parser,
@@ -233,6 +269,12 @@ const build = (
         }),
         services
       )
+      const durable = yield* Effect.serviceOption(Durable)
+      const analysis: Analyzer.Analysis = Option.isNone(durable)
+        ? yield* analyze
+        : yield* durable.value.step(`${options.durableKey ?? defaultDurableKey}/analysis`, AnalysisSchema, analyze).pipe(
+          Effect.catchAll((failure) => (isProcessError(failure) ? Effect.fail(failure) : Effect.die(failure)))
+        )
       return yield* execute(analysis.list, taskContext, Option.some(analysis), options)
     })
   }
@@ -262,7 +304,8 @@ const executeList = Effect.fn("Orchestrator.execute")(function* (
     )
   }
   const phases = yield* settings.planCreator.createPlan(list.tasks)
-  const compiled = Compile.compile(phases, processors, context)
+  const durable = yield* Effect.serviceOption(Durable)
+  const compiled = Compile.compile(phases, processors, context, journalOf(durable, options.durableKey ?? defaultDurableKey))
   yield* recordEvent((base) =>
     new Event.Custom({
       ...base,

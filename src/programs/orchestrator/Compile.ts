@@ -4,7 +4,8 @@
  * processor and depending on its dependencies; each processor becomes the step
  * handler of its type, which hands the processor the task itself (with its
  * description) and the outputs of its dependencies by id. Steps are listed in
- * phase order, so plan order is the plan creator's order.
+ * phase order, so plan order is the plan creator's order. A `Journal` (durable
+ * mode) wraps each attempt of each task, keyed by the task and the attempt.
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -26,11 +27,19 @@ export interface Compiled {
   readonly handlers: ReadonlyArray<StepHandler<unknown, unknown, never>>
 }
 
+/** What stands for one attempt of a task: the attempt itself, or (durable mode) its journaled result. */
+export type Journal = (
+  task: Task,
+  attempt: number,
+  run: Effect.Effect<unknown, Failure>
+) => Effect.Effect<unknown, Failure>
+
 /** The plan of `phases`, with one handler per processor type. */
 export const compile = (
   phases: Phases,
   processors: ReadonlyMap<string, TaskProcessor<never>>,
-  context: Readonly<Record<string, unknown>>
+  context: Readonly<Record<string, unknown>>,
+  journal: Journal = (_task, _attempt, run) => run
 ): Compiled => {
   const tasks = phases.flat()
   const byId = new Map(tasks.map((t) => [t.id, t]))
@@ -44,7 +53,7 @@ export const compile = (
         // the executor runs only the steps of this plan, and every step is a task
         return task === undefined
           ? Effect.dieMessage(`step "${step.name}" is not a task of the compiled plan`)
-          : processor.process(task, { context, dependencies: dependencyOutputs(task, upstream), attempt })
+          : journal(task, attempt, processor.process(task, { context, dependencies: dependencyOutputs(task, upstream), attempt }))
       }
     })
   )
