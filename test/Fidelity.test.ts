@@ -242,6 +242,87 @@ describe("Fidelity (issue #12)", () => {
         )
       ), { timeout: 20_000 })
   })
+
+  describe("gap 4: every event carries span ids; every mode emits InferenceStart/InferenceEnd", () => {
+    const decode = Schema.decodeUnknownSync(SystemRequest)
+    const schemaOutput = { schema: { type: "object", properties: { sentiment: { type: "string", enum: ["positive", "negative"] } }, required: ["sentiment"] } }
+    const inferencePairs = (events: ReadonlyArray<Event.Event>) => {
+      const starts = events.filter((e): e is Event.InferenceStart => e._tag === "InferenceStart")
+      const ends = events.filter((e): e is Event.InferenceEnd => e._tag === "InferenceEnd")
+      return starts.map((start) => ({ start, end: ends.find((e) => e.inferenceId === start.inferenceId) }))
+    }
+    const run = (request: unknown) =>
+      Effect.gen(function* () {
+        const system = yield* Facade.make()
+        const response = yield* system.run(decode(request))
+        expect(response.error).toBeUndefined()
+        return yield* Effect.flatMap(EventLog, (log) => log.events)
+      })
+    const expectFullCorrelation = (events: ReadonlyArray<Event.Event>, requestId: string) => {
+      expect(events.length).toBeGreaterThan(0)
+      for (const e of events) {
+        expect({ tag: e._tag, requestId: e.correlation.requestId }).toEqual({ tag: e._tag, requestId })
+        expect(e.correlation.spanId, `${e._tag} has a span id`).toMatch(/\S/)
+        expect(e.correlation.parentSpanId, `${e._tag} has a parent span id`).toMatch(/\S/)
+      }
+      // an inference's two events share the inference's span, a child of the loop's
+      for (const { end, start } of inferencePairs(events)) {
+        expect(end?.correlation.spanId).toBe(start.correlation.spanId)
+        expect(start.correlation.parentSpanId).not.toBe(start.correlation.spanId)
+      }
+    }
+
+    it.effect("chat: lifecycle and inference events all carry span and parent span ids", () =>
+      Effect.gen(function* () {
+        const events = yield* run({ mode: "chat", requestId: "r-chat", messages: [{ role: "user", content: "hi" }] })
+        expect(inferencePairs(events)).toHaveLength(1)
+        expectFullCorrelation(events, "r-chat")
+      }).pipe(Effect.provide(env([ScriptedEngine.reply("hello")]))))
+
+    it.effect("structured: one InferenceStart/InferenceEnd pair per reply, schema present", () =>
+      Effect.gen(function* () {
+        const fiber = yield* Effect.fork(
+          run({ mode: "structured", requestId: "r-str", messages: [{ role: "user", content: "I love it" }], output: schemaOutput })
+        )
+        yield* TestClock.adjust("1 minute")
+        const events = yield* Fiber.join(fiber)
+        const pairs = inferencePairs(events)
+        expect(pairs).toHaveLength(2)
+        expect(pairs.every(({ end, start }) => start.schemaPresent && end?.finishReason === "stop")).toBe(true)
+        expectFullCorrelation(events, "r-str")
+      }).pipe(Effect.provide(env([ScriptedEngine.reply('{"sentiment":"great"}'), ScriptedEngine.reply('{"sentiment":"positive"}')]))), { timeout: 20_000 })
+
+    it.effect("redundant: a pair per replica, each replica's in a span of its own", () =>
+      Effect.gen(function* () {
+        const events = yield* run({
+          mode: "redundant",
+          requestId: "r-red",
+          messages: [{ role: "user", content: "I love it" }],
+          output: schemaOutput,
+          redundancy: { n: 3 }
+        })
+        const pairs = inferencePairs(events)
+        expect(pairs).toHaveLength(3)
+        expect(new Set(pairs.map((p) => p.start.correlation.spanId)).size).toBe(3)
+        expect(new Set(pairs.map((p) => p.start.correlation.parentSpanId)).size).toBe(3)
+        expectFullCorrelation(events, "r-red")
+      }).pipe(Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"positive"}'))))))
+
+    it.effect("plan: an infer step's inference has its pair, with the step's name", () =>
+      Effect.gen(function* () {
+        const events = yield* run({
+          mode: "plan",
+          requestId: "r-plan",
+          messages: [],
+          plan: { steps: [{ name: "explain", type: "infer", input: "Explain 5" }] }
+        })
+        const pairs = inferencePairs(events)
+        expect(pairs).toHaveLength(1)
+        expect(pairs[0]!.start.correlation.stepName).toBe("explain")
+        expect(pairs[0]!.end?.tokensOut).toBeGreaterThanOrEqual(0)
+        expectFullCorrelation(events, "r-plan")
+      }).pipe(Effect.provide(env([ScriptedEngine.reply("Five.")]))))
+  })
 })
 
 layer(Layer.provideMerge(RuleValidator.layerJudged(), LlamaEngine.layer({ sequences: 1 })), { excludeTestServices: true })(

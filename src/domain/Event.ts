@@ -3,7 +3,10 @@
  *
  * Every event carries the correlation context of the request that caused it
  * (request_id always; session_id in chat; step_name in plans; tool_call_id for
- * tools), so that the full timeline of a request can be rebuilt from the log.
+ * tools), so that the full timeline of a request can be rebuilt from the log, and
+ * the span it happened in: span_id and parent_span_id, so the timeline hangs on
+ * the trace's tree (an inference's two events share its `chat {model}` span; a
+ * lifecycle transition has the span of the state it enters, under the request's).
  * The shapes are pagantic's event schemas (one per thing that happened).
  */
 import * as Schema from "effect/Schema"

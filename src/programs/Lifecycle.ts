@@ -28,7 +28,7 @@ import * as Event from "../domain/Event.js"
 import type { LifecycleState } from "../domain/Lifecycle.js"
 import { canTransition, ExecutionState, terminalStates } from "../domain/Lifecycle.js"
 import type { SystemError } from "../domain/System.js"
-import { recordEvent } from "../services/EventLog.js"
+import { recordEvent, withCorrelation } from "../services/EventLog.js"
 import { withMetrics } from "../services/Metrics.js"
 import * as Spans from "./internal/Spans.js"
 
@@ -127,11 +127,15 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
             }, true)
           )
           yield* Ref.update(history, (h) => [...h, { from: current.current, to }])
-          yield* record(current.current, to, attempt, reason)
+          if (Option.isNone(parent)) yield* record(current.current, to, attempt, reason)
           if (Option.isSome(parent)) {
             const previous = yield* Ref.get(open)
             if (Option.isSome(previous)) yield* endSpan(previous.value)
             const next = yield* stateSpan(parent.value, to, current.current, attempt, reason, fields.error)
+            // the event belongs to the state entered: its span, under the request's
+            yield* record(current.current, to, attempt, reason).pipe(
+              withCorrelation({ spanId: next.spanId, parentSpanId: parent.value.spanId })
+            )
             if (terminalStates.has(to)) {
               yield* endSpan(next)
               yield* Ref.set(open, Option.none())

@@ -11,6 +11,8 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
+import * as Option from "effect/Option"
+import type * as Tracer from "effect/Tracer"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
 
@@ -39,16 +41,29 @@ export interface EventBase {
 /**
  * Records an event built from the current correlation and the Clock's time.
  * Records nothing when no EventLog is in the context, so observability is opt-in.
+ * The event's span id is the span it is recorded in, its parent span id that
+ * span's parent (unless the correlation names them already).
  */
 export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<void> =>
   Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
     log._tag === "None" || log.value.enabled === false
       ? Effect.void
       : Effect.flatMap(
-          Effect.zip(FiberRef.get(currentCorrelation), Clock.currentTimeMillis),
-          ([correlation, timestamp]) => log.value.record(build({ correlation, timestamp }))
+          Effect.all([FiberRef.get(currentCorrelation), Clock.currentTimeMillis, Effect.option(Effect.currentSpan)]),
+          ([correlation, timestamp, span]) =>
+            log.value.record(build({ correlation: withSpanIds(correlation, span), timestamp }))
         )
   )
+
+const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer.Span>): CorrelationContext => {
+  if (Option.isNone(span) || correlation.spanId !== undefined) return correlation
+  const parent = span.value.parent
+  return new CorrelationContext({
+    ...correlation,
+    spanId: span.value.spanId,
+    ...(Option.isSome(parent) ? { parentSpanId: parent.value.spanId } : {})
+  }, true)
+}
 
 /** Runs `effect` with fields of the correlation context replaced. */
 export const withCorrelation =

@@ -2,11 +2,12 @@
  * Observed engine and tool calls: what the loops record around one inference or
  * one tool execution, in one place.
  *
- * - `inference` (the conversational loop): InferenceStart / InferenceEnd events,
- *   the `inference` latency, the tokens or an `inference_errors` count, inside a
- *   `chat {model}` span whose id tool spans link to.
- * - `meteredInference` (single-shot callers: structured output, plan steps): the
- *   `chat {model}` span with the latency and tokens of a reply, no events.
+ * - `inference`: InferenceStart / InferenceEnd events, the `inference` latency,
+ *   the tokens or an `inference_errors` count, all inside a `chat {model}` span
+ *   (so both events carry that span's id, and the caller's span as their parent)
+ *   whose id tool spans link to.
+ * - `meteredInference` (single-shot callers: structured output, plan steps,
+ *   replicas): the same, with an inference id of its own and the result alone.
  * - `toolCall`: ToolStart / ToolEnd events, the `tool` latency and the
  *   `tool_calls` / `tool_errors` / `tool_retries` counts, inside an
  *   `execute_tool {name}` span, with the call's correlation ids.
@@ -25,6 +26,7 @@ import type * as Message from "../../domain/Message.js"
 import { CostTracker } from "../../services/CostTracker.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { EventLog, recordEvent, withCorrelation } from "../../services/EventLog.js"
+import { IdGenerator } from "../../services/IdGenerator.js"
 import { Metrics, withMetrics } from "../../services/Metrics.js"
 import * as Spans from "./Spans.js"
 
@@ -48,26 +50,17 @@ export const services: Effect.Effect<Context.Context<never>> = Effect.gen(functi
 // Inference
 // ---------------------------------------------------------------------------
 
-/** One engine call in its `chat {model}` span, the latency and tokens of its reply recorded in Metrics. */
-export const meteredInference = <E, R>(
+/** One engine call with its events, metrics and `chat {model}` span, under a fresh inference id; the result alone. */
+export const meteredInference = <E extends { readonly code: string; readonly message: string }, R>(
   model: Effect.Effect<string>,
   request: InferenceRequest,
   call: Effect.Effect<InferenceResult, E, R>
 ): Effect.Effect<InferenceResult, E, R> =>
-  Effect.map(
-    Spans.inference(
-      model,
-      request,
-      Effect.gen(function* () {
-        const started = yield* Clock.currentTimeMillis
-        const result = yield* call
-        const durationMs = (yield* Clock.currentTimeMillis) - started
-        yield* withMetrics((m) => Effect.zipRight(m.recordLatency("inference", durationMs), m.recordTokens(result.usage)))
-        return result
-      })
-    ),
-    ([result]) => result
-  )
+  Effect.gen(function* () {
+    const inferenceId = yield* (yield* IdGenerator).next("inf")
+    const [result] = yield* inference({ model, request, call, inferenceId })
+    return result
+  })
 
 export interface InferenceOptions<E, R> {
   readonly model: Effect.Effect<string>
@@ -84,56 +77,58 @@ export interface InferenceOptions<E, R> {
 export const inference = <E extends { readonly code: string; readonly message: string }, R>(
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
-  Effect.gen(function* () {
-    const { inferenceId, request } = options
-    const started = yield* Clock.currentTimeMillis
-    yield* recordEvent(
-      (base) =>
-        new Event.InferenceStart({
-          ...base,
-          layer: "inference",
-          inferenceId,
-          messageCount: request.messages.length,
-          toolDefsCount: request.tools.length,
-          schemaPresent: request.schema !== undefined,
-          grammarPresent: request.grammar !== undefined,
-          ...(request.temperature === undefined ? {} : { temperature: request.temperature })
-        })
-    )
-    const exit = yield* Effect.exit(Spans.inference(options.model, request, options.call, { inferenceId }))
-    const durationMs = (yield* Clock.currentTimeMillis) - started
-    yield* recordEvent((base) =>
-      Exit.isSuccess(exit)
-        ? new Event.InferenceEnd({
+  Effect.flatMap(options.model, (name) =>
+    Effect.gen(function* () {
+      const { inferenceId, request } = options
+      const started = yield* Clock.currentTimeMillis
+      yield* recordEvent(
+        (base) =>
+          new Event.InferenceStart({
             ...base,
             layer: "inference",
             inferenceId,
-            durationMs,
-            tokensIn: exit.value[0].usage.promptTokens,
-            tokensOut: exit.value[0].usage.outputTokens,
-            finishReason: exit.value[0].finishReason,
-            toolCallCount: exit.value[0].toolCalls.length
+            messageCount: request.messages.length,
+            toolDefsCount: request.tools.length,
+            schemaPresent: request.schema !== undefined,
+            grammarPresent: request.grammar !== undefined,
+            ...(request.temperature === undefined ? {} : { temperature: request.temperature })
           })
-        : new Event.InferenceEnd({
-            ...base,
-            layer: "inference",
-            inferenceId,
-            durationMs,
-            tokensIn: 0,
-            tokensOut: 0,
-            finishReason: "error",
-            toolCallCount: 0,
-            ...errorFields(failureOf(exit.cause))
-          })
-    )
-    yield* withMetrics((m) =>
-      Effect.zipRight(
-        m.recordLatency("inference", durationMs),
-        Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
       )
-    )
-    return yield* exit
-  })
+      const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
+      const durationMs = (yield* Clock.currentTimeMillis) - started
+      yield* recordEvent((base) =>
+        Exit.isSuccess(exit)
+          ? new Event.InferenceEnd({
+              ...base,
+              layer: "inference",
+              inferenceId,
+              durationMs,
+              tokensIn: exit.value[0].usage.promptTokens,
+              tokensOut: exit.value[0].usage.outputTokens,
+              finishReason: exit.value[0].finishReason,
+              toolCallCount: exit.value[0].toolCalls.length
+            })
+          : new Event.InferenceEnd({
+              ...base,
+              layer: "inference",
+              inferenceId,
+              durationMs,
+              tokensIn: 0,
+              tokensOut: 0,
+              finishReason: "error",
+              toolCallCount: 0,
+              ...errorFields(failureOf(exit.cause))
+            })
+      )
+      yield* withMetrics((m) =>
+        Effect.zipRight(
+          m.recordLatency("inference", durationMs),
+          Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
+        )
+      )
+      return yield* exit
+    }).pipe(Effect.withSpan(Spans.inferenceSpanName(name), { kind: "client" }))
+  )
 
 // ---------------------------------------------------------------------------
 // Tools

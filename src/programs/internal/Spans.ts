@@ -95,6 +95,9 @@ export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined
 }
 
+/** The name of an inference span: `chat {model}`. */
+export const inferenceSpanName = (model: string): string => `chat ${model}`
+
 /**
  * Runs one engine call in a `chat {model}` span with the gen_ai attributes, records
  * its usage with the CostTracker when one is present, and returns the result with
@@ -107,34 +110,47 @@ export const inference = <E, R>(
   options: InferenceSpanOptions = {}
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.flatMap(model, (name) =>
-    Effect.gen(function* () {
-      const span = yield* currentSpan
-      yield* annotate({
-        [GenAi.operationName]: "chat",
-        [GenAi.requestModel]: name,
-        ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
-        ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
-        ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
-        ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
-        ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
-        "pagantic.request.message_count": request.messages.length,
-        "pagantic.request.tool_count": request.tools.length,
-        "pagantic.request.schema": request.schema !== undefined,
-        "pagantic.request.grammar": request.grammar !== undefined
-      })
-      const result = yield* call
-      yield* Effect.annotateCurrentSpan({
-        [GenAi.responseModel]: name,
-        [GenAi.responseFinishReasons]: [result.finishReason],
-        [GenAi.usageInputTokens]: result.usage.promptTokens,
-        [GenAi.usageOutputTokens]: result.usage.outputTokens,
-        ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
-      })
-      const cost = yield* Effect.serviceOption(CostTracker)
-      if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
-      return [result, span] as const
-    }).pipe(Effect.withSpan(`chat ${name}`, { kind: "client" }))
+    inferenceInSpan(name, request, call, options).pipe(Effect.withSpan(inferenceSpanName(name), { kind: "client" }))
   )
+
+/**
+ * The body of `inference`, for a caller that opens the `chat {model}` span itself
+ * (to record events inside it): annotates the current span, runs the call,
+ * records the usage, and returns the result with the current span.
+ */
+export const inferenceInSpan = <E, R>(
+  name: string,
+  request: InferenceRequest,
+  call: Effect.Effect<InferenceResult, E, R>,
+  options: InferenceSpanOptions = {}
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
+  Effect.gen(function* () {
+    const span = yield* currentSpan
+    yield* annotate({
+      [GenAi.operationName]: "chat",
+      [GenAi.requestModel]: name,
+      ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
+      ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
+      ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
+      ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
+      ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
+      "pagantic.request.message_count": request.messages.length,
+      "pagantic.request.tool_count": request.tools.length,
+      "pagantic.request.schema": request.schema !== undefined,
+      "pagantic.request.grammar": request.grammar !== undefined
+    })
+    const result = yield* call
+    yield* Effect.annotateCurrentSpan({
+      [GenAi.responseModel]: name,
+      [GenAi.responseFinishReasons]: [result.finishReason],
+      [GenAi.usageInputTokens]: result.usage.promptTokens,
+      [GenAi.usageOutputTokens]: result.usage.outputTokens,
+      ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
+    })
+    const cost = yield* Effect.serviceOption(CostTracker)
+    if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
+    return [result, span] as const
+  })
 
 // ---------------------------------------------------------------------------
 // Tools
