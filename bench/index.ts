@@ -9,6 +9,7 @@ import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
 import * as HttpBench from "./http.bench.js"
 import * as ObserveBench from "./observe.bench.js"
+import * as OrchestratorBench from "./orchestrator.bench.js"
 import * as RunLoopBench from "./runloop.bench.js"
 import * as SoakBench from "./soak.bench.js"
 import type { Row } from "./Table.js"
@@ -43,6 +44,7 @@ const main = Effect.gen(function*() {
   for (const problem of soak.result.problems.slice(0, 10)) yield* Console.log(`problem: ${problem}`)
   yield* Effect.flatMap(Effect.promise(() => import("./folds.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nFolds over 1,000 classification responses (shuffled arrival), median of 50 runs against the budget\n${table(rows)}`)))
   yield* Effect.flatMap(Effect.promise(() => import("./durable.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nDurable runs: journaled steps on a SQLite file against the in-memory engine, concurrent runs, a human's answer to the committed result, a killed process's run coming back\n${table(rows)}`)))
+  yield* Console.log(`\nOrchestrator over the bare PlanExecutor (CPU time), and durable mode over the orchestrator (wall time):\n${table(yield* OrchestratorBench.run)}`)
   yield* Console.log(`load average after: ${load()}`)
 })
 
