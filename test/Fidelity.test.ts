@@ -18,6 +18,7 @@ import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as RuleValidator from "../src/layers/RuleValidator.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Structured from "../src/programs/Structured.js"
 import { EventLog } from "../src/services/EventLog.js"
@@ -322,6 +323,70 @@ describe("Fidelity (issue #12)", () => {
         expect(pairs[0]!.end?.tokensOut).toBeGreaterThanOrEqual(0)
         expectFullCorrelation(events, "r-plan")
       }).pipe(Effect.provide(env([ScriptedEngine.reply("Five.")]))))
+  })
+
+  describe("gap 11: agent.chatStructured on the loop, with its history and the loop's grammar", () => {
+    const grammar = 'root ::= "{" [^}]* "}"'
+
+    it.effect("the history is in view, the grammar goes only to chatStructured, and the answer joins the history", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make({ systemPrompt: "You are terse.", grammar })
+        yield* agent.chat("I bought a lamp.")
+        const result = yield* agent.chatStructured(Sentiment, "How do I feel about it? I love it.")
+        const label: "positive" | "negative" | "neutral" = result.value.sentiment
+        expect(label).toBe("positive")
+        const [chatRequest, structuredRequest] = yield* ScriptedEngine.requests
+        expect(chatRequest!.grammar).toBeUndefined()
+        expect(chatRequest!.schema).toBeUndefined()
+        expect(structuredRequest!.grammar).toBe(grammar)
+        expect(structuredRequest!.schema?.properties?.sentiment?.enum).toEqual(["positive", "negative", "neutral"])
+        expect(structuredRequest!.sessionKey).toBe(agent.sessionId)
+        expect(structuredRequest!.messages.map((m) => [m.role, m.content])).toEqual([
+          ["system", "You are terse."],
+          ["user", "I bought a lamp."],
+          ["assistant", "Nice lamp."],
+          ["user", "How do I feel about it? I love it."]
+        ])
+        expect((yield* agent.messages).map((m) => [m.role, m.content])).toEqual([
+          ["system", "You are terse."],
+          ["user", "I bought a lamp."],
+          ["assistant", "Nice lamp."],
+          ["user", "How do I feel about it? I love it."],
+          ["assistant", '{"sentiment":"positive","confidence":0.9}']
+        ])
+      }).pipe(
+        Effect.provide(
+          env([ScriptedEngine.reply("Nice lamp."), ScriptedEngine.reply('{"sentiment":"positive","confidence":0.9}')])
+        )
+      ))
+
+    it.effect("a rejected reply and its correction are the turn's working memory, not history; a failed turn stores nothing", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make({})
+        const fiber = yield* Effect.fork(agent.chatStructured(sentiment, "I love it"))
+        yield* TestClock.adjust("1 minute")
+        const result = yield* Fiber.join(fiber)
+        expect(result.attempts).toBe(2)
+        expect((yield* agent.messages).map((m) => m.role)).toEqual(["user", "assistant"])
+        const failed = yield* Effect.flip(agent.chatStructured(sentiment, "again", { retry: RetryPolicy.none }))
+        expect(failed.code).toBe("CONSTRAINT_SCHEMA_INVALID")
+        expect(yield* agent.messages).toHaveLength(2)
+      }).pipe(
+        Effect.provide(
+          env([
+            ScriptedEngine.reply('{"sentiment":"positive"}'),
+            ScriptedEngine.reply('{"sentiment":"positive","confidence":1}'),
+            ScriptedEngine.reply('{"sentiment":"positive"}')
+          ])
+        )
+      ), { timeout: 20_000 })
+
+    it.effect("without the Constraint service the call dies naming what to provide", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make({})
+        const exit = yield* Effect.exit(agent.chatStructured(sentiment, "I love it"))
+        expect(String(exit)).toContain("needs the Constraint service")
+      }).pipe(Effect.provide(ScriptedEngine.layer([]))))
   })
 })
 

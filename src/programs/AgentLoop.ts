@@ -18,29 +18,59 @@
  * A turn is a RunLoop run with the native-tools strategy: the loop's history
  * and the user message in, the run's new messages committed.
  *
+ * `chatStructured(schema, message)` is a turn whose answer must have the
+ * schema's shape: the history, the turn's context and the message go to
+ * ChatStructured (Structured.run: the schema and the loop's grammar sent to the
+ * engine, repair, enum normalization, validation, re-prompts on a Schedule), and
+ * only the user message and the accepted answer (as compact JSON) join the history;
+ * rejected replies and corrections are the turn's working memory. It needs the
+ * Constraint service where the loop is made.
+ *
  * Services: Engine is required; ToolRegistry, ContextProvider, ConversationStore,
  * EventLog, Metrics and IdGenerator are used when present. What each inference
  * and tool call records (events, metrics, spans) is internal/Observed.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import type { Cancellation } from "../domain/Failure.js"
+import type { Cancellation, ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
+import { Constraint } from "../services/Constraint.js"
+import type { OutputSchema } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
 import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
 import type { Emit, Loop } from "./agent/Loop.js"
 import { environment, noEmit } from "./agent/Loop.js"
-import type { AgentEvent, AgentLoopError, Options, StopReason, TurnOptions, TurnResult } from "./agent/Types.js"
+import type {
+  AgentEvent,
+  AgentLoopError,
+  Options,
+  StopReason,
+  StructuredTurnError,
+  StructuredTurnOptions,
+  TurnOptions,
+  TurnResult
+} from "./agent/Types.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as Spans from "./internal/Spans.js"
 import * as Run from "./run/Loop.js"
+import * as Structured from "./Structured.js"
 import * as RunMessage from "./run/Message.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
 
-export type { AgentEvent, AgentLoopError, Options, StopReason, TurnOptions, TurnResult } from "./agent/Types.js"
+export type {
+  AgentEvent,
+  AgentLoopError,
+  Options,
+  StopReason,
+  StructuredTurnError,
+  StructuredTurnOptions,
+  TurnOptions,
+  TurnResult
+} from "./agent/Types.js"
 
 export interface AgentLoop {
   readonly sessionId: string
@@ -48,6 +78,15 @@ export interface AgentLoop {
   readonly chat: (message: string, options?: TurnOptions) => Effect.Effect<TurnResult, AgentLoopError>
   /** One turn as a stream of events: text deltas, tool calls, tool results, then `TurnFinished`. */
   readonly chatStream: (message: string, options?: TurnOptions) => Stream.Stream<AgentEvent, AgentLoopError>
+  /**
+   * One turn answered in the shape of `schema` (an Effect Schema gives its Type back),
+   * with the conversation's history in view; the message and the answer join the history.
+   */
+  readonly chatStructured: <A, EV extends ValidationFailure = never>(
+    schema: OutputSchema<A>,
+    message: string,
+    options?: StructuredTurnOptions<A, EV>
+  ) => Effect.Effect<Structured.Result<A>, StructuredTurnError<EV>>
   /** A copy of the conversation, system prompt first. */
   readonly messages: Effect.Effect<ReadonlyArray<Message.Message>>
 }
@@ -56,6 +95,9 @@ export interface AgentLoop {
 export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Engine.Engine> =>
   Effect.gen(function* () {
     const loop = yield* environment(options)
+    // what ChatStructured runs with: the services of the context the loop is made in
+    const services = yield* Effect.context<Engine.Engine>()
+    const constraint = yield* Effect.serviceOption(Constraint)
     const existing = yield* loop.store.load(loop.sessionId)
     if (existing.length === 0 && options.systemPrompt !== undefined) {
       yield* loop.store.save(loop.sessionId, [Message.system(options.systemPrompt)])
@@ -64,6 +106,12 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
       sessionId: loop.sessionId,
       chat: (message, turn = {}) => chat(loop, message, turn),
       chatStream: (message, turn = {}) => chatStream(loop, message, turn),
+      chatStructured: (schema, message, turn = {}) =>
+        Option.isNone(constraint)
+          ? Effect.dieMessage(
+            "AgentLoop.chatStructured needs the Constraint service: provide it (e.g. JsonConstraint.layer) where the loop is made"
+          )
+          : chatStructured(loop, Context.add(services, Constraint, constraint.value), schema, message, turn),
       messages: loop.store.load(loop.sessionId)
     } satisfies AgentLoop
   })
@@ -89,6 +137,36 @@ const chatStream = (loop: Loop, message: string, turn: TurnOptions): Stream.Stre
       )
       return Mailbox.toStream(mailbox)
     })
+  )
+
+/** A structured turn, committed (the message and the accepted answer) only when it completes. */
+const chatStructured = <A, EV extends ValidationFailure = never>(
+  loop: Loop,
+  services: Context.Context<Engine.Engine | Constraint>,
+  schema: OutputSchema<A>,
+  message: string,
+  turn: StructuredTurnOptions<A, EV>
+): Effect.Effect<Structured.Result<A>, StructuredTurnError<EV>> =>
+  withTurnScope(
+    loop,
+    Effect.gen(function* () {
+      const base = yield* loop.store.load(loop.sessionId)
+      const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
+      const { context: _, ...options } = turn
+      const ask = Structured.run([...base, ...context, Message.user(message)], {
+        ...options,
+        schema,
+        grammar: turn.grammar ?? loop.options.grammar,
+        maxTokens: turn.maxTokens ?? loop.maxTokens,
+        topP: turn.topP ?? loop.options.topP,
+        inferenceRetry: turn.inferenceRetry ?? loop.options.inferenceRetry,
+        sessionKey: loop.sessionId
+      }).pipe(Effect.provide(services))
+      return yield* Effect.uninterruptibleMask((restore) =>
+        Effect.tap(restore(ask), (result) =>
+          loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
+      )
+    }).pipe(Effect.withSpan("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
   )
 
 const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })

@@ -5,11 +5,12 @@
 import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
-import type { Cancellation, InferenceFailure, ToolFailure } from "../../domain/Failure.js"
+import type { Cancellation, ConstraintFailure, InferenceFailure, ToolFailure, ValidationFailure } from "../../domain/Failure.js"
 import type * as Message from "../../domain/Message.js"
 import type { ToolCallRecord } from "../../domain/System.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
+import type * as Structured from "../Structured.js"
 
 /** Why a turn ended. */
 export type StopReason =
@@ -77,7 +78,23 @@ export interface Options {
   readonly turnTimeout?: Duration.DurationInput | undefined
   /** Called after every tool execution. */
   readonly onToolResult?: ((record: ToolCallRecord) => Effect.Effect<void>) | undefined
+  /** A GBNF grammar for `chatStructured` (never applied to `chat`: a grammar constrains format, which only extraction needs). */
+  readonly grammar?: string | undefined
 }
+
+/**
+ * Options of one `chatStructured` turn: Structured's (grammar, temperature, repair,
+ * strictness, rule check, schedules), and context for the turn instead of asking
+ * the ContextProvider.
+ */
+export interface StructuredTurnOptions<A, EV extends ValidationFailure = never>
+  extends Omit<Structured.Options<A, EV>, "schema" | "sessionKey">
+{
+  readonly context?: ReadonlyArray<Message.Message> | undefined
+}
+
+/** What a `chatStructured` turn can fail with: the structured call's failures and the turn's deadline. */
+export type StructuredTurnError<EV = never> = InferenceFailure | ConstraintFailure | EV | Cancellation
 
 export interface TurnOptions {
   /** Context messages for this turn, instead of asking the ContextProvider. */
