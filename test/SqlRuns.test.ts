@@ -44,7 +44,7 @@ const inFile = <A, E>(db: string, body: (slots: Ref.Ref<ReadonlyArray<Slot>>) =>
   })
 
 interface ReadOnlyDatabase {
-  readonly prepare: (sql: string) => { readonly all: () => Array<unknown>; readonly get: () => unknown }
+  readonly prepare: (sql: string) => { readonly all: () => Array<unknown>; readonly get: () => unknown; readonly run: () => unknown }
   readonly close: () => void
 }
 // better-sqlite3 (the driver under @effect/sql-sqlite-node) ships no types; this is the part used here
@@ -217,6 +217,31 @@ describe("SqliteRuns", () => {
         fs.rmSync(from.dir, { recursive: true, force: true })
         fs.rmSync(to.dir, { recursive: true, force: true })
       })),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it.live("a store that stays locked is ORCHESTRATION_STATE_UNAVAILABLE after the bounded retry, and the runs go on when it is back", () => {
+    const { db, dir } = tempCase("sql-locked")
+    return inFile(db, () =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const intruder = new Database(db, { readonly: false })
+        intruder.prepare("BEGIN EXCLUSIVE").run()
+        const started = Date.now()
+        const down = yield* Effect.flip(runs.start(Steps, { n: 2 }))
+        expect(down.code).toBe("ORCHESTRATION_STATE_UNAVAILABLE")
+        expect(down.retryable).toBe(true)
+        expect(down.message).toContain("record run")
+        // bounded: the driver's busy wait (5 s) per attempt, four attempts
+        expect(Date.now() - started).toBeLessThan(40_000)
+        intruder.prepare("COMMIT").run()
+        intruder.close()
+        const info = yield* runs.await(yield* runs.start(Steps, { n: 2 }))
+        expect(info.status).toBe("completed")
+      })
+    ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
       Effect.timeout("60 seconds")
     )
   }, 90_000)
