@@ -13,7 +13,8 @@
  * `definition` makes the run definition to register with a Runs layer; `start`
  * checks a query before starting it (a bad query is CONFIG_INVALID_REQUEST naming
  * its fields, and no run is recorded); `thread` reads a run back as the query's
- * records (INTEND, CALL, DO, LEARN, KNOW).
+ * records (INTEND, CALL, DO, LEARN, KNOW). Queries nest: `follow` starts a
+ * trigger's child query on a parent's KNOW, exactly once (see patterns/Nested).
  */
 import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
@@ -41,6 +42,7 @@ import * as Waterfall from "./patterns/Waterfall.js"
 import * as Check from "./query/Check.js"
 
 export { HumanResponse, type Notice } from "./patterns/Round.js"
+export { type CheckedTrigger, checkTrigger, childId, follow, recordText, type Trigger } from "./patterns/Nested.js"
 
 export interface Options extends Round.Options, Check.Options {
   /** The run definition's name. Default "infer.query.v1". */
