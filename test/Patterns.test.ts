@@ -194,6 +194,28 @@ describe("retry_on_low_confidence", () => {
     })))
 })
 
+describe("budgets", () => {
+  it.live("the token budget is checked before each attempt: spent after two, the third is never asked", () =>
+    bounded(Effect.gen(function* () {
+      // each scripted reply costs 10 prompt tokens and 1 output token
+      const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.3), classify("news", 0.4), classify("news", 0.9)] })
+      const { thread } = yield* runToEnd(
+        queries,
+        query({
+          responders: [{ kind: "llm", model: "~haiku" }],
+          fold: { function: "best_of" },
+          budget: { tokens: 15 },
+          orchestration: { pattern: "retry_on_low_confidence", threshold_expression: "fold.answer.confidence < 0.7", max_attempts: 3 }
+        })
+      ).pipe(Effect.provide(layer))
+      expect(yield* calls).toEqual({ haiku: 2 })
+      expect(knowOf(thread).body).toMatchObject({
+        _confidence: 0.4,
+        _orchestration: { status: "low_confidence", attempt: 2, tokens: 22, budget_exhausted: true }
+      })
+    })))
+})
+
 describe("escalate (machines)", () => {
   it.live("tiers until the escalation expression stops: one LEARN per tier", () =>
     bounded(Effect.gen(function* () {

@@ -11,6 +11,7 @@ import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as TestClock from "effect/TestClock"
 import type * as Records from "../src/domain/Records.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Orchestration from "../src/programs/Orchestration.js"
 import type { Responder } from "../src/services/ResponderRegistry.js"
 import * as Runs from "../src/services/Runs.js"
@@ -117,6 +118,29 @@ describe("humans in the patterns (TestClock)", () => {
         const done = yield* runs.await(id)
         expect(done.status).toBe("failed")
         expect(done.error?.code).toBe("CANCELLED_TIMEOUT")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("a machine responder past the deadline is a failed DO; the fold goes on with the rest", () =>
+    Effect.gen(function* () {
+      const { layer, queries } = yield* setup({
+        haiku: [classify("news")],
+        sonnet: [ScriptedEngine.reply(JSON.stringify({ category: "research" }), { delay: "200 seconds" })]
+      })
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const wire = query({ responders: [{ kind: "llm", model: "~haiku" }, { kind: "llm", model: "~sonnet" }], max_latency_secs: 100 })
+        const id = yield* Orchestration.start(runs, queries, wire, { aliases })
+        yield* TestClock.adjust("99 seconds")
+        expect((yield* runs.poll(id)).status).toBe("running")
+        yield* TestClock.adjust("1 second")
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        const thread = yield* Orchestration.thread(runs, id)
+        const failed = thread.find((r): r is Records.Do => r.kind === "DO" && r.body.kind === "infer.failure.v1")!
+        expect(failed.body).toMatchObject({ problem: "no answer within 100 s" })
+        expect(thread.find((r) => r.kind === "KNOW")!.body).toMatchObject({ category: "news", _fold: { valid: 1, total: 2 } })
       }).pipe(Effect.provide(layer))
     }), 30_000)
 
