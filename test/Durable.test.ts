@@ -8,6 +8,8 @@ import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import { ToolFailure } from "../src/domain/Failure.js"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
+import { EventLog } from "../src/services/EventLog.js"
 import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Approval, Charge, Probe, Reference, Review, secretOf } from "./support/durable-runs.js"
@@ -280,5 +282,26 @@ describe("Durable runs in memory", () => {
         yield* runs.await(b, { untilSuspended: true })
         expect(new Set(yield* Ref.get(keys)).size).toBe(2)
       }).pipe(Effect.provide(InMemoryRuns.layer({ definitions: [Keyed] }).pipe(Layer.provide(ctx.layer))))
+    }).pipe(Effect.timeout("20 seconds")))
+
+  it.live("a run waiting for a slot moves EXECUTE -> SUSPENDED, and SUSPENDED -> EXECUTE when the answer resumes it", () =>
+    Effect.gen(function* () {
+      const ctx = yield* probe
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+        yield* runs.await(id, { untilSuspended: true })
+        const [slot] = yield* Ref.get(ctx.slots)
+        yield* runs.respond(id, slot!.key, secretOf(slot!), { approved: true, note: "" })
+        yield* runs.await(id)
+        const moves = (yield* (yield* EventLog).events).flatMap((event) =>
+          event._tag === "LifecycleTransition" ? [`${event.fromState} -> ${event.toState}`] : []
+        )
+        expect(moves).toEqual(["EXECUTE -> SUSPENDED", "SUSPENDED -> EXECUTE"])
+      }).pipe(
+        Effect.provide(
+          InMemoryRuns.layer({ definitions: [Approval] }).pipe(Layer.provideMerge(Layer.merge(ctx.layer, Observe.eventLogMemory)))
+        )
+      )
     }).pipe(Effect.timeout("20 seconds")))
 })

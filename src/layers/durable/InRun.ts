@@ -23,6 +23,9 @@ import type { AnswerShape, SlotOutcome } from "../../services/Durable.js"
 import { Durable, Slot } from "../../services/Durable.js"
 import type { AnyDefinition } from "../../services/Runs.js"
 import { terminalStatuses } from "../../services/Runs.js"
+import { LifecycleTransition } from "../../domain/Event.js"
+import type { LifecycleState } from "../../domain/Lifecycle.js"
+import { recordEvent } from "../../services/EventLog.js"
 import type { Outcome } from "./Encoding.js"
 import { callSite, decodeFailure, describeParse, encodeFailure, failureOfCause, parseJson, sha256, slotDeferred, Ticket, toUtc } from "./Encoding.js"
 import type { Runtime } from "./Runtime.js"
@@ -175,6 +178,7 @@ export const makeDurable = (
       if (exit === undefined) {
         yield* store.markSuspended(runId, open.key, yield* now).pipe(Effect.orDie)
         yield* changed(runId)
+        yield* transition("EXECUTE", "SUSPENDED", `run ${runId} waits for slot "${open.key}"`)
         return yield* Workflow.suspend(instance)
       }
       const closed = yield* exit
@@ -208,6 +212,10 @@ export const makeDurable = (
   }
 }
 
+/** A move of the run's lifecycle, recorded on the EventLog when one is in context. */
+const transition = (fromState: LifecycleState, toState: LifecycleState, reason: string) =>
+  recordEvent((base) => new LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt: 1, reason }))
+
 /** One execution (or replay) of a run: the program under Durable, its end recorded once. */
 export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Context<never>) =>
 (definition: AnyDefinition) =>
@@ -215,8 +223,12 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
   Effect.gen(function* () {
     const { changed, now, owner, store } = runtime
     const context = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
+    const before = yield* store.getRun(runId).pipe(Effect.orDie)
     const row = yield* store.markRunning(runId, owner, yield* now).pipe(Effect.orDie)
     yield* changed(runId)
+    if (before?.status === "suspended" && row?.status === "running") {
+      yield* transition("SUSPENDED", "EXECUTE", `run ${runId} resumed (slot "${before.waiting_on ?? ""}" closed)`)
+    }
     if (row !== undefined && terminalStatuses.has(row.status)) {
       return row.status === "completed"
         ? ({ _tag: "Ok", value: parseJson(row.result) } as const)
