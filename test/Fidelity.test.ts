@@ -3,16 +3,19 @@
  * the facade. Each names the behaviour of the seed it checks.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as Event from "../src/domain/Event.js"
-import { ValidationFailure } from "../src/domain/Failure.js"
+import { InferenceFailure, ValidationFailure } from "../src/domain/Failure.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
 import { SystemRequest } from "../src/domain/System.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as RuleValidator from "../src/layers/RuleValidator.js"
@@ -20,10 +23,13 @@ import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Facade from "../src/programs/Facade.js"
+import * as RedundantLoop from "../src/programs/RedundantLoop.js"
+import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
 import * as Structured from "../src/programs/Structured.js"
 import { EventLog } from "../src/services/EventLog.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import * as Validator from "../src/services/Validator.js"
+import { add } from "./support/tools.js"
 
 const env = (script: ReadonlyArray<ScriptedEngine.Step>) =>
   Layer.mergeAll(ScriptedEngine.layer(script), Constraint.layer, Observe.eventLogMemory)
@@ -180,7 +186,7 @@ describe("Fidelity (issue #12)", () => {
         expect(request!.temperature).toBe(0)
         expect(request!.messages[1]!.content).toContain(context)
         expect(request!.messages[1]!.content).toContain("The Eiffel Tower was finished in 1920.")
-      }).pipe(Effect.provide(judged([ScriptedEngine.reply('{"verdict":"fail","reason":"the context says 1889"}')]))))
+      }).pipe(Effect.provide(judged([ScriptedEngine.reply('{"verdict":"fail","reason":"the context says 1889"}')]))), { timeout: 20_000 })
 
     it.effect("a passing verdict passes; a plain rule failing beside a semantic one is VALIDATION_RULE_FAILED", () =>
       Effect.gen(function* () {
@@ -199,7 +205,7 @@ describe("Fidelity (issue #12)", () => {
             ScriptedEngine.reply('{"verdict":"fail","reason":"not in the context"}')
           ])
         )
-      ))
+      ), { timeout: 20_000 })
 
     it.effect("a judge that cannot decide fails the rule (fail closed), naming why", () =>
       Effect.gen(function* () {
@@ -212,7 +218,7 @@ describe("Fidelity (issue #12)", () => {
           RuleValidator.layer()
         )
         expect(unjudged.results[0]!.reason).toContain("no judge")
-      }).pipe(Effect.provide(judged([ScriptedEngine.reply("yes, it is polite")]))))
+      }).pipe(Effect.provide(judged([ScriptedEngine.reply("yes, it is polite")]))), { timeout: 20_000 })
 
     it.effect("in a structured call: the semantic failure is re-prompted with its code, and the next answer accepted", () =>
       Effect.gen(function* () {
@@ -278,7 +284,7 @@ describe("Fidelity (issue #12)", () => {
         const events = yield* run({ mode: "chat", requestId: "r-chat", messages: [{ role: "user", content: "hi" }] })
         expect(inferencePairs(events)).toHaveLength(1)
         expectFullCorrelation(events, "r-chat")
-      }).pipe(Effect.provide(env([ScriptedEngine.reply("hello")]))))
+      }).pipe(Effect.provide(env([ScriptedEngine.reply("hello")]))), { timeout: 20_000 })
 
     it.effect("structured: one InferenceStart/InferenceEnd pair per reply, schema present", () =>
       Effect.gen(function* () {
@@ -307,7 +313,7 @@ describe("Fidelity (issue #12)", () => {
         expect(new Set(pairs.map((p) => p.start.correlation.spanId)).size).toBe(3)
         expect(new Set(pairs.map((p) => p.start.correlation.parentSpanId)).size).toBe(3)
         expectFullCorrelation(events, "r-red")
-      }).pipe(Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"positive"}'))))))
+      }).pipe(Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"positive"}'))))), { timeout: 20_000 })
 
     it.effect("plan: an infer step's inference has its pair, with the step's name", () =>
       Effect.gen(function* () {
@@ -322,7 +328,7 @@ describe("Fidelity (issue #12)", () => {
         expect(pairs[0]!.start.correlation.stepName).toBe("explain")
         expect(pairs[0]!.end?.tokensOut).toBeGreaterThanOrEqual(0)
         expectFullCorrelation(events, "r-plan")
-      }).pipe(Effect.provide(env([ScriptedEngine.reply("Five.")]))))
+      }).pipe(Effect.provide(env([ScriptedEngine.reply("Five.")]))), { timeout: 20_000 })
   })
 
   describe("gap 11: agent.chatStructured on the loop, with its history and the loop's grammar", () => {
@@ -358,7 +364,7 @@ describe("Fidelity (issue #12)", () => {
         Effect.provide(
           env([ScriptedEngine.reply("Nice lamp."), ScriptedEngine.reply('{"sentiment":"positive","confidence":0.9}')])
         )
-      ))
+      ), { timeout: 20_000 })
 
     it.effect("a rejected reply and its correction are the turn's working memory, not history; a failed turn stores nothing", () =>
       Effect.gen(function* () {
@@ -386,7 +392,80 @@ describe("Fidelity (issue #12)", () => {
         const agent = yield* AgentLoop.make({})
         const exit = yield* Effect.exit(agent.chatStructured(sentiment, "I love it"))
         expect(String(exit)).toContain("needs the Constraint service")
-      }).pipe(Effect.provide(ScriptedEngine.layer([]))))
+      }).pipe(Effect.provide(ScriptedEngine.layer([]))), { timeout: 20_000 })
+  })
+
+  describe("gap 12: SpecializedLoop and RedundantLoop stream their progress", () => {
+    const collect = <A, E, R>(stream: Stream.Stream<A, E, R>) => Effect.map(Stream.runCollect(stream), Chunk.toReadonlyArray)
+
+    it.effect("RedundantLoop.runStream: each replica as it finishes, the vote, then Finished with the run's result", () =>
+      Effect.gen(function* () {
+        const progress = yield* collect(RedundantLoop.runStream("I love it", { schema: sentiment, n: 3 }))
+        expect(progress.map((p) => p._tag)).toEqual(["ReplicaFinished", "ReplicaFinished", "ReplicaFinished", "VoteCast", "Finished"])
+        const finished = progress.map((p) => (p._tag === "ReplicaFinished" ? `${p.outcome.replica}:${p.outcome._tag}` : "")).filter(Boolean)
+        expect([...finished].sort()).toEqual(["0:Valid", "1:Valid", "2:Failed"])
+        const vote = progress[3]!
+        const last = progress[4]!
+        if (vote._tag !== "VoteCast" || last._tag !== "Finished") return expect.unreachable()
+        expect(vote).toMatchObject({ strategy: "majority", winner: 0, candidates: [
+          '{"sentiment":"positive","confidence":1}',
+          '{"sentiment":"positive","confidence":1}'
+        ] })
+        expect(vote.confidence).toBe(last.result.confidence)
+        expect(last.result.winner).toBe(0)
+        expect(last.result.value).toEqual({ sentiment: "positive", confidence: 1 })
+      }).pipe(
+        Effect.provide(
+          env([
+            ScriptedEngine.reply('{"sentiment":"positive","confidence":1}'),
+            ScriptedEngine.reply('{"sentiment":"positive","confidence":1}'),
+            ScriptedEngine.reply("no idea")
+          ])
+        )
+      ), { timeout: 20_000 })
+
+    it.effect("RedundantLoop.runStream: a run below its quorum fails the stream after the replicas it saw finish", () =>
+      Effect.gen(function* () {
+        const seen: Array<string> = []
+        const failure = yield* Effect.flip(
+          Stream.runForEach(RedundantLoop.runStream("I love it", { schema: sentiment, n: 2 }), (p) => Effect.sync(() => seen.push(p._tag)))
+        )
+        expect(failure.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(seen).toEqual(["ReplicaFinished", "ReplicaFinished"])
+      }).pipe(
+        Effect.provide(
+          env([ScriptedEngine.fail(InferenceFailure.modelUnavailable("gone")), ScriptedEngine.fail(InferenceFailure.modelUnavailable("gone"))])
+        )
+      ), { timeout: 20_000 })
+
+    it.effect("SpecializedLoop.callStream: tool results, the tool phase's end, a rejected reply, then Finished", () =>
+      Effect.gen(function* () {
+        const fiber = yield* Effect.fork(collect(SpecializedLoop.callStream("What is 2+2, and how do I feel?", { schema: sentiment })))
+        yield* TestClock.adjust("1 minute")
+        const progress = yield* Fiber.join(fiber)
+        expect(progress.map((p) => p._tag)).toEqual(["ToolResultReady", "ToolPhaseFinished", "ReplyRejected", "Finished"])
+        const [tool, phase, rejected, finished] = progress
+        if (tool?._tag !== "ToolResultReady" || phase?._tag !== "ToolPhaseFinished" || rejected?._tag !== "ReplyRejected" || finished?._tag !== "Finished") {
+          return expect.unreachable()
+        }
+        expect(tool.record).toMatchObject({ name: "add", result: "4" })
+        expect(phase.stopReason).toBe("finish")
+        expect(rejected.rejection).toMatchObject({ attempt: 1, retrying: true, failure: { code: "CONSTRAINT_SCHEMA_INVALID" } })
+        expect(finished.result).toMatchObject({ value: { sentiment: "positive", confidence: 1 }, attempts: 2 })
+        expect(finished.result.toolCalls).toHaveLength(1)
+      }).pipe(
+        Effect.provide(
+          Layer.merge(
+            env([
+              ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 2 } }]),
+              ScriptedEngine.reply("It is 4."),
+              ScriptedEngine.reply('{"sentiment":"positive"}'),
+              ScriptedEngine.reply('{"sentiment":"positive","confidence":1}')
+            ]),
+            Registry.layer([add])
+          )
+        )
+      ), { timeout: 20_000 })
   })
 })
 

@@ -18,13 +18,19 @@
  *
  * It can fail with InferenceFailure, ConstraintFailure, OrchestrationFailure and
  * Cancellation (the `timeout`).
+ *
+ * `runStream` is the same run as a Stream of its progress: each replica as it
+ * finishes (valid or failed), the vote once cast, then `Finished` with the result;
+ * a failed run fails the stream after the replicas it saw finish.
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
 import type { Cancellation, ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { ValidationResult } from "../domain/System.js"
@@ -81,9 +87,24 @@ export interface Result<A> {
 /** What a RedundantLoop run can fail with. */
 export type RedundantLoopError = InferenceFailure | ConstraintFailure | OrchestrationFailure | Cancellation
 
+/** The progress of a streamed run; the stream ends after `Finished`. */
+export type Progress<A> =
+  | { readonly _tag: "ReplicaFinished"; readonly outcome: Replica<A> }
+  | {
+    readonly _tag: "VoteCast"
+    readonly strategy: string
+    readonly winner: number
+    readonly confidence: number
+    readonly candidates: ReadonlyArray<string>
+  }
+  | { readonly _tag: "Finished"; readonly result: Result<A> }
+
 export interface RedundantLoop<A> {
   readonly run: (prompt: string) => Effect.Effect<Result<A>, RedundantLoopError>
+  readonly runStream: (prompt: string) => Stream.Stream<Progress<A>, RedundantLoopError>
 }
+
+type Emit<A> = (progress: Progress<A>) => Effect.Effect<void>
 
 /** A majority of n. */
 export const majorityOf = (n: number): number => Math.floor(n / 2) + 1
@@ -102,6 +123,32 @@ export const run: <A>(
   prompt: string,
   options: Options<A>
 ) {
+  return yield* runWith(prompt, options, () => Effect.void)
+})
+
+/** The run as a stream of its progress: replicas as they finish, the vote, then `Finished`. */
+export const runStream = <A>(
+  prompt: string,
+  options: Options<A>
+): Stream.Stream<Progress<A>, RedundantLoopError, Engine | Constraint> =>
+  Stream.unwrapScoped(
+    Effect.gen(function* () {
+      const mailbox = yield* Mailbox.make<Progress<A>, RedundantLoopError>()
+      yield* runWith(prompt, options, (p) => Effect.asVoid(mailbox.offer(p))).pipe(
+        Effect.withSpan("RedundantLoop.runStream"),
+        Effect.tap((result) => mailbox.offer({ _tag: "Finished", result })),
+        Mailbox.into(mailbox),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    })
+  )
+
+const runWith = <A>(
+  prompt: string,
+  options: Options<A>,
+  emit: Emit<A>
+): Effect.Effect<Result<A>, RedundantLoopError, Engine | Constraint> => Effect.gen(function* () {
   const n = Math.max(1, Math.floor(options.n ?? defaultReplicas))
   const quorum = Math.min(n, Math.max(1, Math.floor(options.quorum ?? majorityOf(n))))
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? n))
@@ -127,7 +174,7 @@ export const run: <A>(
             Either.isRight(outcome)
               ? { _tag: "Valid", replica, result: outcome.right }
               : { _tag: "Failed", replica, failure: outcome.left }
-        ),
+        ).pipe(Effect.tap((outcome) => emit({ _tag: "ReplicaFinished", outcome }))),
       { concurrency }
     )
     const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
@@ -155,6 +202,7 @@ export const run: <A>(
         `${voting.name} voting returned candidate ${vote.winner} of ${candidates.length}: a bug in the strategy`
       )
     }
+    yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
     const repairAttempts =
       valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
       failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
@@ -183,5 +231,6 @@ export const run: <A>(
 /** A RedundantLoop with its options and services fixed. */
 export const make = <A>(options: Options<A>): Effect.Effect<RedundantLoop<A>, never, Engine | Constraint> =>
   Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
-    run: (prompt: string) => Effect.provide(run(prompt, options), context)
+    run: (prompt: string) => Effect.provide(run(prompt, options), context),
+    runStream: (prompt: string) => Stream.provideContext(runStream(prompt, options), context)
   }))

@@ -15,11 +15,17 @@
  * terminal states belong to the facade. It can fail with InferenceFailure,
  * ConstraintFailure, ValidationFailure (from the caller's rule check) and
  * Cancellation (the `timeout`).
+ *
+ * `callStream` is the same call as a Stream of its progress: each tool result of
+ * the tool phase, the end of that phase, each rejected reply (and whether it is
+ * re-prompted), then `Finished` with the result; a failed call fails the stream.
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
 import type { Cancellation, ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 import type { ToolCallRecord } from "../domain/System.js"
@@ -62,9 +68,23 @@ export interface Result<A> extends Structured.Result<A> {
 /** What a SpecializedLoop call can fail with, the caller's rule failures included. */
 export type SpecializedLoopError<EV = never> = InferenceFailure | ConstraintFailure | EV | Cancellation
 
+/** The progress of a streamed call; the stream ends after `Finished`. */
+export type Progress<A, EV = never> =
+  | { readonly _tag: "ToolResultReady"; readonly record: ToolCallRecord }
+  | {
+    readonly _tag: "ToolPhaseFinished"
+    readonly stopReason: AgentLoop.StopReason
+    readonly toolCalls: ReadonlyArray<ToolCallRecord>
+  }
+  | { readonly _tag: "ReplyRejected"; readonly rejection: Structured.Rejection<EV> }
+  | { readonly _tag: "Finished"; readonly result: Result<A> }
+
 export interface SpecializedLoop<A, EV = never> {
   readonly call: (prompt: string) => Effect.Effect<Result<A>, SpecializedLoopError<EV>>
+  readonly callStream: (prompt: string) => Stream.Stream<Progress<A, EV>, SpecializedLoopError<EV>>
 }
+
+type Emit<A, EV> = (progress: Progress<A, EV>) => Effect.Effect<void>
 
 // ---------------------------------------------------------------------------
 // Preparation (shared with RedundantLoop)
@@ -101,6 +121,39 @@ export const call: <A, EV extends ValidationFailure = never>(
   options: Options<A, EV>
 ) => Effect.Effect<Result<A>, SpecializedLoopError<EV>, Engine | Constraint> = Effect.fn("SpecializedLoop.call")(
   function* <A, EV extends ValidationFailure = never>(prompt: string, options: Options<A, EV>) {
+    return yield* callWith(prompt, options, () => Effect.void)
+  }
+)
+
+/** The call as a stream of its progress: tool results, the tool phase's end, rejected replies, then `Finished`. */
+export const callStream = <A, EV extends ValidationFailure = never>(
+  prompt: string,
+  options: Options<A, EV>
+): Stream.Stream<Progress<A, EV>, SpecializedLoopError<EV>, Engine | Constraint> =>
+  Stream.unwrapScoped(
+    Effect.gen(function* () {
+      const mailbox = yield* Mailbox.make<Progress<A, EV>, SpecializedLoopError<EV>>()
+      yield* callWith(prompt, options, (p) => Effect.asVoid(mailbox.offer(p))).pipe(
+        Effect.withSpan("SpecializedLoop.callStream"),
+        Effect.tap((result) => mailbox.offer({ _tag: "Finished", result })),
+        Mailbox.into(mailbox),
+        Effect.forkScoped
+      )
+      return Mailbox.toStream(mailbox)
+    })
+  )
+
+const callWith = <A, EV extends ValidationFailure = never>(
+  prompt: string,
+  given: Options<A, EV>,
+  emit: Emit<A, EV>
+): Effect.Effect<Result<A>, SpecializedLoopError<EV>, Engine | Constraint> =>
+  Effect.gen(function* () {
+    const options: Options<A, EV> = {
+      ...given,
+      onRejected: (rejection) =>
+        Effect.zipRight(emit({ _tag: "ReplyRejected", rejection }), given.onRejected?.(rejection) ?? Effect.void)
+    }
     const registry = yield* Effect.serviceOption(ToolRegistry)
     const hasTools =
       options.useTools !== false && Option.isSome(registry) && registry.value.definitions(options.allowTools).length > 0
@@ -122,13 +175,15 @@ export const call: <A, EV extends ValidationFailure = never>(
         allowTools: options.allowTools,
         maxToolIterations: options.maxToolIterations,
         maxTokens: options.maxTokens,
-        inferenceRetry: options.inferenceRetry
+        inferenceRetry: options.inferenceRetry,
+        onToolResult: (record) => emit({ _tag: "ToolResultReady", record })
       }).pipe(// a store that lives for one call, so a tool phase never touches the application's
         Effect.provideServiceEffect(ConversationStore.ConversationStore, ConversationStore.makeInMemory()))
       const toolPhase = yield* agent.chat(prompt, { context }).pipe(
         // Tool errors are fed back to the model ("feedback" mode): a ToolFailure cannot escape.
         Effect.catchTag("ToolFailure", (f) => Effect.die(f))
       )
+      yield* emit({ _tag: "ToolPhaseFinished", stopReason: toolPhase.stopReason, toolCalls: toolPhase.toolCalls })
       const history = yield* agent.messages
       const firstUser = history.findIndex(Message.isUser)
       const messages = [
@@ -147,13 +202,13 @@ export const call: <A, EV extends ValidationFailure = never>(
       return result
     })
     return yield* withTimeout(options.timeout, "the structured call")(body)
-  }
-)
+  })
 
 /** A SpecializedLoop with its options and services fixed; each `call` is fresh. */
 export const make = <A, EV extends ValidationFailure = never>(
   options: Options<A, EV>
 ): Effect.Effect<SpecializedLoop<A, EV>, never, Engine | Constraint> =>
   Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
-    call: (prompt: string) => Effect.provide(call(prompt, options), context)
+    call: (prompt: string) => Effect.provide(call(prompt, options), context),
+    callStream: (prompt: string) => Stream.provideContext(callStream(prompt, options), context)
   }))

@@ -81,6 +81,15 @@ export interface Options<A, EV extends ValidationFailure = never> {
   readonly inferenceRetry?: Schedule.Schedule<unknown, InferenceFailure> | undefined
   /** Told the usage of every reply, including replies that are then rejected. */
   readonly onUsage?: ((usage: TokenUsage.TokenUsage) => Effect.Effect<void>) | undefined
+  /** Told of every rejected reply, and whether it is re-prompted (`retrying`) or ends the call. */
+  readonly onRejected?: ((rejection: Rejection<EV>) => Effect.Effect<void>) | undefined
+}
+
+/** A rejected reply: its attempt, why, and whether the model is asked again. */
+export interface Rejection<EV = never> {
+  readonly attempt: number
+  readonly failure: ConstraintFailure | EV
+  readonly retrying: boolean
 }
 
 /** A structured answer. */
@@ -250,6 +259,9 @@ export const run: <A, EV extends ValidationFailure = never>(
       }
       const failure = pass.left
       const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
+      if (options.onRejected !== undefined) {
+        yield* options.onRejected({ attempt: yield* Ref.get(attempts), failure, retrying: granted })
+      }
       if (!granted) {
         const rejected = yield* Ref.get(lastRejectedValue)
         if (!strictValidation && Option.isSome(rejected)) return { _tag: "Partial", ...rejected.value } as const
