@@ -34,6 +34,7 @@ import type { ResponderRegistry } from "../services/ResponderRegistry.js"
 import * as Runs from "../services/Runs.js"
 import * as Audit from "./patterns/Audit.js"
 import * as Escalate from "./patterns/Escalate.js"
+import type * as Nested from "./patterns/Nested.js"
 import * as Retry from "./patterns/Retry.js"
 import * as Round from "./patterns/Round.js"
 import * as SingleShot from "./patterns/SingleShot.js"
@@ -52,13 +53,7 @@ export interface Options extends Round.Options, Check.Options {
 }
 
 /** A query's run definition. */
-export type QueryDefinition = Runs.Definition<
-  Query.Query,
-  typeof Query.Query.Encoded,
-  Records.Know,
-  typeof Records.Know.Encoded,
-  ResponderRegistry | Reranker
->
+export type QueryDefinition = Nested.QueryDefinition
 
 /** The run definition of queries, to register with a Runs layer. */
 export const definition = (options: Options = {}): QueryDefinition =>

@@ -25,8 +25,19 @@ import { canonicalJson } from "../../domain/Json.js"
 import * as Query from "../../domain/Query.js"
 import * as Records from "../../domain/Records.js"
 import * as Text from "../../domain/Text.js"
+import type { Reranker } from "../../services/Reranker.js"
+import type { ResponderRegistry } from "../../services/ResponderRegistry.js"
 import * as Runs from "../../services/Runs.js"
 import * as Cel from "../Cel.js"
+
+/** The run definition of queries (see Orchestration.definition). */
+export type QueryDefinition = Runs.Definition<
+  Query.Query,
+  typeof Query.Query.Encoded,
+  Records.Know,
+  typeof Records.Know.Encoded,
+  ResponderRegistry | Reranker
+>
 
 /** Starts a child query on a parent's KNOW. */
 export interface Trigger {
@@ -80,7 +91,7 @@ const foldView = (know: Records.Know): Cel.FoldView => {
  */
 export const follow = (
   runs: Runs.Service,
-  queries: Runs.Definition<Query.Query, any, any, any, any>,
+  queries: QueryDefinition,
   parentRunId: string,
   triggers: ReadonlyArray<CheckedTrigger>
 ): Effect.Effect<ReadonlyArray<string>, Runs.RunsError> =>

@@ -166,51 +166,10 @@ export const run = (
     const { durable } = thread
     const input = spec.input ?? thread.input
     const topK = Math.max(0, Math.min(spec.topK, yield* callsLeft(thread)))
-    const selection = yield* durable.step(
-      `${spec.key}/select`,
-      Journaled,
-      Select.select(spec.predicates, {
-        query: input,
-        topK,
-        maxLatencySecs: thread.checked.maxLatencySecs,
-        staleAfterSecs: thread.options.staleAfterSecs
-      }).pipe(
-        Effect.map((s): Journaled => ({
-          candidates: s.candidates.map((c) => ({
-            responder: c.responder.id,
-            predicate: c.predicate.field,
-            index: c.index,
-            score: c.score,
-            max_latency_secs: c.maxLatencySecs
-          })),
-          dropped: s.dropped,
-          unmatched: s.unmatched
-        }))
-      )
-    )
+    const selection = yield* selectStep(thread, spec, input, topK)
     const candidates = yield* Effect.forEach(selection.candidates, (c) => revive(thread, spec, c))
     const dial = spec.dial ?? thread.checked.dial
-    const calls = yield* Effect.forEach(candidates, (candidate) =>
-      durable.step(
-        `${spec.key}/call/${candidate.index}`,
-        Records.Call,
-        Effect.succeed(
-          new Records.Call({
-            id: rid(thread, `${spec.key}/call/${candidate.index}`),
-            kind: "CALL",
-            parents: [thread.intendId],
-            body: {
-              kind: Records.kinds.call,
-              correlation_id: rid(thread, `${spec.key}/call/${candidate.index}`),
-              responder: { id: candidate.responder.id, kind: candidate.responder.kind, index: candidate.index },
-              stage: spec.stage,
-              attempt: spec.attempt,
-              role: spec.role,
-              ...(dial === undefined ? {} : { dial })
-            }
-          })
-        )
-      ))
+    const calls = yield* Effect.forEach(candidates, (candidate) => callStep(thread, spec, candidate, dial))
     yield* Ref.update(thread.spent, (s) => ({ ...s, calls: s.calls + calls.length }))
 
     const checker = spec.shape?.checker ?? thread.checked.shape
@@ -283,6 +242,56 @@ export const run = (
       selection
     }
   })
+
+/** The round's selection, journaled: a replay asks the same responders whatever the clock and the registry say now. */
+const selectStep = (thread: Thread, spec: Spec, input: string, topK: number) =>
+  thread.durable.step(
+    `${spec.key}/select`,
+    Journaled,
+    Select.select(spec.predicates, {
+      query: input,
+      topK,
+      maxLatencySecs: thread.checked.maxLatencySecs,
+      staleAfterSecs: thread.options.staleAfterSecs
+    }).pipe(
+      Effect.map((s): Journaled => ({
+        candidates: s.candidates.map((c) => ({
+          responder: c.responder.id,
+          predicate: c.predicate.field,
+          index: c.index,
+          score: c.score,
+          max_latency_secs: c.maxLatencySecs
+        })),
+        dropped: s.dropped,
+        unmatched: s.unmatched
+      }))
+    )
+  )
+
+/** A candidate's CALL, journaled; its id is its correlation id. */
+const callStep = (thread: Thread, spec: Spec, candidate: Select.Candidate, dial: number | undefined) => {
+  const key = `${spec.key}/call/${candidate.index}`
+  return thread.durable.step(
+    key,
+    Records.Call,
+    Effect.succeed(
+      new Records.Call({
+        id: rid(thread, key),
+        kind: "CALL",
+        parents: [thread.intendId],
+        body: {
+          kind: Records.kinds.call,
+          correlation_id: rid(thread, key),
+          responder: { id: candidate.responder.id, kind: candidate.responder.kind, index: candidate.index },
+          stage: spec.stage,
+          attempt: spec.attempt,
+          role: spec.role,
+          ...(dial === undefined ? {} : { dial })
+        }
+      })
+    )
+  )
+}
 
 /** The candidate a journaled selection names, found again in the registry. */
 const revive = (
