@@ -1,7 +1,8 @@
 /**
  * `pagantic/durable`: runs that survive a crash, apart from the main entry so that
  * importing `pagantic` never loads the workflow engine, the cluster runner or the
- * SQLite driver. The services they provide (`Runs`, and `Durable` inside a run)
+ * SQLite driver. SqlMemory keeps chat sessions (ConversationStore, SessionState)
+ * on SQL across restarts. The services they provide (`Runs`, and `Durable` inside a run)
  * are concepts of the main entry; they are re-exported here for convenience.
  *
  * @example
@@ -20,3 +21,4 @@ export * as Durable from "./services/Durable.js"
 export * as InMemoryRuns from "./layers/InMemoryRuns.js"
 export * as Runs from "./services/Runs.js"
 export * as SqliteRuns from "./layers/SqliteRuns.js"
+export * as SqlMemory from "./layers/SqlMemory.js"
