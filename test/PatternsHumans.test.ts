@@ -144,6 +144,42 @@ describe("humans in the patterns (TestClock)", () => {
       }).pipe(Effect.provide(layer))
     }), 30_000)
 
+  it.effect("a human auditor answers the verdict through its slot: N + 1 CALLs, the KNOW carries the verdict", () =>
+    Effect.gen(function* () {
+      const { calls, layer, notices, queries } = yield* setup({ haiku: [classify("research")], gpt: [classify("research")] }, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const wire = query({
+          max_latency_secs: 3600,
+          obligation_resolution: "validation_error",
+          orchestration: {
+            pattern: "ensemble_with_audit",
+            primary_responders: [{ kind: "llm", model: "~haiku" }, { kind: "llm", model: "~gpt" }],
+            auditor: { kind: "actor", did: "did:example:alice" },
+            audit_expression: "audit.approved == true && fold.answer.confidence >= 0.5"
+          }
+        })
+        const id = yield* Orchestration.start(runs, queries, wire, { aliases })
+        yield* runs.await(id, { untilSuspended: true })
+        const [notice] = yield* Ref.get(notices)
+        expect(notice!.call.body.role).toBe("auditor")
+        expect(notice!.input).toContain(`Answer: {"category":"research"}`)
+        const offShape = yield* Effect.flip(runs.respond(id, notice!.slot.key, secret(notice!), { kind: "infer.decline.v1", reason: "tired" }))
+        expect(offShape.code).toBe("CONFIG_INVALID_REQUEST")
+        yield* runs.respond(id, notice!.slot.key, secret(notice!), { kind: "core.json.v1", value: { approved: true, rationale: "checked the source" } })
+        yield* settle
+        const done = yield* runs.await(id)
+        expect(done.status).toBe("completed")
+        expect(yield* calls).toEqual({ haiku: 1, gpt: 1 })
+        const know = (yield* Orchestration.thread(runs, id)).find((r): r is Records.Know => r.kind === "KNOW")!
+        expect(know.body).toMatchObject({
+          category: "research",
+          _orchestration: { status: "accepted", calls: 3 },
+          audit: { approved: true, ambiguous: false, rationale: "checked the source" }
+        })
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
   it.effect("a decline closes the call and does not count: with min_quorum 2 the run names it among the missing", () =>
     Effect.gen(function* () {
       const { layer, notices, queries } = yield* setup({}, humans)
