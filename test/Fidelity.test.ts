@@ -18,6 +18,7 @@ import { SystemRequest } from "../src/domain/System.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import { calculator } from "../src/layers/tools/Calculator.js"
 import * as RuleValidator from "../src/layers/RuleValidator.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
@@ -467,6 +468,30 @@ describe("Fidelity (issue #12)", () => {
         )
       ), { timeout: 20_000 })
   })
+
+  describe("gap 13: history full or compact", () => {
+    const turn = [ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]
+    const twoTurns = Layer.merge(env([...turn, ...turn]), Registry.layer([add]))
+
+    it.effect("compact keeps [user, assistant] per turn; tool traffic is the turn's working memory", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make({ systemPrompt: "Add.", history: "compact" })
+        yield* agent.chat("2+3?")
+        yield* agent.chat("and again?")
+        expect((yield* agent.messages).map((m) => m.role)).toEqual(["system", "user", "assistant", "user", "assistant"])
+        const requests = yield* ScriptedEngine.requests
+        // within a turn the tool result is in view; the next turn starts from the compact history
+        expect(requests[1]!.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"])
+        expect(requests[2]!.messages.map((m) => m.role)).toEqual(["system", "user", "assistant", "user"])
+      }).pipe(Effect.provide(twoTurns)), { timeout: 20_000 })
+
+    it.effect("full (the default) keeps the tool calls and results", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make({ systemPrompt: "Add." })
+        yield* agent.chat("2+3?")
+        expect((yield* agent.messages).map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant"])
+      }).pipe(Effect.provide(twoTurns)), { timeout: 20_000 })
+  })
 })
 
 layer(Layer.provideMerge(RuleValidator.layerJudged(), LlamaEngine.layer({ sequences: 1 })), { excludeTestServices: true })(
@@ -486,5 +511,42 @@ layer(Layer.provideMerge(RuleValidator.layerJudged(), LlamaEngine.layer({ sequen
           expect(result!.reason ?? "").not.toContain("could not answer")
         }
       }), 120_000)
+  }
+)
+
+// Gap 13's measurement: 20 calculator turns on the bundled model, full vs compact
+// history. Per turn: the prompt tokens llama.cpp evaluated (after prefix reuse)
+// and the tokens of the prompts sent (contextTokens - outputTokens per inference).
+layer(Layer.mergeAll(LlamaEngine.layer({ sequences: 1, contextSize: 4096 }), Registry.layer([calculator])), { excludeTestServices: true })(
+  "Fidelity gap 13 on the bundled model",
+  (it) => {
+    it.effect("20 turns, full vs compact: evaluated prompt tokens and prefix reuse", () =>
+      Effect.gen(function* () {
+        const measure = (history: "full" | "compact") =>
+          Effect.gen(function* () {
+            const agent = yield* AgentLoop.make({ history, maxTokens: 48, temperature: 0, maxToolIterations: 2 })
+            let evaluated = 0
+            let sent = 0
+            let lastHistory = 0
+            for (let i = 1; i <= 20; i++) {
+              yield* Stream.runForEach(agent.chatStream(`What is ${i} plus ${i + 7}?`), (event) =>
+                Effect.sync(() => {
+                  if (event._tag !== "InferenceFinished") return
+                  evaluated += event.result.usage.promptTokens
+                  sent += event.result.usage.contextTokens - event.result.usage.outputTokens
+                }))
+              lastHistory = (yield* agent.messages).length
+            }
+            return { history, evaluated, sent, reused: sent - evaluated, messages: lastHistory }
+          })
+        const full = yield* measure("full")
+        const compact = yield* measure("compact")
+        console.log(JSON.stringify({ full, compact }))
+        expect(compact.messages).toBe(40)
+        expect(full.messages).toBeGreaterThanOrEqual(40)
+        // prefix reuse: evaluation stays close while the prompts sent grow about twice as fast with full history
+        expect(compact.sent).toBeLessThan(full.sent * 0.75)
+        expect(full.reused).toBeGreaterThan(full.evaluated)
+      }), 600_000)
   }
 )

@@ -10,7 +10,8 @@
  *
  * Memory: the conversation is stored per session in the ConversationStore (or a
  * private buffer when none is provided); a turn is committed atomically when it
- * ends, so an interrupted or timed-out turn leaves the history as it was. Context
+ * ends (all its messages, or with `history: "compact"` only the user message and
+ * the final answer, tool traffic being the turn's working memory), so an interrupted or timed-out turn leaves the history as it was. Context
  * from a ContextProvider is ephemeral: inserted just before the user message in
  * the request, never stored. A failing provider degrades to no context and is
  * recorded as an event.
@@ -194,7 +195,14 @@ const withTurnScope = <A, E>(loop: Loop, effect: Effect.Effect<A, E>): Effect.Ef
   }).pipe(loop.turnLock.withPermits(1), Effect.provide(loop.observe))
 
 const commit = (loop: Loop, result: TurnResult) =>
-  Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...result.transcript]))
+  Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...kept(loop, result)]))
+
+/** What of a turn joins the history: all of it, or (compact) the user message and the final answer. */
+const kept = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> => {
+  if (loop.options.history !== "compact") return result.transcript
+  const user = result.transcript.find(Message.isUser)
+  return [...(user === undefined ? [] : [user]), Message.assistant(result.content)]
+}
 
 /** The turn on the run loop: the native-tools strategy over the history and the user message. */
 const runTurn = (loop: Loop, userText: string, turn: TurnOptions, emit: Emit, streaming: boolean) =>

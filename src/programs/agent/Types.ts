@@ -78,6 +78,21 @@ export interface Options {
   readonly turnTimeout?: Duration.DurationInput | undefined
   /** Called after every tool execution. */
   readonly onToolResult?: ((record: ToolCallRecord) => Effect.Effect<void>) | undefined
+  /**
+   * What a turn leaves in the history. "full" (default): every message of the turn,
+   * tool calls and tool results included. "compact": the user message and the final
+   * answer only; tool calls and results are the turn's working memory.
+   *
+   * Measured over 20 calculator turns on the bundled model (llama.cpp, one
+   * sequence): the prompt tokens actually evaluated are about the same (594 full,
+   * 570 compact), because the local engine reuses the evaluated prefix and a full
+   * history only ever appends; the prompts sent are twice as long with full history
+   * (17,796 against 8,838 tokens in all), so the context window fills twice as fast.
+   * The default stays "full" (later turns can cite earlier tool results, at no
+   * evaluation cost locally); choose "compact" for long sessions, small context
+   * windows, or engines without prefix reuse that bill every prompt token.
+   */
+  readonly history?: "full" | "compact" | undefined
   /** A GBNF grammar for `chatStructured` (never applied to `chat`: a grammar constrains format, which only extraction needs). */
   readonly grammar?: string | undefined
 }
