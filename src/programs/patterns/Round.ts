@@ -403,8 +403,19 @@ const awaitHuman = (
         )
         return { record, accepts, expired: true }
       }
-      const answer = outcome.value
       const correlation = call.body.correlation_id
+      if (outcome._tag !== "Answered") {
+        // declined through the Runs API rather than with an infer.decline.v1 answer
+        const declined = Schema.decodeUnknownEither(Records.DeclineReason)((outcome as { readonly reason?: unknown }).reason)
+        const reason = Either.getOrElse(declined, () => "other" as const)
+        const record = yield* durable.step(
+          key,
+          Records.Do,
+          Effect.succeed(doRecord(thread, key, call, { kind: Records.kinds.decline, correlation_id: correlation, reason }))
+        )
+        return { record, accepts, expired: false }
+      }
+      const answer = outcome.value
       if (answer.kind === Records.kinds.accept) {
         const eta = answer.eta_seconds
         const acceptKey = `${key}/${n}`
