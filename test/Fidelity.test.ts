@@ -221,6 +221,32 @@ describe("Fidelity (issue #12)", () => {
         expect(unjudged.results[0]!.reason).toContain("no judge")
       }).pipe(Effect.provide(judged([ScriptedEngine.reply("yes, it is polite")]))), { timeout: 20_000 })
 
+    it.effect("through the facade: a plan's validate step with a judged Validator answers VALIDATION_SEMANTIC_FAILED", () =>
+      Effect.gen(function* () {
+        const system = yield* Facade.make()
+        const response = yield* system.run(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "plan",
+            messages: [],
+            plan: {
+              steps: [
+                { name: "answer", type: "infer", input: "When was the Eiffel Tower finished?" },
+                { name: "check", type: "validate" }
+              ]
+            }
+          })
+        )
+        expect(response.error).toMatchObject({ code: "VALIDATION_SEMANTIC_FAILED", category: "ValidationFailure" })
+        expect(response.error?.message).toContain("follows from the context")
+      }).pipe(
+        Effect.provide(
+          Layer.provideMerge(
+            RuleValidator.layerJudged([Validator.followsFromContext(context)]),
+            env([ScriptedEngine.reply("It was finished in 1920."), ScriptedEngine.reply('{"verdict":"fail","reason":"the context says 1889"}')])
+          )
+        )
+      ), { timeout: 20_000 })
+
     it.effect("in a structured call: the semantic failure is re-prompted with its code, and the next answer accepted", () =>
       Effect.gen(function* () {
         const validator = yield* Validator.Validator
