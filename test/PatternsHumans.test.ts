@@ -180,6 +180,26 @@ describe("humans in the patterns (TestClock)", () => {
       }).pipe(Effect.provide(layer))
     }), 30_000)
 
+  it.effect("accepts are bounded: the 32nd closes the call as failed", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({}, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const wire = query({ responders: [{ kind: "actor", did: "did:example:alice" }], max_latency_secs: 3600 })
+        const id = yield* Orchestration.start(runs, queries, wire, { aliases })
+        for (let n = 1; n <= 32; n++) {
+          yield* runs.await(id, { untilSuspended: true })
+          const notice = (yield* Ref.get(notices))[n - 1]!
+          yield* runs.respond(id, notice.slot.key, secret(notice), { kind: "infer.accept.v1", eta_seconds: 60 })
+          yield* settle
+        }
+        const done = yield* runs.await(id)
+        expect(done.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+        expect(JSON.stringify(done.error?.details)).toContain("accepted 32 times without answering")
+        expect(yield* Ref.get(notices)).toHaveLength(32)
+      }).pipe(Effect.provide(layer))
+    }), 60_000)
+
   it.effect("a decline closes the call and does not count: with min_quorum 2 the run names it among the missing", () =>
     Effect.gen(function* () {
       const { layer, notices, queries } = yield* setup({}, humans)

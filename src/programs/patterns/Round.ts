@@ -62,7 +62,7 @@ export interface Options {
   readonly staleAfterSecs?: number | undefined
 }
 
-/** Accepts a human may send on one CALL before the deadline stops moving. */
+/** Accepts a human may send on one CALL; the last one closes the call as failed (an answer never came). */
 export const maxAccepts = 32
 
 /** What every round of one run shares. */
@@ -426,7 +426,15 @@ const awaitHuman = (
             Effect.succeed(doRecord(thread, acceptKey, call, { kind: Records.kinds.accept, correlation_id: correlation, eta_seconds: eta }))
           )
         )
-        if (n <= maxAccepts) deadline = Math.max(deadline, outcome.at.epochMillis + eta * 1000)
+        if (n >= maxAccepts) {
+          const record = yield* durable.step(
+            key,
+            Records.Do,
+            Effect.succeed(doRecord(thread, key, call, failureBody(call, `accepted ${n} times without answering; at most ${maxAccepts} accepts per call`)))
+          )
+          return { record, accepts, expired: false }
+        }
+        deadline = Math.max(deadline, outcome.at.epochMillis + eta * 1000)
         slot = yield* openSlot(thread, spec, candidate, call, input, n + 1, deadline)
         continue
       }
