@@ -304,4 +304,39 @@ describe("Durable runs in memory", () => {
         )
       )
     }).pipe(Effect.timeout("20 seconds")))
+
+  it.effect("accept moves the deadline by its eta (the SLA timer follows it); decline closes the slot and the run sees the reason", () =>
+    withRuns(({ slots }) =>
+      Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const accepted = yield* runs.start(Approval, { slaMillis: 4_000 })
+        yield* runs.await(accepted, { untilSuspended: true })
+        const [slot] = yield* Ref.get(slots)
+        const wrong = yield* Effect.flip(runs.accept(accepted, "review", "nope", 10))
+        expect(wrong.code).toBe("CONFIG_INVALID_REQUEST")
+        expect((yield* Effect.flip(runs.accept(accepted, "review", secretOf(slot!), -1))).code).toBe("CONFIG_INVALID_REQUEST")
+        yield* TestClock.adjust("3 seconds")
+        expect(yield* runs.accept(accepted, "review", secretOf(slot!), 10)).toBe("Accepted")
+        // the original deadline (4 s) passes: still open
+        yield* TestClock.adjust("2 seconds")
+        expect((yield* runs.poll(accepted)).status).toBe("suspended")
+        yield* TestClock.adjust("8 seconds")
+        expect((yield* runs.poll(accepted)).status).toBe("suspended")
+        // the new one (14 s) closes it
+        yield* TestClock.adjust("2 seconds")
+        const expired = yield* runs.await(accepted)
+        expect(expired.result).toMatchObject({ outcome: "expired" })
+
+        const declined = yield* runs.start(Approval, { slaMillis: 60_000 })
+        yield* runs.await(declined, { untilSuspended: true })
+        const other = (yield* Ref.get(slots)).find((s) => s.runId === declined)!
+        expect(yield* runs.decline(declined, "review", secretOf(other), "overbooked")).toBe("Declined")
+        // the run may still be finishing its suspension: the layer resumes it again shortly after (its kick)
+        yield* TestClock.adjust("1 second")
+        const done = yield* runs.await(declined)
+        expect(done.result).toMatchObject({ outcome: "declined:overbooked" })
+        const late = yield* Effect.flip(runs.respond(declined, "review", secretOf(other), { approved: true, note: "" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+      })
+    ), 20_000)
 })

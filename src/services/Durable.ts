@@ -12,7 +12,8 @@
  *
  * A human slot (`slot`, `awaitAnswer`) is a question sent out of the run: a
  * random secret and an absolute deadline are drawn in a step; the answer comes
- * through `Runs.respond` with that secret; if none comes by the deadline, a timer
+ * through `Runs.respond` with that secret (a responder may first `accept`, which
+ * extends the deadline, or `decline`); if none comes by the deadline, a timer
  * closes the slot as expired. Whoever closes the slot first wins; the run waits
  * (SUSPENDED) without holding a fiber, across restarts.
  *
@@ -51,9 +52,14 @@ export class Slot extends Schema.Class<Slot>("pagantic/Slot")({
   deadline: Schema.DateTimeUtc
 }) {}
 
+/** Why a responder declined a slot. */
+export const DeclineReason = Schema.Literal("out_of_domain", "overbooked", "conflict_of_interest", "other")
+export type DeclineReason = typeof DeclineReason.Type
+
 /** How a slot was closed, as the run sees it when it goes on. */
 export type SlotOutcome<A> =
   | { readonly _tag: "Answered"; readonly value: A; readonly at: DateTime.Utc }
+  | { readonly _tag: "Declined"; readonly reason: DeclineReason; readonly at: DateTime.Utc }
   | { readonly _tag: "Expired"; readonly deadline: DateTime.Utc }
 
 export interface StepOptions {
@@ -94,8 +100,8 @@ export interface Service {
   /** Opens a human slot taking answers of `shape` (its secret and deadline journaled). */
   readonly slot: <A, I>(shape: AnswerShape<A, I>, options: SlotOptions) => Effect.Effect<Slot, Failure>
   /**
-   * Waits for the slot to close: answered (the value decoded with the shape) or
-   * expired. The run is SUSPENDED while it waits and resumes when the slot closes,
+   * Waits for the slot to close: answered (the value decoded with the shape),
+   * declined by the responder, or expired. The run is SUSPENDED while it waits and resumes when the slot closes,
    * in this process or after a restart.
    */
   readonly awaitAnswer: <A, I>(shape: AnswerShape<A, I>, slot: Slot) => Effect.Effect<SlotOutcome<A>, Failure>

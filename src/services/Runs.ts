@@ -21,7 +21,7 @@ import * as Schema from "effect/Schema"
 import type * as Stream from "effect/Stream"
 import type { ConfigurationFailure, Failure, OrchestrationFailure } from "../domain/Failure.js"
 import { Failure as FailureSchema } from "../domain/Failure.js"
-import type { AnswerShape, Durable } from "./Durable.js"
+import type { AnswerShape, DeclineReason, Durable } from "./Durable.js"
 
 /** What a durable run runs: registered with the Runs layer, started by name. */
 export interface Definition<P, PI, A, AI, R> {
@@ -86,7 +86,7 @@ export class ThreadRecord extends Schema.Class<ThreadRecord>("pagantic/ThreadRec
 export class ThreadSlot extends Schema.Class<ThreadSlot>("pagantic/ThreadSlot")({
   key: Schema.String,
   shape: Schema.String,
-  status: Schema.Literal("open", "answered", "expired", "cancelled"),
+  status: Schema.Literal("open", "answered", "declined", "expired", "cancelled"),
   deadline: Schema.Number,
   answer: Schema.optional(Schema.Unknown),
   closedAt: Schema.optional(Schema.Number)
@@ -150,6 +150,23 @@ export interface Service {
     secret: string,
     answer: unknown
   ) => Effect.Effect<"Accepted", RunsError>
+  /**
+   * A responder takes the slot and expects to answer within `etaSeconds`: the
+   * deadline moves later by that much (the slot stays open). Checked like `respond`.
+   */
+  readonly accept: (
+    runId: string,
+    slotKey: string,
+    secret: string,
+    etaSeconds: number
+  ) => Effect.Effect<"Accepted", RunsError>
+  /** A responder declines the slot: it closes, and the run sees `Declined` with the reason. Checked like `respond`. */
+  readonly decline: (
+    runId: string,
+    slotKey: string,
+    secret: string,
+    reason: DeclineReason
+  ) => Effect.Effect<"Declined", RunsError>
   /** The run's records in order, then the new ones as they come, ending after the run ends. */
   readonly events: (runId: string) => Stream.Stream<ThreadRecord, RunsError>
   /** The runs recorded, newest first. */

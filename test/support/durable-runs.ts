@@ -60,7 +60,11 @@ export const Approval = Runs.define({
       const slot = yield* durable.slot(Review, { sla: slaMillis })
       yield* durable.step("notify", Schema.Void, probe.notify(slot))
       const answer = yield* durable.awaitAnswer(Review, slot)
-      const outcome = answer._tag === "Answered" ? (answer.value.approved ? "approved" : "rejected") : "expired"
+      const outcome = answer._tag === "Answered"
+        ? (answer.value.approved ? "approved" : "rejected")
+        : answer._tag === "Declined"
+        ? `declined:${answer.reason}`
+        : "expired"
       const note = answer._tag === "Answered" ? answer.value.note : ""
       yield* durable.step("finish", Schema.Number, probe.work("finish", 2))
       return { outcome, note, deadline: slot.deadline.epochMillis }

@@ -1,8 +1,9 @@
 /**
  * The Runs API over the runtime: start, poll, await, resume, cancel, respond,
- * events, list, export/import of threads, prune. Waiting (`await`, `events`)
- * follows the runtime's change feed, never a clock.
+ * accept, decline, events, list, export/import of threads, prune. Waiting
+ * (`await`, `events`) follows the runtime's change feed, never a clock.
  */
+import { DeclineReason } from "../../services/Durable.js"
 import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -63,6 +64,46 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       })
     )
 
+  /**
+   * The slot `slotKey` of `runId` if `secret` opens it and it still takes a
+   * response: a wrong secret is refused before anything else is said about the
+   * slot; a slot past its deadline is closed as expired on the way.
+   */
+  const openSlot = (runId: string, slotKey: string, secret: string) =>
+    Effect.gen(function* () {
+      const { definition } = yield* findRun(runId)
+      const slot = yield* store.getSlot(runId, slotKey)
+      if (slot === undefined) {
+        return yield* OrchestrationFailure.slotClosed(`run ${runId} has no slot "${slotKey}"`, {
+          details: { runId, slot: slotKey }
+        })
+      }
+      if (!secretMatches(secret, slot.secret_hash)) {
+        return yield* ConfigurationFailure.invalidRequest(`the secret does not open slot "${slotKey}" of run ${runId}`, {
+          details: { runId, slot: slotKey }
+        })
+      }
+      if (slot.status !== "open") {
+        return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} is closed (${slot.status})`, {
+          details: { runId, slot: slotKey, status: slot.status }
+        })
+      }
+      const at = yield* now
+      if (at >= slot.deadline) {
+        yield* close(runId, slotKey, "expired")
+        return yield* OrchestrationFailure.slotClosed(
+          `slot "${slotKey}" of run ${runId} passed its deadline (${new Date(slot.deadline).toISOString()})`,
+          { details: { runId, slot: slotKey, status: "expired" } }
+        )
+      }
+      return { at, definition, slot }
+    })
+
+  const closedBefore = (runId: string, slotKey: string) =>
+    OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} closed before this response`, {
+      details: { runId, slot: slotKey }
+    })
+
   const service: RunsService = {
     start: Effect.fn("Runs.start")(function* (definition, payload, startOptions) {
       const entry = byName.get(definition.name)
@@ -118,31 +159,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     }),
 
     respond: Effect.fn("Runs.respond")(function* (runId, slotKey, secret, answer) {
-      const { definition } = yield* findRun(runId)
-      const slot = yield* store.getSlot(runId, slotKey)
-      if (slot === undefined) {
-        return yield* OrchestrationFailure.slotClosed(`run ${runId} has no slot "${slotKey}"`, {
-          details: { runId, slot: slotKey }
-        })
-      }
-      if (!secretMatches(secret, slot.secret_hash)) {
-        return yield* ConfigurationFailure.invalidRequest(`the secret does not open slot "${slotKey}" of run ${runId}`, {
-          details: { runId, slot: slotKey }
-        })
-      }
-      if (slot.status !== "open") {
-        return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} is closed (${slot.status})`, {
-          details: { runId, slot: slotKey, status: slot.status }
-        })
-      }
-      const at = yield* now
-      if (at >= slot.deadline) {
-        yield* close(runId, slotKey, "expired")
-        return yield* OrchestrationFailure.slotClosed(
-          `slot "${slotKey}" of run ${runId} passed its deadline (${new Date(slot.deadline).toISOString()})`,
-          { details: { runId, slot: slotKey, status: "expired" } }
-        )
-      }
+      const { at, definition, slot } = yield* openSlot(runId, slotKey, secret)
       const shape = (definition.answers ?? []).find((candidate) => candidate.name === slot.shape)
       if (shape === undefined) {
         return yield* ConfigurationFailure.invalidRequest(
@@ -159,12 +176,34 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         )
       )
       const won = yield* close(runId, slotKey, "answered", { value: encoded, at })
-      if (!won) {
-        return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} closed before this answer`, {
-          details: { runId, slot: slotKey }
-        })
-      }
+      if (!won) return yield* closedBefore(runId, slotKey)
       return "Accepted" as const
+    }),
+
+    accept: Effect.fn("Runs.accept")(function* (runId, slotKey, secret, etaSeconds) {
+      if (!(Number.isFinite(etaSeconds) && etaSeconds >= 0 && etaSeconds <= 366 * 24 * 3600)) {
+        return yield* ConfigurationFailure.invalidRequest(
+          `an accept's etaSeconds must be a number of seconds from 0 to a year, got ${etaSeconds}`
+        )
+      }
+      const { at } = yield* openSlot(runId, slotKey, secret)
+      const deadline = yield* store.extendSlot(runId, slotKey, Math.round(etaSeconds * 1000))
+      if (deadline === undefined) return yield* closedBefore(runId, slotKey)
+      yield* store.record(runId, "DO", `${slotKey}/accepted/${deadline}`, at, { slot: "accepted", etaSeconds, deadline })
+      yield* changed(runId)
+      return "Accepted" as const
+    }),
+
+    decline: Effect.fn("Runs.decline")(function* (runId, slotKey, secret, reason) {
+      if (!DeclineReason.literals.includes(reason)) {
+        return yield* ConfigurationFailure.invalidRequest(
+          `a decline's reason is one of ${DeclineReason.literals.join(", ")}, got ${String(reason)}`
+        )
+      }
+      yield* openSlot(runId, slotKey, secret)
+      const won = yield* close(runId, slotKey, "declined", { reason })
+      if (!won) return yield* closedBefore(runId, slotKey)
+      return "Declined" as const
     }),
 
     events: (runId) =>

@@ -4,6 +4,7 @@
  * workflow made for a run definition, and the small helpers (hashes, secrets,
  * the call site of a step, records) the other parts share.
  */
+import { DeclineReason } from "../../services/Durable.js"
 import * as DurableDeferred from "@effect/workflow/DurableDeferred"
 import * as Workflow from "@effect/workflow/Workflow"
 import * as Cause from "effect/Cause"
@@ -28,6 +29,7 @@ export type Outcome = typeof Outcome.Type
 /** A closed slot, as its deferred carries it. */
 export const SlotClosed = Schema.Union(
   Schema.TaggedStruct("Answered", { value: Schema.Unknown, at: Schema.Number }),
+  Schema.TaggedStruct("Declined", { reason: DeclineReason, at: Schema.Number }),
   Schema.TaggedStruct("Expired", { deadline: Schema.Number }),
   Schema.TaggedStruct("Cancelled", {})
 )

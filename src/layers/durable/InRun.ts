@@ -194,6 +194,8 @@ export const makeDurable = (
           )
           return { _tag: "Answered", value, at: toUtc(closed.at) } satisfies SlotOutcome<A>
         }
+        case "Declined":
+          return { _tag: "Declined", reason: closed.reason, at: toUtc(closed.at) } satisfies SlotOutcome<A>
         case "Expired":
           return { _tag: "Expired", deadline: toUtc(closed.deadline) } satisfies SlotOutcome<A>
         case "Cancelled":

@@ -6,6 +6,7 @@
  * then resumes the run until it moves (a resume can be lost in a race with the
  * run's suspension being stored).
  */
+import type { DeclineReason } from "../../services/Durable.js"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -23,7 +24,7 @@ export interface Slots {
   readonly close: (
     runId: string,
     key: string,
-    status: "answered" | "expired" | "cancelled",
+    status: "answered" | "declined" | "expired" | "cancelled",
     answer?: unknown
   ) => Effect.Effect<boolean, OrchestrationFailure>
   /** Arms the SLA timer of a slot (once per slot and process). */
@@ -52,6 +53,8 @@ export const make = (runtime: Runtime): Slots => {
       if (entry === undefined) return
       const closed: SlotClosed = slot.status === "answered"
         ? { _tag: "Answered", value: (parseJson(slot.answer) as { value: unknown }).value, at: slot.closed_at ?? 0 }
+        : slot.status === "declined"
+        ? { _tag: "Declined", reason: (parseJson(slot.answer) as { reason: DeclineReason }).reason, at: slot.closed_at ?? 0 }
         : slot.status === "expired"
         ? { _tag: "Expired", deadline: slot.deadline }
         : { _tag: "Cancelled" }
@@ -66,7 +69,7 @@ export const make = (runtime: Runtime): Slots => {
     })
 
   /** Closes an open slot; false when another writer closed it first. The winner records DO and delivers. */
-  const close = (runId: string, key: string, status: "answered" | "expired" | "cancelled", answer?: unknown) =>
+  const close = (runId: string, key: string, status: "answered" | "declined" | "expired" | "cancelled", answer?: unknown) =>
     Effect.gen(function* () {
       const at = yield* now
       const won = yield* store.closeSlot(runId, key, status, answer, at)
@@ -78,15 +81,27 @@ export const make = (runtime: Runtime): Slots => {
       return true
     })
 
-  /** The SLA timer of a slot: closes it as expired at its absolute deadline (at once if past). */
+  /**
+   * The SLA timer of a slot: closes it as expired at its absolute deadline (at
+   * once if past). Woken, it reads the deadline again: an `accept` may have moved it.
+   */
   const arm = (runId: string, key: string, deadline: number) =>
     FiberMap.run(
       timers,
       `${runId}\u0000${key}`,
       Effect.gen(function* () {
-        const wait = deadline - (yield* now)
-        if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
-        yield* close(runId, key, "expired")
+        let until = deadline
+        while (true) {
+          const wait = until - (yield* now)
+          if (wait > 0) yield* Effect.sleep(Duration.millis(wait))
+          const slot = yield* store.getSlot(runId, key)
+          if (slot === undefined || slot.status !== "open") return
+          if (slot.deadline <= (yield* now)) {
+            yield* close(runId, key, "expired")
+            return
+          }
+          until = slot.deadline
+        }
       }).pipe(
         Effect.catchAll((error) => Effect.logWarning(`the SLA timer of slot ${key} of run ${runId} failed: ${error.message}`))
       ),

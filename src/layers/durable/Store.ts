@@ -79,7 +79,7 @@ export interface RunRow {
   readonly updated_at: number
 }
 
-export type SlotStatus = "open" | "answered" | "expired" | "cancelled"
+export type SlotStatus = "open" | "answered" | "declined" | "expired" | "cancelled"
 
 export interface SlotRow {
   readonly run_id: string
@@ -268,6 +268,14 @@ export const make = Effect.gen(function* () {
         WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING key`.pipe(
         Effect.map((rows) => rows.length > 0),
         guarded(`close slot ${key} of run ${runId}`)
+      ),
+
+    /** Moves an open slot's deadline; the new deadline, or undefined when the slot is not open. */
+    extendSlot: (runId: string, key: string, by: number) =>
+      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = deadline + ${by}
+        WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING deadline`.pipe(
+        Effect.map((rows) => rows[0]?.deadline),
+        guarded(`extend slot ${key} of run ${runId}`)
       ),
 
     markDelivered: (runId: string, key: string) =>
