@@ -13,7 +13,7 @@
  * A human slot (`slot`, `awaitAnswer`) is a question sent out of the run: a
  * random secret and an absolute deadline are drawn in a step; the answer comes
  * through `Runs.respond` with that secret (a responder may first `accept`, which
- * extends the deadline, or `decline`); if none comes by the deadline, a timer
+ * moves the deadline to at least now + its eta, or `decline`); if none comes by the deadline, a timer
  * closes the slot as expired. Whoever closes the slot first wins; the run waits
  * (SUSPENDED) without holding a fiber, across restarts.
  *

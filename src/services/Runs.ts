@@ -152,7 +152,8 @@ export interface Service {
   ) => Effect.Effect<"Accepted", RunsError>
   /**
    * A responder takes the slot and expects to answer within `etaSeconds`: the
-   * deadline moves later by that much (the slot stays open). Checked like `respond`.
+   * deadline becomes the later of itself and now + eta (the slot stays open).
+   * Checked like `respond`.
    */
   readonly accept: (
     runId: string,

@@ -187,7 +187,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         )
       }
       const { at } = yield* openSlot(runId, slotKey, secret)
-      const deadline = yield* store.extendSlot(runId, slotKey, Math.round(etaSeconds * 1000))
+      const deadline = yield* store.extendSlot(runId, slotKey, at + Math.round(etaSeconds * 1000))
       if (deadline === undefined) return yield* closedBefore(runId, slotKey)
       yield* store.record(runId, "DO", `${slotKey}/accepted/${deadline}`, at, { slot: "accepted", etaSeconds, deadline })
       yield* changed(runId)

@@ -270,9 +270,9 @@ export const make = Effect.gen(function* () {
         guarded(`close slot ${key} of run ${runId}`)
       ),
 
-    /** Moves an open slot's deadline; the new deadline, or undefined when the slot is not open. */
-    extendSlot: (runId: string, key: string, by: number) =>
-      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = deadline + ${by}
+    /** Moves an open slot's deadline to `atLeast` if later; the deadline then, or undefined when the slot is not open. */
+    extendSlot: (runId: string, key: string, atLeast: number) =>
+      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = MAX(deadline, ${atLeast})
         WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING deadline`.pipe(
         Effect.map((rows) => rows[0]?.deadline),
         guarded(`extend slot ${key} of run ${runId}`)
