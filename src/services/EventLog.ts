@@ -12,7 +12,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import type * as Tracer from "effect/Tracer"
+import * as Tracer from "effect/Tracer"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
 
@@ -48,16 +48,17 @@ export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<vo
   Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
     log._tag === "None" || log.value.enabled === false
       ? Effect.void
-      : Effect.flatMap(
-          Effect.all([FiberRef.get(currentCorrelation), Clock.currentTimeMillis, Effect.option(Effect.currentSpan)]),
-          ([correlation, timestamp, span]) =>
-            log.value.record(build({ correlation: withSpanIds(correlation, span), timestamp }))
-        )
+      : Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
+          Effect.withFiberRuntime((fiber) => {
+            const correlation = fiber.getFiberRef(currentCorrelation)
+            const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
+            return log.value.record(build({ correlation: withSpanIds(correlation, span), timestamp }))
+          }))
   )
 
-const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer.Span>): CorrelationContext => {
+const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer.AnySpan>): CorrelationContext => {
   if (Option.isNone(span) || correlation.spanId !== undefined) return correlation
-  const parent = span.value.parent
+  const parent = span.value._tag === "Span" ? span.value.parent : Option.none()
   return new CorrelationContext({
     ...correlation,
     spanId: span.value.spanId,
