@@ -18,18 +18,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Records from "../src/domain/Records.js"
-import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
-import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
-import * as LexicalReranker from "../src/layers/LexicalReranker.js"
-import * as Orchestration from "../src/programs/Orchestration.js"
-import type { Responder } from "../src/services/ResponderRegistry.js"
-import * as Runs from "../src/services/Runs.js"
+import { InMemoryResponders, LexicalReranker, Orchestration, Records, type ResponderRegistry, Runs } from "pagantic"
+import { InMemoryRuns } from "pagantic/durable"
 
 const firstSentence = (text: string) => (text.split(/(?<=\.)\s/)[0] ?? text).trim()
 
 /** The responders: two classifiers and two summarisers, as pure functions. */
-export const responders: ReadonlyArray<Responder> = [
+export const responders: ReadonlyArray<ResponderRegistry.Responder> = [
   {
     id: "keywords",
     kind: "pattern",
