@@ -27,7 +27,7 @@ export interface Options {
 }
 
 export const make = (runtime: Runtime, slots: Slots, options: Options): RunsService => {
-  const { byName, cancelled, changed, changes, engine, findRun, inherited, now, owner, store } = runtime
+  const { appended, byName, cancelled, changed, changes, engine, findRun, inherited, now, owner, store } = runtime
   const { arm, close, deliver } = slots
 
   const infoOf = (row: RunRow): RunInfo => {
@@ -49,7 +49,10 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     return infoOf(row)
   })
 
-  /** Waits for a change of `runId` after subscribing, so no change is missed between a check and the wait. */
+  /**
+   * Waits for a move of `runId`'s row (not every record appended) after
+   * subscribing, so no move is missed between a check and the wait.
+   */
   const waitUntil = <A>(runId: string, check: Effect.Effect<Option.Option<A>, RunsError>) =>
     Effect.scoped(
       Effect.gen(function* () {
@@ -57,8 +60,9 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         while (true) {
           const done = yield* check
           if (Option.isSome(done)) return done.value
-          while ((yield* Queue.take(subscription)) !== runId) {
-            // another run changed
+          while (true) {
+            const change = yield* Queue.take(subscription)
+            if (change.runId === runId && change.status) break
           }
         }
       })
@@ -190,7 +194,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       const deadline = yield* store.extendSlot(runId, slotKey, at + Math.round(etaSeconds * 1000))
       if (deadline === undefined) return yield* closedBefore(runId, slotKey)
       yield* store.record(runId, "DO", `${slotKey}/accepted/${deadline}`, at, { slot: "accepted", etaSeconds, deadline })
-      yield* changed(runId)
+      yield* appended(runId)
       return "Accepted" as const
     }),
 
@@ -222,7 +226,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
                 if (rows.some(endsThread)) yield* Ref.set(ended, true)
                 return Chunk.fromIterable(rows.map(recordOf))
               }
-              while ((yield* Queue.take(subscription)) !== runId) {
+              while ((yield* Queue.take(subscription)).runId !== runId) {
                 // another run changed
               }
             }

@@ -38,7 +38,7 @@ export const makeDurable = (
   definition: AnyDefinition,
   context: Context.Context<WorkflowEngine | WorkflowInstance>
 ): Durable["Type"] => {
-  const { cancelled, changed, engine, inherited, now, store } = runtime
+  const { appended, cancelled, changed, engine, inherited, now, store } = runtime
   const { arm } = slots
   const claimed = new Map<string, string>()
   const shapes = new Set((definition.answers ?? []).map((shape) => shape.name))
@@ -64,7 +64,7 @@ export const makeDurable = (
 
   const recordQuietly = (key: string, body: unknown) =>
     Effect.flatMap(now, (at) => store.record(runId, "DO", key, at, body)).pipe(
-      Effect.zipRight(changed(runId)),
+      Effect.zipRight(appended(runId)),
       Effect.catchAll((error) => Effect.logWarning(`record DO ${key} of run ${runId}: ${error.message}`))
     )
 
@@ -154,7 +154,7 @@ export const makeDurable = (
             deadline: at + sla
           })
           yield* store.record(runId, "CALL", key, at, { slot: key, shape: shape.name, deadline })
-          yield* changed(runId)
+          yield* appended(runId)
           return { secret, deadline }
         })
       )

@@ -24,12 +24,18 @@ export interface Entry {
   readonly workflow: RunWorkflow
 }
 
+export interface Change {
+  readonly runId: string
+  readonly status: boolean
+}
+
 export interface Runtime {
   readonly engine: WorkflowEngine["Type"]
   readonly store: Store
   readonly owner: string
   readonly scope: Scope.Scope
-  readonly changes: PubSub.PubSub<string>
+  /** Run ids as they change: `status` when the run's row moved, else a record was appended. */
+  readonly changes: PubSub.PubSub<Change>
   readonly timers: FiberMap.FiberMap<string>
   /** Runs cancelled by this process: their next step fails CANCELLED_SIGNAL. */
   readonly cancelled: Set<string>
@@ -40,7 +46,10 @@ export interface Runtime {
    */
   readonly inherited: Set<string>
   readonly byName: ReadonlyMap<string, Entry>
+  /** The run's row moved (status, waiting slot, end). */
   readonly changed: (runId: string) => Effect.Effect<boolean>
+  /** A record was appended to the run's thread. */
+  readonly appended: (runId: string) => Effect.Effect<boolean>
   readonly now: Effect.Effect<number>
   readonly findRun: (
     runId: string
@@ -56,7 +65,7 @@ export const make = (
     const engine = yield* WorkflowEngine
     const store: Store = yield* StoreModule.make
     const scope = yield* Effect.scope
-    const changes = yield* PubSub.unbounded<string>()
+    const changes = yield* PubSub.unbounded<Change>()
     const timers = yield* FiberMap.make<string>()
     const cancelled = new Set<string>()
     const inherited = new Set<string>()
@@ -78,7 +87,8 @@ export const make = (
       byName.set(definition.name, { definition, workflow: makeWorkflow(definition) })
     }
 
-    const changed = (runId: string) => PubSub.publish(changes, runId)
+    const changed = (runId: string) => PubSub.publish(changes, { runId, status: true })
+    const appended = (runId: string) => PubSub.publish(changes, { runId, status: false })
     const now = Clock.currentTimeMillis
 
     const entryOf = (runId: string, row: RunRow | undefined) =>
@@ -96,5 +106,5 @@ export const make = (
 
     const findRun = (runId: string) => Effect.flatMap(store.getRun(runId), (row) => entryOf(runId, row))
 
-    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, changed, now, findRun } satisfies Runtime
+    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, changed, appended, now, findRun } satisfies Runtime
   })

@@ -32,7 +32,7 @@ export interface Slots {
 }
 
 export const make = (runtime: Runtime): Slots => {
-  const { byName, changed, engine, now, scope, store, timers } = runtime
+  const { appended, byName, engine, now, scope, store, timers } = runtime
 
   /** Resumes a run waiting on `key` until it moves (a resume can be lost in a race with its suspension). */
   const kick = (runId: string, key: string, workflow: RunWorkflow) =>
@@ -75,7 +75,7 @@ export const make = (runtime: Runtime): Slots => {
       const won = yield* store.closeSlot(runId, key, status, answer, at)
       if (!won) return false
       yield* store.record(runId, "DO", key, at, { slot: status, ...(answer === undefined ? {} : { answer }) })
-      yield* changed(runId)
+      yield* appended(runId)
       const slot = yield* store.getSlot(runId, key)
       if (slot !== undefined) yield* deliver(slot)
       return true
