@@ -67,6 +67,20 @@ export class TaskList extends Schema.Class<TaskList>("TaskList")({
   tasks: Schema.Array(Task)
 }) {}
 
+/** A TaskList as a plain object, every field present, in the documented order. */
+const plain = (list: TaskList) => ({
+  analysis: list.analysis,
+  tasks: list.tasks.map((t) => ({
+    id: t.id,
+    type: t.type,
+    processor: t.processor,
+    priority: t.priority,
+    dependencies: t.dependencies,
+    description: t.description,
+    metadata: t.metadata
+  }))
+})
+
 /**
  * The schema an analyzer's JSON is held to: every field required, in the
  * documented order, `processor` one of `processors` (so schema-constrained
@@ -90,35 +104,12 @@ export const taskListFor = (processors: readonly [string, ...Array<string>]) => 
   return Schema.transform(Draft, Schema.typeSchema(TaskList), {
     strict: true,
     decode: (draft) => new TaskList({ analysis: draft.analysis, tasks: draft.tasks.map((t) => new Task(t)) }),
-    encode: (list) => ({
-      analysis: list.analysis,
-      tasks: list.tasks.map((t) => ({
-        id: t.id,
-        type: t.type,
-        processor: t.processor,
-        priority: t.priority,
-        dependencies: t.dependencies,
-        description: t.description,
-        metadata: t.metadata
-      }))
-    })
+    encode: plain
   }).annotations({ identifier: "TaskList" })
 }
 
 /** A TaskList as compact JSON, fields in the documented order. */
-export const toJson = (list: TaskList): string =>
-  JSON.stringify({
-    analysis: list.analysis,
-    tasks: list.tasks.map((t) => ({
-      id: t.id,
-      type: t.type,
-      processor: t.processor,
-      priority: t.priority,
-      dependencies: t.dependencies,
-      description: t.description,
-      metadata: t.metadata
-    }))
-  })
+export const toJson = (list: TaskList): string => JSON.stringify(plain(list))
 
 // ---------------------------------------------------------------------------
 // How a task list runs

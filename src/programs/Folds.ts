@@ -468,38 +468,28 @@ export const view = (out: Output): Cel.FoldView =>
     total: BigInt(out.total)
   })
 
-/** A response with an answer. */
-export const answered = (
-  fields: Omit<Response, "outcome" | "attempt" | "stage" | "kind"> & {
-    readonly body: unknown
-    readonly kind?: ResponderKind | undefined
-    readonly attempt?: number | undefined
-    readonly stage?: number | undefined
-  }
-): Response => ({
+/** What `answered` and `failed` take besides the outcome. */
+type SlotFields = Omit<Response, "outcome" | "attempt" | "stage" | "kind"> & {
+  readonly kind?: ResponderKind | undefined
+  readonly attempt?: number | undefined
+  readonly stage?: number | undefined
+}
+
+/** A response for a slot with `outcome`, `kind` defaulting to llm, `attempt` to 1, `stage` to 0. */
+const slot = (fields: SlotFields, outcome: Outcome): Response => ({
   responder: fields.responder,
   responderIndex: fields.responderIndex,
   kind: fields.kind ?? "llm",
   attempt: fields.attempt ?? 1,
   stage: fields.stage ?? 0,
   recordId: fields.recordId,
-  outcome: { _tag: "Answered", body: fields.body }
+  outcome
 })
 
+/** A response with an answer. */
+export const answered = (fields: SlotFields & { readonly body: unknown }): Response =>
+  slot(fields, { _tag: "Answered", body: fields.body })
+
 /** A failed slot. */
-export const failed = (
-  fields: Omit<Response, "outcome" | "attempt" | "stage" | "kind"> & {
-    readonly problem: string
-    readonly kind?: ResponderKind | undefined
-    readonly attempt?: number | undefined
-    readonly stage?: number | undefined
-  }
-): Response => ({
-  responder: fields.responder,
-  responderIndex: fields.responderIndex,
-  kind: fields.kind ?? "llm",
-  attempt: fields.attempt ?? 1,
-  stage: fields.stage ?? 0,
-  recordId: fields.recordId,
-  outcome: { _tag: "Failed", problem: fields.problem }
-})
+export const failed = (fields: SlotFields & { readonly problem: string }): Response =>
+  slot(fields, { _tag: "Failed", problem: fields.problem })
