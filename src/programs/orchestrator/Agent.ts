@@ -19,13 +19,12 @@ import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import * as Event from "../../domain/Event.js"
 import type { Failure } from "../../domain/Failure.js"
 import { ConstraintFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import * as Issues from "../../domain/Issues.js"
 import type { ToolDefinition } from "../../domain/Message.js"
-import { recordEvent } from "../../services/EventLog.js"
 import * as Deadline from "../internal/Deadline.js"
+import * as OrchestrateEvent from "../internal/OrchestrateEvent.js"
 
 /** What an agent is given and what it answers. */
 export type AgentInput = Readonly<Record<string, unknown>>
@@ -174,15 +173,5 @@ const record = (
   agent: AgentInfo,
   action: string,
   data: Record<string, unknown>,
-  extra: { readonly durationMs?: number | undefined; readonly error?: string | undefined } = {}
-): Effect.Effect<void> =>
-  recordEvent((base) =>
-    new Event.Custom({
-      ...base,
-      layer: "orchestrate",
-      action,
-      ...(extra.durationMs === undefined ? {} : { durationMs: extra.durationMs }),
-      ...(extra.error === undefined ? {} : { error: extra.error }),
-      data: { agent: agent.id, agentType: agent.type, ...data }
-    })
-  )
+  extra?: OrchestrateEvent.Extra
+): Effect.Effect<void> => OrchestrateEvent.record(action, { agent: agent.id, agentType: agent.type, ...data }, extra)

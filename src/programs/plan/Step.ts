@@ -16,15 +16,15 @@ import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import * as Event from "../../domain/Event.js"
 import type { Failure } from "../../domain/Failure.js"
 import { OrchestrationFailure } from "../../domain/Failure.js"
 import * as Issues from "../../domain/Issues.js"
 import type * as Plan from "../../domain/Plan.js"
 import * as Text from "../../domain/Text.js"
-import { recordEvent, withCorrelation } from "../../services/EventLog.js"
+import { withCorrelation } from "../../services/EventLog.js"
 import { withMetrics } from "../../services/Metrics.js"
 import * as Deadline from "../internal/Deadline.js"
+import * as OrchestrateEvent from "../internal/OrchestrateEvent.js"
 import * as Spans from "../internal/Spans.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type { StepHandler } from "./Handler.js"
@@ -139,17 +139,8 @@ const recordStepEvent = (
   step: Plan.Step,
   action: "plan.step.start" | "plan.step.end",
   data: Record<string, unknown>,
-  extra: { readonly durationMs?: number | undefined; readonly error?: string | undefined } = {}
-): Effect.Effect<void> =>
-  recordEvent((base) =>
-    new Event.Custom({
-      ...base,
-      layer: "orchestrate",
-      action,
-      ...extra,
-      data: { step: step.name, type: step.type, ...data }
-    })
-  )
+  extra?: OrchestrateEvent.Extra
+): Effect.Effect<void> => OrchestrateEvent.record(action, { step: step.name, type: step.type, ...data }, extra)
 
 const isStepRetryable = (error: Failure): boolean =>
   (error._tag === "ConstraintFailure" || error._tag === "ValidationFailure") && error.retryable
