@@ -174,10 +174,12 @@ const trainingInfo = (file: string): string => {
     readonly steps?: number
     readonly parameters?: number
     readonly shape?: string
+    readonly pipeline?: string
   }
   const sha = crypto.createHash("sha256").update(fs.readFileSync(file)).digest("hex")
   const same = info.sha256 === sha ? "" : " (recorded for another file: this one was not trained by the recorded run)"
-  return `${info.shape ?? "?"}, ${(info.parameters ?? 0).toLocaleString("en")} parameters, trained ${info.minutes ?? "?"} minutes, ${(info.steps ?? 0).toLocaleString("en")} steps${same}`
+  const how = info.pipeline === undefined ? "" : ` (${info.pipeline})`
+  return `${info.shape ?? "?"}, ${(info.parameters ?? 0).toLocaleString("en")} parameters, trained ${info.minutes ?? "?"} minutes, ${(info.steps ?? 0).toLocaleString("en")} steps${how}${same}`
 }
 
 // ---------------------------------------------------------------------------
