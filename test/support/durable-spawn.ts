@@ -3,14 +3,13 @@
  * a state file, reads its JSON lines, waits for lines of its counter file, and
  * SIGKILLs it. Every wait has a bound.
  */
-import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
+import { type Child as AnyChild, root, spawnLines } from "./child.js"
 import type { Config } from "./durable-child.js"
 
-const root = path.resolve(import.meta.dirname, "..", "..")
 const child = path.join(root, "test", "support", "durable-child.ts")
 const require = createRequire(import.meta.url)
 
@@ -58,69 +57,15 @@ export interface ChildLine {
   readonly [key: string]: unknown
 }
 
-export interface Child {
-  readonly pid: number
-  /** The next line with `event` (already received or to come), or a rejection after `timeoutMs`. */
-  readonly next: (event: string, timeoutMs: number) => Promise<ChildLine>
+export interface Child extends Omit<AnyChild<ChildLine>, "send"> {
+  /** Writes `line` as one JSON line to the child's stdin. */
   readonly send: (line: unknown) => void
-  readonly kill: () => Promise<void>
-  readonly exited: Promise<number | null>
-  readonly output: () => string
 }
 
+/** `next` returns each line once: two waits for one event get two lines. */
 export const spawnChild = (config: Config): Child => {
-  const proc = spawn(process.execPath, [...childArgs(), JSON.stringify(config)], {
-    cwd: root,
-    stdio: ["pipe", "pipe", "pipe"]
-  })
-  const lines: Array<ChildLine> = []
-  const taken = new Set<ChildLine>()
-  let text = ""
-  let buffer = ""
-  const listeners = new Set<() => void>()
-  proc.stdout.on("data", (data: Buffer) => {
-    text += data.toString()
-    buffer += data.toString()
-    let newline = buffer.indexOf("\n")
-    while (newline >= 0) {
-      const line = buffer.slice(0, newline)
-      buffer = buffer.slice(newline + 1)
-      if (line.startsWith("{")) lines.push(JSON.parse(line) as ChildLine)
-      newline = buffer.indexOf("\n")
-    }
-    for (const listener of listeners) listener()
-  })
-  proc.stderr.on("data", (data: Buffer) => {
-    text += data.toString()
-  })
-  const exited = new Promise<number | null>((resolve) => proc.on("exit", (code) => resolve(code)))
-  return {
-    pid: proc.pid!,
-    output: () => text,
-    next: (event, timeoutMs) =>
-      new Promise((resolve, reject) => {
-        const check = () => {
-          const found = lines.find((line) => line.event === event && !taken.has(line))
-          if (found === undefined) return false
-          taken.add(found)
-          listeners.delete(check)
-          clearTimeout(timer)
-          resolve(found)
-          return true
-        }
-        const timer = setTimeout(() => {
-          listeners.delete(check)
-          reject(new Error(`no "${event}" from the child within ${timeoutMs} ms; its output:\n${text}`))
-        }, timeoutMs)
-        if (!check()) listeners.add(check)
-      }),
-    send: (line) => proc.stdin.write(`${JSON.stringify(line)}\n`),
-    kill: async () => {
-      proc.kill("SIGKILL")
-      await exited
-    },
-    exited
-  }
+  const child = spawnLines<ChildLine>([...childArgs(), JSON.stringify(config)], { consume: true })
+  return { ...child, send: (line) => child.send(JSON.stringify(line)) }
 }
 
 /** Waits until `file`'s text satisfies `done` (polled every 10 ms), or rejects after `timeoutMs`. */
