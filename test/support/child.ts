@@ -83,3 +83,7 @@ export const spawnLines = <L extends Line>(args: ReadonlyArray<string>, options:
     exited
   }
 }
+
+/** A TypeScript child under test/support (run through tsx) given `config` as its one argument. */
+export const spawnTsx = <L extends Line>(file: string, config: unknown, options: Options): Child<L> =>
+  spawnLines<L>(["--import", "tsx", path.join(root, "test", "support", file), JSON.stringify(config)], options)
