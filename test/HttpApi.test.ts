@@ -83,6 +83,20 @@ describe("adapters/Http: refusals on the wire", () => {
       isRunBody(unavailable.json)
       expect(unavailable.json.error.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
 
+      // a client's id that is no header value (past Latin-1, a lone surrogate, a control
+      // character, a percent sign): percent-encoded UTF-8 in the header, unchanged in the body
+      for (const [id, header] of [
+        ["흙x", "%ED%9D%99x"],
+        ["a\udc30", "a%EF%BF%BD"],
+        ["r 1\n", "r%201%0A"],
+        ["50%", "50%25"]
+      ] as const) {
+        const odd = yield* post(`${served.url}/v1/run`, chatRequest("hi", { requestId: id }))
+        expect(odd.status).toBe(503)
+        expect(odd.headers.get("x-request-id")).toBe(header)
+        expect(odd.json.requestId).toBe(id)
+      }
+
       // 415 and 400 at the edge of the handler, before any decoding
       const plain = yield* send(`${served.url}/v1/run`, { body: "{}", headers: { "content-type": "text/plain" } })
       expect(plain.status).toBe(415)

@@ -77,6 +77,23 @@ const keyMatches = (presented: string, key: Redacted.Redacted<string>): boolean 
 
 const encodeResponse = Schema.encodeSync(SystemResponse)
 
+const printableAscii = /^[\x21-\x7e]*$/
+
+/**
+ * The request id as an `x-request-id` value: as the client sent it when it is
+ * printable ASCII, otherwise its UTF-8 bytes percent-encoded (a header value
+ * carries no control characters and Node refuses anything past Latin-1: setting
+ * it raw would fail the response after the handler ran). The body carries the id
+ * unchanged.
+ */
+export const requestIdHeader = (requestId: string): string =>
+  printableAscii.test(requestId) && !requestId.includes("%")
+    ? requestId
+    : Array.from(Buffer.from(requestId, "utf8"), (byte) =>
+      byte >= 0x21 && byte <= 0x7e && byte !== 0x25
+        ? String.fromCharCode(byte)
+        : `%${byte.toString(16).toUpperCase().padStart(2, "0")}`).join("")
+
 /**
  * The edge's own answers (401, 403, 404, 405, 500), outside any endpoint's
  * handler, shaped as the endpoint at `path` shapes its errors.
@@ -92,7 +109,7 @@ export const errorResponse = (
     path === "/v1/chat/completions"
       ? openAiError(error, status)
       : encodeResponse(failedResponse(error, requestId, undefined)),
-    { status, headers: { "x-request-id": requestId, ...headers } }
+    { status, headers: { "x-request-id": requestIdHeader(requestId), ...headers } }
   )
 }
 
@@ -110,7 +127,7 @@ const refusal = <F>(error: SystemError, requestId: string, status: RefusalStatus
       )
     }
     yield* HttpApp.appendPreResponseHandler((_, response) =>
-      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestIdHeader(requestId)))
     )
     return yield* Effect.fail(failure)
   })
