@@ -87,6 +87,8 @@ describe("run: typed results, typed failures", () => {
     const result = weight.run({ response: response({ category: "news" }) })
     if (Either.isRight(result)) throw new Error("expected a failure")
     expect(result.left._tag).toBe("OrchestrationFailure")
+    expect(result.left.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
+    expect(result.left.retryable).toBe(false)
     expect(result.left.message).toBe('the.field: the CEL expression "response.answer.score * 2.0" failed: No such key: score')
     expect(result.left.details.expression).toBe("response.answer.score * 2.0")
     expect(result.left.details.position).toBe(16)
@@ -109,5 +111,6 @@ describe("run: typed results, typed failures", () => {
   it("division by zero is typed, not a crash", () => {
     const result = compiled("choice", "responses.size() / 0").run({ responses: [] })
     expect(Either.isLeft(result) && result.left.message).toContain("division by zero")
+    expect(Either.isLeft(result) && result.left.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
   })
 })

@@ -206,6 +206,7 @@ describe("ensemble_weighted", () => {
   it("a negative weight and an all-zero total are typed failures", () => {
     const negative = left(Folds.ensembleWeighted(rs([cat("news")]), { shape: classification, weight: compile("weight", "-1.0") }))
     expect(negative.message).toContain("never negative")
+    expect(negative.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
     const zero = left(Folds.ensembleWeighted(rs([cat("news")]), { shape: classification, weight: compile("weight", "0") }))
     expect(zero.code).toBe("ORCHESTRATION_NO_CONSENSUS")
   })
@@ -216,6 +217,7 @@ describe("ensemble_weighted", () => {
     )
     expect(failure._tag).toBe("OrchestrationFailure")
     expect(failure.details.expression).toBe("double(response.answer.score)")
+    expect(failure.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
     expect(failure.message).toContain("score")
   })
 })
@@ -241,6 +243,7 @@ describe("expression", () => {
   it("an index out of range is a typed failure naming the expression", () => {
     const failure = left(Folds.expression(rs([cat("news")]), { shape: classification, choice: compile("choice", "3") }))
     expect(failure.message).toContain("chose response 3; there are 1")
+    expect(failure.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
     expect(failure.details.field).toBe("test")
   })
 })

@@ -152,6 +152,18 @@ describe("waterfall", () => {
       expect(info.error?.message).toContain("no stage's fold was accepted")
     })))
 
+  it.live("an accept expression that fails on a fold at run time fails the run with ORCHESTRATION_EXPRESSION_FAILED naming it", () =>
+    bounded(Effect.gen(function* () {
+      const { layer, queries } = yield* setup({ haiku: [classify("news", 0.9)] })
+      const { info, thread } = yield* runToEnd(queries, waterfall({ accept_expression: "fold.answer.value.score > 0.5" })).pipe(Effect.provide(layer))
+      expect(info.status).toBe("failed")
+      expect(info.error?.code).toBe("ORCHESTRATION_EXPRESSION_FAILED")
+      expect(info.error?.message).toContain("orchestration.accept_expression")
+      expect(info.error?.details).toMatchObject({ field: "orchestration.accept_expression", expression: "fold.answer.value.score > 0.5" })
+      // the answers it had are still in the thread
+      expect(thread.filter((r) => r.kind === "DO").length).toBeGreaterThan(0)
+    })))
+
   it.live("the call budget is checked before each stage", () =>
     bounded(Effect.gen(function* () {
       const { calls, layer, queries } = yield* setup({ haiku: [classify("news", 0.99)] })

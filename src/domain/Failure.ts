@@ -47,7 +47,9 @@ export const OrchestrationCode = Schema.Literal(
   /** The durable store cannot be reached (after a bounded retry); nothing recorded is lost. */
   "ORCHESTRATION_STATE_UNAVAILABLE",
   /** An answer came for a human slot that is closed (answered, expired or cancelled) or never opened. */
-  "ORCHESTRATION_SLOT_CLOSED"
+  "ORCHESTRATION_SLOT_CLOSED",
+  /** A query's CEL expression (a threshold, an acceptance, a weight, a fold) failed on the values it was given at run time. */
+  "ORCHESTRATION_EXPRESSION_FAILED"
 )
 export const ConfigurationCode = Schema.Literal(
   "CONFIG_NO_ENGINE",
@@ -243,6 +245,11 @@ export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailur
   static slotClosed(message: string, fields: Extra = {}): OrchestrationFailure {
     return new OrchestrationFailure({ code: "ORCHESTRATION_SLOT_CLOSED", retryable: false, message, ...extra(fields) })
   }
+
+  /** Never retried: the expression and its inputs are recorded, so it fails the same way again. */
+  static expressionFailed(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_EXPRESSION_FAILED", retryable: false, message, ...extra(fields) })
+  }
 }
 
 /** The system is not configured for the request. */
@@ -335,6 +342,7 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   ORCHESTRATION_REPLAY_DIVERGED: "OrchestrationFailure",
   ORCHESTRATION_STATE_UNAVAILABLE: "OrchestrationFailure",
   ORCHESTRATION_SLOT_CLOSED: "OrchestrationFailure",
+  ORCHESTRATION_EXPRESSION_FAILED: "OrchestrationFailure",
   CONFIG_NO_ENGINE: "ConfigurationFailure",
   CONFIG_SCHEMA_REQUIRED: "ConfigurationFailure",
   CONFIG_GRAMMAR_NOT_FOUND: "ConfigurationFailure",
@@ -370,6 +378,7 @@ export const retryabilityOfCode: { readonly [C in FailureCode]: "always" | "neve
   ORCHESTRATION_REPLAY_DIVERGED: "never",
   ORCHESTRATION_STATE_UNAVAILABLE: "always",
   ORCHESTRATION_SLOT_CLOSED: "never",
+  ORCHESTRATION_EXPRESSION_FAILED: "never",
   CONFIG_NO_ENGINE: "never",
   CONFIG_SCHEMA_REQUIRED: "never",
   CONFIG_GRAMMAR_NOT_FOUND: "never",

@@ -393,7 +393,7 @@ export const compile = <P extends Place>(place: P, field: string, source: string
   }
   const run = (variables: VariablesOf<P>): Either.Either<ResultOf<P>, OrchestrationFailure> => {
     const failed = (problem: string, range?: CelErrorLike["range"], code?: string) =>
-      OrchestrationFailure.stepMismatch(`${field}: the CEL expression ${JSON.stringify(Text.excerpt(source, 120))} failed: ${problem}`, {
+      OrchestrationFailure.expressionFailed(`${field}: the CEL expression ${JSON.stringify(Text.excerpt(source, 120))} failed: ${problem}`, {
         details: {
           field,
           expression: Text.excerpt(source, 200),

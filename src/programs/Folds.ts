@@ -387,7 +387,7 @@ export const ensembleWeighted = (
       if (Either.isLeft(w)) return Either.left(w.left)
       if (w.right < 0) {
         return Either.left(
-          OrchestrationFailure.stepMismatch(`${weight.field}: the weight of ${sorted.valid[i]!.response.responder} is ${w.right}; weights are never negative`, {
+          OrchestrationFailure.expressionFailed(`${weight.field}: the weight of ${sorted.valid[i]!.response.responder} is ${w.right}; weights are never negative`, {
             details: { field: weight.field, expression: Text.excerpt(weight.source, 200), weight: w.right, response: describeResponse(sorted.valid[i]!.response) }
           })
         )
@@ -426,7 +426,7 @@ export const expression = (responses: ReadonlyArray<Response>, options: Options 
     const chosen = sorted.valid[index]
     if (chosen === undefined) {
       return Either.left(
-        OrchestrationFailure.stepMismatch(
+        OrchestrationFailure.expressionFailed(
           `${choice.field}: the CEL expression ${JSON.stringify(Text.excerpt(choice.source, 120))} chose response ${index}; there are ${all.length} (0 to ${all.length - 1})`,
           { details: { field: choice.field, expression: Text.excerpt(choice.source, 200), index, valid: all.length } }
         )

@@ -12,7 +12,8 @@
  *        CONSTRAINT_* and VALIDATION_* (the model's output failed the contract
  *        after repair and retries), ORCHESTRATION_* but DEFECT, REPLAY_DIVERGED
  *        and STATE_UNAVAILABLE (ORCHESTRATION_SLOT_CLOSED: the answer came for
- *        a slot that no longer takes one)
+ *        a slot that no longer takes one; ORCHESTRATION_EXPRESSION_FAILED: a
+ *        query's CEL expression failed on the answers it read)
  *   499  CANCELLED_SIGNAL (the caller went away; nginx's "client closed request")
  *   500  ORCHESTRATION_DEFECT (a bug, labelled; never a stack trace),
  *        ORCHESTRATION_REPLAY_DIVERGED (a recorded run the deployed code no
@@ -54,6 +55,7 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
     case "ORCHESTRATION_ITERATION_LIMIT":
     case "ORCHESTRATION_NO_CONSENSUS":
     case "ORCHESTRATION_SLOT_CLOSED":
+    case "ORCHESTRATION_EXPRESSION_FAILED":
       return 422
     case "INFERENCE_ENGINE_ERROR":
     case "INFERENCE_MALFORMED_RESPONSE":
