@@ -27,9 +27,19 @@ const unavailable = (what: string) => (error: SqlError) =>
 const guarded = (what: string) => <A, R>(effect: Effect.Effect<A, SqlError, R>) =>
   effect.pipe(Effect.retry(storeRetry), Effect.mapError(unavailable(what)))
 
-/** The tables, created if missing. Run before any runner starts. */
+/**
+ * The tables, created if missing. Run before any runner starts. On Postgres the
+ * times (epoch milliseconds) are DOUBLE PRECISION, exact for whole milliseconds,
+ * which the driver reads as numbers (it reads BIGINT as strings); `seq` is a BIGINT
+ * identity, read back as a number.
+ */
 export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const time = sql.onDialectOrElse({ pg: () => sql.literal("DOUBLE PRECISION"), orElse: () => sql.literal("INTEGER") })
+  const seq = sql.onDialectOrElse({
+    pg: () => sql.literal("seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY"),
+    orElse: () => sql.literal("seq INTEGER PRIMARY KEY AUTOINCREMENT")
+  })
   yield* sql`CREATE TABLE IF NOT EXISTS pagantic_runs (
     id TEXT PRIMARY KEY,
     definition TEXT NOT NULL,
@@ -39,8 +49,8 @@ export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlCli
     result TEXT,
     error TEXT,
     owner TEXT,
-    created_at INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL
+    created_at ${time} NOT NULL,
+    updated_at ${time} NOT NULL
   )`
   yield* sql`CREATE INDEX IF NOT EXISTS pagantic_runs_status ON pagantic_runs (status, updated_at)`
   yield* sql`CREATE TABLE IF NOT EXISTS pagantic_slots (
@@ -49,18 +59,18 @@ export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlCli
     shape TEXT NOT NULL,
     secret_hash TEXT NOT NULL,
     status TEXT NOT NULL,
-    deadline INTEGER NOT NULL,
+    deadline ${time} NOT NULL,
     answer TEXT,
-    closed_at INTEGER,
+    closed_at ${time},
     delivered INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (run_id, key)
   )`
   yield* sql`CREATE TABLE IF NOT EXISTS pagantic_records (
-    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ${seq},
     run_id TEXT NOT NULL,
     kind TEXT NOT NULL,
     key TEXT NOT NULL,
-    at INTEGER NOT NULL,
+    at ${time} NOT NULL,
     body TEXT,
     UNIQUE (run_id, kind, key)
   )`
@@ -104,9 +114,13 @@ export interface RecordRow {
 
 const json = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value))
 
+/** A record row with its `seq` a number (Postgres reads a BIGINT as a string). */
+const numbered = (row: RecordRow): RecordRow => (typeof row.seq === "number" ? row : { ...row, seq: Number(row.seq) })
+
 /** The store's operations (every one guarded: retried, then ORCHESTRATION_STATE_UNAVAILABLE). */
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  const greatest = sql.onDialectOrElse({ pg: () => sql.literal("GREATEST"), orElse: () => sql.literal("MAX") })
 
   const record = (runId: string, kind: RecordKind, key: string, at: number, body?: unknown) =>
     sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
@@ -185,13 +199,14 @@ export const make = Effect.gen(function* () {
     /** Records after `afterSeq`, in order. */
     records: (runId: string, afterSeq: number) =>
       sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND seq > ${afterSeq} ORDER BY seq`.pipe(
+        Effect.map((rows) => rows.map(numbered)),
         guarded(`read the records of run ${runId}`)
       ),
 
     /** The record `kind` `key` of a run, if any. */
     findRecord: (runId: string, kind: RecordKind, key: string) =>
       sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
-        Effect.map((rows) => rows[0]),
+        Effect.map((rows) => (rows[0] === undefined ? undefined : numbered(rows[0]))),
         guarded(`read record ${kind} ${key} of run ${runId}`)
       ),
 
@@ -236,8 +251,8 @@ export const make = Effect.gen(function* () {
 
     /** Whether a record exists (an at-most-once step's intent). */
     hasRecord: (runId: string, kind: RecordKind, key: string) =>
-      sql<{ n: number }>`SELECT COUNT(*) AS n FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
-        Effect.map((rows) => (rows[0]?.n ?? 0) > 0),
+      sql<{ n: number }>`SELECT 1 AS n FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key} LIMIT 1`.pipe(
+        Effect.map((rows) => rows.length > 0),
         guarded(`read record ${kind} ${key} of run ${runId}`)
       ),
 
@@ -272,7 +287,7 @@ export const make = Effect.gen(function* () {
 
     /** Moves an open slot's deadline to `atLeast` if later; the deadline then, or undefined when the slot is not open. */
     extendSlot: (runId: string, key: string, atLeast: number) =>
-      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = MAX(deadline, ${atLeast})
+      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = ${greatest} (deadline, ${atLeast})
         WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING deadline`.pipe(
         Effect.map((rows) => rows[0]?.deadline),
         guarded(`extend slot ${key} of run ${runId}`)
