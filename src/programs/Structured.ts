@@ -62,6 +62,8 @@ export interface Options<A, EV extends ValidationFailure = never> {
   /** Default `defaultMaxTokens`. */
   readonly maxTokens?: number | undefined
   readonly topP?: number | undefined
+  /** Vendor-specific options, handed to the engine unchanged on every attempt. */
+  readonly options?: Readonly<Record<string, unknown>> | undefined
   /** Lets engines that keep state reuse the evaluated prefix. */
   readonly sessionKey?: string | undefined
   /** Whether JSON repair may be applied (OutputContract.repairAllowed). Default true. */
@@ -214,6 +216,7 @@ export const run: <A, EV extends ValidationFailure = never>(
         temperature: options.temperature ?? defaultTemperature,
         ...(constraints.grammar === undefined ? {} : { grammar: constraints.grammar }),
         ...(options.topP === undefined ? {} : { topP: options.topP }),
+        ...(options.options === undefined ? {} : { options: options.options }),
         ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
       })
       const inferred = yield* Effect.either(

@@ -14,6 +14,7 @@ import * as AgentLoop from "../AgentLoop.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
+import * as Hints from "./Hints.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
 
@@ -29,7 +30,8 @@ export const run = (
 ) =>
   Effect.gen(function* () {
     const { options, store } = env
-    const { hints, tools } = chat.request
+    const { tools } = chat.request
+    const hints = Hints.effective(chat.request.hints)
     const existing = yield* store.load(chat.sessionId)
     // the history the request brings seeds a session the store does not know yet
     const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)

@@ -12,6 +12,7 @@ import * as SpecializedLoop from "../SpecializedLoop.js"
 import * as Voting from "../Voting.js"
 import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
+import * as Hints from "./Hints.js"
 import type { Outcome } from "./Types.js"
 
 /** The request's own system message, else the facade's default. */
@@ -21,16 +22,19 @@ const systemPromptOf = (env: Environment, checked: Check.Extraction) =>
 /** Mode structured: one call, with a tool phase only when the request names its tools. */
 export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
   Effect.gen(function* () {
-    const { hints, output, tools } = checked.request
+    const { output, tools } = checked.request
+    const hints = Hints.effective(checked.request.hints)
     yield* tracker.transition("EXECUTE", "structured call")
     const result = yield* SpecializedLoop.call(checked.user.content, {
       schema: checked.schema,
       repairAllowed: output.repairAllowed,
+      strictValidation: output.strictValidation,
       grammar: output.grammar,
       systemPrompt: systemPromptOf(env, checked),
       maxTokens: hints.maxTokens,
       temperature: hints.temperature,
       topP: hints.topP,
+      options: hints.options,
       // An empty list means no tools here, so a plain extraction is never preceded
       // by a tool round the caller did not ask for.
       useTools: tools.length > 0,
@@ -51,7 +55,8 @@ export const structured = (env: Environment, checked: Check.Extraction, tracker:
 /** Mode redundant: replicas that vote; the vote is annotated on the request's span and counted. */
 export const redundant = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
   Effect.gen(function* () {
-    const { hints, output, redundancy } = checked.request
+    const { output, redundancy } = checked.request
+    const hints = Hints.effective(checked.request.hints)
     yield* tracker.transition("EXECUTE", "redundant replicas")
     const result = yield* RedundantLoop.run(checked.user.content, {
       schema: checked.schema,
@@ -63,7 +68,8 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
       systemPrompt: systemPromptOf(env, checked),
       maxTokens: hints.maxTokens,
       temperature: hints.temperature,
-      topP: hints.topP
+      topP: hints.topP,
+      options: hints.options
     })
     yield* tracker.transition("VALIDATE", "replicas voted")
     yield* Effect.annotateCurrentSpan({

@@ -1,7 +1,8 @@
 /**
  * A request's end shaped into its SystemResponse: an Outcome becomes the answer
  * (COMPLETE); a failure of the taxonomy becomes its SystemError (CANCELLED for a
- * Cancellation, ERROR otherwise) with the partial output; a defect or an
+ * Cancellation, ERROR otherwise) with the partial output and the tokens and
+ * tool calls the request spent before it failed; a defect or an
  * interruption is labelled ORCHESTRATION_DEFECT, telling what went wrong, never
  * where (stack frames stay in the logs). Every response is annotated on the
  * request's span and counted in the metrics.
@@ -16,13 +17,14 @@ import * as Ref from "effect/Ref"
 import type { Failure } from "../../domain/Failure.js"
 import { OrchestrationFailure } from "../../domain/Failure.js"
 import * as Issues from "../../domain/Issues.js"
-import type { SystemError } from "../../domain/System.js"
+import type { SystemError, ToolCallRecord } from "../../domain/System.js"
 import { SystemResponse, toSystemError } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import { withMetrics } from "../../services/Metrics.js"
 import * as Spans from "../internal/Spans.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import { invalid } from "./Check.js"
+import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
 
 /** Who the response answers. */
@@ -69,12 +71,20 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration })
   })
 
-const failed = (to: Addressee, content: string, error: SystemError): SystemResponse =>
+/** What a failed request had spent and done before it failed. */
+interface SpentSoFar {
+  readonly usage: TokenUsage.TokenUsage
+  readonly toolCalls: ReadonlyArray<ToolCallRecord>
+}
+
+const nothingSpent: SpentSoFar = { usage: TokenUsage.empty, toolCalls: [] }
+
+const failed = (to: Addressee, content: string, error: SystemError, spent: SpentSoFar): SystemResponse =>
   new SystemResponse({
     ...addressed(to),
     content,
-    toolCallsMade: [],
-    tokenUsage: TokenUsage.empty,
+    toolCallsMade: spent.toolCalls,
+    tokenUsage: spent.usage,
     error
   })
 
@@ -83,7 +93,8 @@ export const respond = (
   to: Addressee,
   exit: Exit.Exit<Outcome, Failure>,
   tracker: Lifecycle.Tracker,
-  partial: Ref.Ref<string>
+  partial: Ref.Ref<string>,
+  spent: Spent.Spent
 ): Effect.Effect<SystemResponse> =>
   Exit.matchEffect(exit, {
     onSuccess: (outcome) => Effect.as(tracker.transition("COMPLETE", "response assembled"), answered(to, outcome)),
@@ -92,7 +103,8 @@ export const respond = (
         const error = errorOf(cause)
         const cancelled = Option.exists(Cause.failureOption(cause), (f) => f._tag === "Cancellation")
         yield* tracker.transition(cancelled ? "CANCELLED" : "ERROR", error.message, { error })
-        return failed(to, yield* Ref.get(partial), error)
+        const so = { usage: yield* spent.usage, toolCalls: yield* spent.toolCalls }
+        return failed(to, yield* Ref.get(partial), error, so)
       })
   })
 
@@ -125,6 +137,7 @@ export const rejected = (requestId: string, error: ParseResult.ParseError): Syst
   return failed(
     { requestId, sessionId: undefined },
     "",
-    toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues }))
+    toSystemError(invalid(`Invalid request: ${issues.join("; ")}`, { issues })),
+    nothingSpent
   )
 }

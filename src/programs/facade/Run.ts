@@ -8,6 +8,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Deferred from "effect/Deferred"
@@ -20,8 +21,10 @@ import * as Lifecycle from "../Lifecycle.js"
 import type { Cancellations } from "./Cancellations.js"
 import * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
+import * as Hints from "./Hints.js"
 import * as Modes from "./Modes.js"
 import * as Response from "./Response.js"
+import * as Spent from "./Spent.js"
 import type { Execution, RunOptions } from "./Types.js"
 
 const executeChecked = (
@@ -37,9 +40,13 @@ const executeChecked = (
     const tracker = yield* Lifecycle.makeTracker
     const partial = yield* Ref.make("")
     const { signal, cancelledEarly } = yield* cancellations.register(requestId)
+    // every inference carries the request's hints and every inference and tool call is recorded
+    const spent = yield* Spent.make
+    const hints = Hints.effective(request.hints)
+    const checked = Either.map(admission.checked, (c) => ({ ...c, engine: spent.engine(Hints.engine(c.engine, hints)) }))
 
     const timeout = request.hints.timeout
-    const body = Modes.route(env, admission.checked, partial, tracker, runOptions)
+    const body = Modes.route(env, checked, partial, tracker, runOptions)
     const timed = timeout === undefined || Duration.toMillis(timeout) === 0
       ? body
       : Effect.timeoutFail(body, {
@@ -57,8 +64,8 @@ const executeChecked = (
       )
 
     // the request's whitelist holds in every mode and every step kind
-    const context = Option.isSome(env.registry) && request.tools.length > 0
-      ? Context.add(env.context, ToolRegistry.ToolRegistry, ToolRegistry.restrict(env.registry.value, request.tools))
+    const context = Option.isSome(env.registry)
+      ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
       : env.context
     const exit = yield* Effect.exit(
       cancellable.pipe(
@@ -69,7 +76,7 @@ const executeChecked = (
     )
     yield* cancellations.finish(requestId)
 
-    const response = yield* Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial)
+    const response = yield* Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial, spent)
     yield* Response.observe(response, startedAt)
     return {
       response,

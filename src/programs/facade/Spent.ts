@@ -1,0 +1,83 @@
+/**
+ * What a request has spent and done so far: the token usage of every inference
+ * the engine answered and every tool call the registry ran, in the order they
+ * happened, whatever the mode and however the request ends.
+ *
+ * A mode's Outcome says what a successful request spent; a request that fails
+ * has no Outcome, so its response reads this instead: a failure reports the
+ * tokens and tool calls it cost before it failed. The recorder sits on the
+ * engine and the registry the request runs with, so every inference and tool
+ * call of every loop, step and processor is seen. A tool call retried under the
+ * same id is one record, its last attempt's.
+ */
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import type * as Message from "../../domain/Message.js"
+import { ToolCallRecord } from "../../domain/System.js"
+import * as TokenUsage from "../../domain/TokenUsage.js"
+import type * as Engine from "../../services/Engine.js"
+import type * as ToolRegistry from "../../services/ToolRegistry.js"
+
+export interface Spent {
+  /** `engine`, recording the usage of every inference it answers. */
+  readonly engine: (engine: Engine.Service) => Engine.Service
+  /** `registry`, recording every tool call it runs, failed ones as error records. */
+  readonly registry: (registry: ToolRegistry.Service) => ToolRegistry.Service
+  /** The usage of every inference answered so far, combined. */
+  readonly usage: Effect.Effect<TokenUsage.TokenUsage>
+  /** Every tool call run so far, in the order they were first made. */
+  readonly toolCalls: Effect.Effect<ReadonlyArray<ToolCallRecord>>
+}
+
+/** A recorder for one request. */
+export const make: Effect.Effect<Spent> = Effect.gen(function* () {
+  const usage = yield* Ref.make(TokenUsage.empty)
+  const calls = yield* Ref.make<ReadonlyMap<string, ToolCallRecord>>(new Map())
+  const used = (result: Engine.InferenceResult) => Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
+  const called = (record: ToolCallRecord) =>
+    Ref.update(calls, (recorded) => new Map(recorded).set(record.id, record))
+
+  const engine = (inner: Engine.Service): Engine.Service => ({
+    infer: (request) => Effect.tap(inner.infer(request), used),
+    stream: (request) =>
+      Stream.tap(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
+    modelInfo: inner.modelInfo
+  })
+
+  const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => ({
+    ...inner,
+    execute: (call, options) =>
+      Effect.flatMap(Clock.currentTimeMillis, (started) =>
+        Effect.onExit(inner.execute(call, options), (exit) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) => {
+            if (Exit.isSuccess(exit)) return called(record(call, exit.value.content, false, now - started))
+            // interrupted or a defect: the call did not finish, there is nothing to report
+            return Option.match(Cause.failureOption(exit.cause), {
+              onNone: () => Effect.void,
+              onSome: (failure) => called(record(call, `Error [${failure.code}]: ${failure.message}`, true, now - started))
+            })
+          })))
+  })
+
+  return {
+    engine,
+    registry,
+    usage: Ref.get(usage),
+    toolCalls: Effect.map(Ref.get(calls), (recorded) => Array.from(recorded.values()))
+  }
+})
+
+const record = (call: Message.ToolCall, result: string, isError: boolean, durationMs: number) =>
+  new ToolCallRecord({
+    id: call.id,
+    name: call.name,
+    arguments: call.arguments,
+    result,
+    isError,
+    durationMs: Math.max(0, durationMs)
+  })

@@ -1,0 +1,302 @@
+/**
+ * Seeds 01-03 to the letter (issue #12), through the facade: the contract gaps
+ * whose fix is in the facade's request handling. Gap 1: every ExecutionHint
+ * reaches every inference of every mode. Gap 5: a failed request reports the
+ * tokens and tool calls it spent before it failed.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
+import { InferenceFailure } from "../src/domain/Failure.js"
+import { SystemRequest } from "../src/domain/System.js"
+import { Task, TaskList, toJson } from "../src/domain/Task.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as Constraint from "../src/layers/JsonConstraint.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as Facade from "../src/programs/Facade.js"
+import type { InferenceRequest } from "../src/services/Engine.js"
+import { add, failing } from "./support/tools.js"
+
+/** Tests that could wait forever on the TestClock end here instead. */
+const bound = 20_000
+
+const decode = Schema.decodeUnknownSync(SystemRequest)
+
+const env = (script: ReadonlyArray<ScriptedEngine.Step>) =>
+  Layer.mergeAll(ScriptedEngine.layer(script), Constraint.layer, Observe.eventLogMemory)
+const withTools = (script: ReadonlyArray<ScriptedEngine.Step>) =>
+  Layer.mergeAll(env(script), Registry.layer([add, failing]))
+
+const schemaOutput = {
+  schema: {
+    type: "object",
+    properties: { sentiment: { type: "string", enum: ["positive", "negative"] } },
+    required: ["sentiment"]
+  }
+}
+
+/** A request run to its response with the TestClock moved on (retries wait on it). */
+const respond = (request: Record<string, unknown>) =>
+  Effect.gen(function* () {
+    const system = yield* Facade.make()
+    const fiber = yield* Effect.fork(system.run(decode(request)))
+    yield* TestClock.adjust("1 minute")
+    return yield* Fiber.join(fiber)
+  })
+
+// ---------------------------------------------------------------------------
+// Gap 1: hints
+// ---------------------------------------------------------------------------
+
+const hints = { maxTokens: 77, temperature: 0.7, topP: 0.9, options: { mirostat: 2, repeat_penalty: 1.1 } }
+
+/** Every request the engine was sent carries every hint. */
+const expectHinted = (requests: ReadonlyArray<InferenceRequest>, count: number) => {
+  expect(requests).toHaveLength(count)
+  for (const [i, r] of requests.entries()) {
+    expect({ i, maxTokens: r.maxTokens, temperature: r.temperature, topP: r.topP, options: r.options }).toEqual({
+      i,
+      ...hints
+    })
+  }
+}
+
+describe("gap 1: every ExecutionHint reaches every inference of every mode", { timeout: bound }, () => {
+  it.effect("chat: both inferences of a turn with a tool round", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "chat", messages: [{ role: "user", content: "2+3?" }], hints })
+      expect(response.error).toBeUndefined()
+      expectHinted(yield* ScriptedEngine.requests, 2)
+    }).pipe(
+      Effect.provide(
+        withTools([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")])
+      )
+    ))
+
+  it.effect("structured: the tool phase's inferences and the structured reply", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "structured",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        tools: ["add"],
+        hints
+      })
+      expect(response.error).toBeUndefined()
+      expectHinted(yield* ScriptedEngine.requests, 3)
+    }).pipe(
+      Effect.provide(
+        withTools([
+          ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 1, b: 1 } }]),
+          ScriptedEngine.reply("done"),
+          ScriptedEngine.reply('{"sentiment":"positive"}')
+        ])
+      )
+    ))
+
+  it.effect("structured: a re-prompted reply carries them too", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "structured",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        hints
+      })
+      expect(response.error).toBeUndefined()
+      expectHinted(yield* ScriptedEngine.requests, 2)
+    }).pipe(
+      Effect.provide(env([ScriptedEngine.reply('{"sentiment":"great"}'), ScriptedEngine.reply('{"sentiment":"positive"}')]))
+    ))
+
+  it.effect("redundant: every replica", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "redundant",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        redundancy: { n: 3 },
+        hints
+      })
+      expect(response.error).toBeUndefined()
+      expectHinted(yield* ScriptedEngine.requests, 3)
+    }).pipe(Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"positive"}'))))))
+
+  it.effect("plan: every infer step; a step's own setting is more specific and stays", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "plan",
+        messages: [],
+        hints,
+        plan: {
+          steps: [
+            { name: "first", type: "infer", input: "Explain 5" },
+            { name: "second", type: "infer", input: "Explain 6", dependsOn: [] },
+            {
+              name: "own",
+              type: "infer",
+              dependsOn: [],
+              input: { messages: [{ _tag: "UserMessage", role: "user", content: "Explain 7" }], temperature: 0.1, options: { mirostat: 0 } }
+            }
+          ]
+        }
+      })
+      expect(response.error).toBeUndefined()
+      const requests = yield* ScriptedEngine.requests
+      const byPrompt = (text: string) => requests.find((r) => r.messages.at(-1)?.content === text)!
+      expectHinted([byPrompt("Explain 5"), byPrompt("Explain 6")], 2)
+      expect(byPrompt("Explain 7")).toMatchObject({
+        maxTokens: 77,
+        temperature: 0.1,
+        topP: 0.9,
+        options: { mirostat: 0, repeat_penalty: 1.1 }
+      })
+    }).pipe(Effect.provide(env([ScriptedEngine.reply("Five."), ScriptedEngine.reply("Six."), ScriptedEngine.reply("Seven.")]))))
+
+  it.effect("task: the analyzer and the default processor `infer`", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "task", messages: [{ role: "user", content: "do it" }], hints })
+      expect(response.error).toBeUndefined()
+      expect(response.structuredOutput).toEqual({ a: "red" })
+      const requests = yield* ScriptedEngine.requests
+      expectHinted(requests, 2)
+    }).pipe(
+      Effect.provide(
+        env([
+          ScriptedEngine.reply(
+            toJson(new TaskList({ analysis: "one", tasks: [new Task({ id: "a", type: "t", processor: "infer", description: "Name a colour" })] }))
+          ),
+          ScriptedEngine.reply("red")
+        ])
+      )
+    ))
+
+  it.effect("a maxTokens or topP of 0 means the engine's default: nothing is sent for them", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "chat",
+        messages: [{ role: "user", content: "hi" }],
+        hints: { maxTokens: 0, topP: 0 }
+      })
+      expect(response.error).toBeUndefined()
+      const [request] = yield* ScriptedEngine.requests
+      expect(request!.topP).toBeUndefined()
+      expect(request!.maxTokens).not.toBe(0)
+    }).pipe(Effect.provide(env([ScriptedEngine.reply("hello")]))))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 5: what a failed request spent
+// ---------------------------------------------------------------------------
+
+const broken = (message: string) => ScriptedEngine.fail(InferenceFailure.modelUnavailable(message))
+
+describe("gap 5: a failed request reports the tokens and tool calls it spent", { timeout: bound }, () => {
+  it.effect("chat: the first inference's usage and the tool call it asked for, then the engine failed", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "chat", messages: [{ role: "user", content: "2+3?" }] })
+      expect(response.error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 12, outputTokens: 3, calls: 1 })
+      expect(response.toolCallsMade.map((c) => [c.name, c.arguments, c.result, c.isError])).toEqual([
+        ["add", { a: 2, b: 3 }, "5", false]
+      ])
+    }).pipe(
+      Effect.provide(
+        withTools([
+          ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }], { usage: { promptTokens: 12, outputTokens: 3 } }),
+          broken("the model went away")
+        ])
+      )
+    ))
+
+  it.effect("structured: every rejected reply's usage", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "structured",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput
+      })
+      expect(response.error?.code).toBe("CONSTRAINT_ENUM_UNRECOGNIZED")
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 30, calls: 3 })
+    }).pipe(
+      Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"great"}')))))
+    )
+
+  it.effect("structured with tools: the tool phase's calls (a failed one as an error record) and usage", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "structured",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        tools: ["add", "failing"]
+      })
+      expect(response.error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 20, calls: 2 })
+      expect(response.toolCallsMade.map((c) => [c.id, c.name, c.isError])).toEqual([
+        ["t1", "add", false],
+        ["t2", "failing", true]
+      ])
+      expect(response.toolCallsMade[1]!.result).toContain("TOOL_EXECUTION_FAILED")
+    }).pipe(
+      Effect.provide(
+        withTools([
+          ScriptedEngine.toolCalls([{ id: "t1", name: "add", arguments: { a: 1, b: 1 } }, { id: "t2", name: "failing", arguments: {} }]),
+          ScriptedEngine.reply("done"),
+          broken("gone")
+        ])
+      )
+    ))
+
+  it.effect("redundant: every replica's reply, though none was valid", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "redundant",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        redundancy: { n: 3 }
+      })
+      expect(response.error?.category).toBe("ConstraintFailure")
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 30, calls: 3 })
+    }).pipe(Effect.provide(env(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"sentiment":"great"}'))))))
+
+  it.effect("plan: the infer step's usage and the tool step's failed call", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "plan",
+        messages: [],
+        plan: {
+          steps: [
+            { name: "think", type: "infer", input: "Explain 5" },
+            { name: "sum", type: "tool", input: { name: "add", arguments: { a: 2, b: 2 }, id: "s1" } },
+            { name: "break", type: "tool", input: { name: "failing", arguments: {}, id: "s2" } }
+          ]
+        }
+      })
+      expect(response.error?.code).toBe("TOOL_EXECUTION_FAILED")
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 10, calls: 1 })
+      expect(response.toolCallsMade.map((c) => [c.id, c.name, c.result, c.isError])).toEqual([
+        ["s1", "add", "4", false],
+        ["s2", "failing", expect.stringContaining("the disk is full"), true]
+      ])
+    }).pipe(Effect.provide(withTools([ScriptedEngine.reply("Five.")]))))
+
+  it.effect("task: the analyzer's replies, though none was a task list", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "task", messages: [{ role: "user", content: "do it" }] })
+      expect(response.error).toBeDefined()
+      const analyzed = (yield* ScriptedEngine.requests).length
+      expect(analyzed).toBeGreaterThan(0)
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 10 * analyzed, calls: analyzed })
+    }).pipe(Effect.provide(env(Array.from({ length: 5 }, () => ScriptedEngine.reply("no tasks here"))))))
+
+  it.effect("a request refused at INIT spent nothing", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "structured", messages: [{ role: "user", content: "x" }] })
+      expect(response.error?.code).toBe("CONFIG_SCHEMA_REQUIRED")
+      expect(response.tokenUsage.calls).toBe(0)
+      expect(response.toolCallsMade).toEqual([])
+    }).pipe(Effect.provide(env([]))))
+})
