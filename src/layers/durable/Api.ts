@@ -30,12 +30,15 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
   const { appended, byName, cancelled, changed, changes, engine, findRun, inherited, now, owner, store } = runtime
   const { arm, close, deliver } = slots
 
-  const infoOf = (row: RunRow): RunInfo => {
+  /** Whether a run's recorded owner is alive (another process on a shared store); only this one otherwise. */
+  const liveness = runtime.shared === undefined ? Effect.succeed((_: string) => false) : runtime.shared.isLive
+
+  const infoOf = (row: RunRow, isLive: (owner: string) => boolean): RunInfo => {
     const error = row.error === null ? Option.none() : decodeFailure(parseJson(row.error))
     return new RunInfo({
       id: row.id,
       definition: row.definition,
-      status: row.status === "running" && row.owner !== owner ? "stale" : row.status,
+      status: row.status === "running" && row.owner !== owner && !(row.owner !== null && isLive(row.owner)) ? "stale" : row.status,
       ...(row.waiting_on === null ? {} : { waitingOn: row.waiting_on }),
       ...(row.result === null ? {} : { result: parseJson(row.result) }),
       ...(Option.isSome(error) ? { error: error.value } : {}),
@@ -46,7 +49,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
 
   const poll = Effect.fn("Runs.poll")(function* (runId: string) {
     const { row } = yield* findRun(runId)
-    return infoOf(row)
+    return infoOf(row, yield* liveness)
   })
 
   /**
@@ -241,7 +244,8 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         return yield* ConfigurationFailure.invalidRequest(`a list limit must be a whole number >= 1, got ${limit}`)
       }
       const rows = yield* store.list(listOptions?.status, limit)
-      const infos = rows.map(infoOf)
+      const isLive = yield* liveness
+      const infos = rows.map((row) => infoOf(row, isLive))
       return listOptions?.status === undefined ? infos : infos.filter((info) => info.status === listOptions.status)
     }),
 

@@ -42,6 +42,8 @@ import * as Slots from "./Slots.js"
 export interface Options extends Api.Options {
   /** Identifies this process's hold on the runs (a run recorded running by another owner is stale). */
   readonly owner: string
+  /** Several processes share the store: their changes reach this one's waiters, and their live runs are theirs. */
+  readonly shared?: Runtime.Shared | undefined
 }
 
 /**
@@ -61,7 +63,7 @@ export const make = <Defs extends AnyDefinition>(
 > =>
   Effect.gen(function* () {
     const engine = yield* WorkflowEngine
-    const runtime = yield* Runtime.make(definitions, options.owner)
+    const runtime = yield* Runtime.make(definitions, options.owner, options.shared)
     const slots = Slots.make(runtime)
     const requirements = yield* Effect.context<Requirements<Defs>>()
     const { byName, inherited, store } = runtime
@@ -74,7 +76,10 @@ export const make = <Defs extends AnyDefinition>(
 
     // -- re-drive what a previous process left going ------------------------------
 
+    const isLive = options.shared === undefined ? () => false : yield* options.shared.isLive
     for (const row of yield* store.activeRuns) {
+      // going in another live process (one store shared by several)
+      if (row.owner !== null && row.owner !== options.owner && isLive(row.owner)) continue
       const entry = byName.get(row.definition)
       if (entry === undefined) {
         yield* Effect.logWarning(`run ${row.id} is of definition "${row.definition}", not registered here: left as is`)

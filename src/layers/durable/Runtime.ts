@@ -3,6 +3,8 @@
  * store, the registered definitions with their workflows, the change feed every
  * write publishes a run id on (for `await` and `events`), the SLA timers, the runs
  * cancelled here and the runs this process did not start (re-driven or imported).
+ * With several processes on one store (`Shared`), the feed carries their changes
+ * too, and a run recorded running by another live process is not stale.
  */
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -12,6 +14,7 @@ import * as FiberMap from "effect/FiberMap"
 import * as Option from "effect/Option"
 import * as PubSub from "effect/PubSub"
 import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import type { AnyDefinition } from "../../services/Runs.js"
 import type { RunRow, Store } from "./Store.js"
@@ -27,6 +30,16 @@ export interface Entry {
 export interface Change {
   readonly runId: string
   readonly status: boolean
+}
+
+/** Several processes on one store (a shared database). */
+export interface Shared {
+  /** Tells the other processes that a run changed (never fails: a lost notice only delays a waiter elsewhere). */
+  readonly publish: (change: Change) => Effect.Effect<void>
+  /** The changes the processes publish (this one's may come back too). */
+  readonly changes: Stream.Stream<Change>
+  /** Whether an owner recorded on a run is a process alive now. */
+  readonly isLive: Effect.Effect<(owner: string) => boolean>
 }
 
 export interface Runtime {
@@ -46,6 +59,7 @@ export interface Runtime {
    */
   readonly inherited: Set<string>
   readonly byName: ReadonlyMap<string, Entry>
+  readonly shared: Shared | undefined
   /** The run's row moved (status, waiting slot, end). */
   readonly changed: (runId: string) => Effect.Effect<boolean>
   /** A record was appended to the run's thread. */
@@ -59,7 +73,8 @@ export interface Runtime {
 /** The runtime of `definitions` (names and answer shapes checked unique). */
 export const make = (
   definitions: ReadonlyArray<AnyDefinition>,
-  owner: string
+  owner: string,
+  shared?: Shared | undefined
 ): Effect.Effect<Runtime, OrchestrationFailure | ConfigurationFailure, WorkflowEngine | SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
     const engine = yield* WorkflowEngine
@@ -87,8 +102,15 @@ export const make = (
       byName.set(definition.name, { definition, workflow: makeWorkflow(definition) })
     }
 
-    const changed = (runId: string) => PubSub.publish(changes, { runId, status: true })
-    const appended = (runId: string) => PubSub.publish(changes, { runId, status: false })
+    const publish = (change: Change) =>
+      shared === undefined
+        ? PubSub.publish(changes, change)
+        : Effect.zipLeft(PubSub.publish(changes, change), shared.publish(change))
+    const changed = (runId: string) => publish({ runId, status: true })
+    const appended = (runId: string) => publish({ runId, status: false })
+    if (shared !== undefined) {
+      yield* Effect.forkIn(Stream.runForEach(shared.changes, (change) => PubSub.publish(changes, change)), scope)
+    }
     const now = Clock.currentTimeMillis
 
     const entryOf = (runId: string, row: RunRow | undefined) =>
@@ -106,5 +128,5 @@ export const make = (
 
     const findRun = (runId: string) => Effect.flatMap(store.getRun(runId), (row) => entryOf(runId, row))
 
-    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, changed, appended, now, findRun } satisfies Runtime
+    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, shared, changed, appended, now, findRun } satisfies Runtime
   })
