@@ -35,7 +35,7 @@ import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as Constraint from "../src/services/Constraint.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
-import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
+import { BUNDLED_ANALYZER, BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
 import * as ToolRegistry from "../src/layers/InProcessToolRegistry.js"
 import { calculator } from "../src/layers/tools/Calculator.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
@@ -205,15 +205,18 @@ const taskListSchema = Task.taskListFor(["sentiment", "calculator"])
 const verbose = process.argv.includes("--verbose")
 const processors = ["sentiment", "calculator"] as const
 /**
- * The analyzer's messages for a request: the orchestrator's own rendering (default
- * AnalyzerConfig, JSON parser), or with --provisional the prompt of the first
- * training stage.
+ * The analyzer's messages for a request: the orchestrator's own rendering with the
+ * JSON parser and the bundled model's AnalyzerConfig (BUNDLED_ANALYZER), with
+ * --default-analyzer the orchestrator's default AnalyzerConfig, or with
+ * --provisional the prompt of an earlier training stage.
  */
 const analyzerMessages = (request: string): ReadonlyArray<Message.Message> =>
   process.argv.includes("--provisional")
     ? [Message.system("Break the request into tasks. Answer with a JSON task list."), Message.user(request)]
     : [
-      Message.system(Analyzer.renderInstruction({}, TaskParser.json())),
+      Message.system(
+        Analyzer.renderInstruction(process.argv.includes("--default-analyzer") ? {} : BUNDLED_ANALYZER, TaskParser.json())
+      ),
       Message.user(Analyzer.renderRequest(request, {}, processors))
     ]
 

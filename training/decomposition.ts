@@ -17,6 +17,8 @@
  * Held-out requests (split "eval") use the held-out reviews and operand pairs of
  * tasks.ts, so no eval request's content was trained on.
  */
+import { BUNDLED_ANALYZER } from "../src/layers/llama/PaganticChatWrapper.js"
+import type { AnalyzerConfig } from "../src/programs/orchestrator/Analyzer.js"
 import { renderInstruction, renderRequest } from "../src/programs/orchestrator/Analyzer.js"
 import { json as jsonTaskParser } from "../src/programs/orchestrator/TaskParser.js"
 import type { Split, Rng } from "./tasks.js"
@@ -172,15 +174,16 @@ export const renderTaskList = (l: DraftTaskList): string =>
 
 /**
  * The orchestrator's analyzer prompt for a request, exactly as Analyzer.analyze
- * sends it with the default AnalyzerConfig and the JSON parser: the system
- * instruction (base instruction and the parser's format instructions) and the
- * user message (`task: ...` and the processors, in the order registered).
+ * sends it with `config` (default: the bundled model's BUNDLED_ANALYZER) and the
+ * JSON parser: the system instruction (base instruction and format instructions)
+ * and the user message (`task: ...` and the processors, in the order registered).
  */
 export const analyzerPrompt = (
   request: string,
-  processors: ReadonlyArray<string>
+  processors: ReadonlyArray<string>,
+  config: AnalyzerConfig = BUNDLED_ANALYZER
 ): { readonly system: string; readonly user: string } => ({
-  system: renderInstruction({}, jsonTaskParser()),
+  system: renderInstruction(config, jsonTaskParser()),
   user: renderRequest(request, {}, processors)
 })
 

@@ -38,6 +38,8 @@ const nTrain = arg("train", 150000)
 // --analyzer: decomposition requests go through the orchestrator's analyzer prompt
 // (and make 12% of the examples) instead of the provisional prompts
 const analyzer = process.argv.includes("--analyzer")
+// --decomposition-share X: the share of decomposition examples (default 0.08, 0.12 with --analyzer)
+const decompositionShare = arg("decomposition-share", analyzer ? 0.12 : 0.08)
 const seed = arg("seed", 1)
 // the held-out sets do not move with --seed: they are made from their own seeds
 const evalSeed = 1
@@ -88,7 +90,7 @@ const decompositionExample = (rng: Rng, split: "train" | "eval"): Example & { re
 
 // 46% sentiment (40% of it the older templates, 60% everyday reviews in real
 // vocabulary), 46% calculator and chat, 8% task decomposition (with --analyzer:
-// 44%, 44%, 12%).
+// 44%, 44%, 12%; --decomposition-share sets the last and splits the rest evenly).
 const rng = new Rng(seed)
 const train = fs.createWriteStream(path.join(outDir, "train.jsonl"))
 const corpus = fs.createWriteStream(path.join(outDir, "corpus.jsonl"))
@@ -102,7 +104,6 @@ const trainingReview = () => {
 }
 for (let i = 0; i < nTrain; i++) {
   const r = rng.next()
-  const decompositionShare = analyzer ? 0.12 : 0.08
   const rest = (1 - decompositionShare) / 2
   const ex =
     r < rest

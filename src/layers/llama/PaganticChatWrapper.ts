@@ -86,6 +86,18 @@ export const BUNDLED_SENTIMENT_SCHEMA = {
   required: ["sentiment"]
 } as const
 
+/**
+ * The task analyzer's configuration the bundled model was trained on: a short
+ * instruction and no format instructions (the TaskList schema constrains the
+ * reply), so that its prompt is the request and the processors' names. Give it as
+ * the orchestrator's `analyzer` when the bundled model analyzes; it knows the
+ * processors `sentiment` and `calculator`.
+ */
+export const BUNDLED_ANALYZER = {
+  baseInstruction: "Break the request into tasks.",
+  formatInstructions: ""
+} as const
+
 /** A compact, JSON-like rendering of a parameter schema: `{"expression": string}`. */
 export const describeSchema = (schema: Readonly<GbnfJsonSchema> | null | undefined, depth = 0): string => {
   if (schema == null || depth > 4) return "any"
