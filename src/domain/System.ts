@@ -13,6 +13,7 @@ import * as Gbnf from "./Gbnf.js"
 import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
 import { JsonSchema } from "./JsonSchema.js"
 import { ExecutionPlan } from "./Plan.js"
+import { Know, KnowOrchestration } from "./Records.js"
 import { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "./Task.js"
 import { WireMessage } from "./Message.js"
 import { TokenUsage } from "./TokenUsage.js"
@@ -20,9 +21,9 @@ import { TokenUsage } from "./TokenUsage.js"
 /**
  * Selects the orchestration pattern: chat -> AgentLoop, structured ->
  * SpecializedLoop, plan -> PlanExecutor, redundant -> RedundantLoop, task -> the
- * task Orchestrator.
+ * task Orchestrator, query -> an `infer.query.v1` query run by its pattern.
  */
-export const Mode = Schema.Literal("chat", "structured", "plan", "redundant", "task")
+export const Mode = Schema.Literal("chat", "structured", "plan", "redundant", "task", "query")
 export type Mode = typeof Mode.Type
 
 /** Optional tuning knobs, passed through by adapters without interpretation. */
@@ -110,7 +111,12 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   /** Voting settings for mode redundant. */
   redundancy: Schema.optional(Redundancy),
   /** Settings for mode task. */
-  task: Schema.optional(TaskOptions)
+  task: Schema.optional(TaskOptions),
+  /**
+   * Mode query: the `infer.query.v1` query (input, responders, fold, answer shape,
+   * orchestration). Checked at INIT: a wrong field is CONFIG_INVALID_REQUEST naming it.
+   */
+  query: Schema.optional(Schema.Unknown)
 }) {}
 
 /** The canonical error at the boundary: a category, a stable code and retry guidance. */
@@ -173,7 +179,7 @@ export class ToolCallRecord extends Schema.Class<ToolCallRecord>("ToolCallRecord
   durationMs: Schema.NonNegative
 }) {}
 
-export const ConfidenceSource = Schema.Literal("voting", "validation", "retrieval")
+export const ConfidenceSource = Schema.Literal("voting", "validation", "retrieval", "fold")
 export type ConfidenceSource = typeof ConfidenceSource.Type
 
 /** Summary of constraint and rule validation. */
@@ -182,6 +188,24 @@ export class ValidationResult extends Schema.Class<ValidationResult>("Validation
   failed: Schema.NonNegativeInt,
   repairAttempts: Schema.NonNegativeInt,
   violations: Schema.Array(Schema.String)
+}) {}
+
+/**
+ * Mode query: where the query stands. `completed` carries the committed answer
+ * (the KNOW: its body has the answer's keys, `_confidence`, `_fold` and
+ * `_orchestration`); `running` and `suspended` (waiting for a human) name the
+ * durable run to follow. `runId` is absent when the query ran in memory for this
+ * request only (no durable runs configured).
+ */
+export class QueryResult extends Schema.Class<QueryResult>("QueryResult")({
+  runId: Schema.optional(Schema.String),
+  status: Schema.Literal("completed", "running", "suspended"),
+  pattern: KnowOrchestration.fields.pattern,
+  /** CALLs dispatched (completed queries). */
+  calls: Schema.optional(Schema.NonNegativeInt),
+  /** Tokens spent by llm responders (completed queries). */
+  tokens: Schema.optional(Schema.NonNegative),
+  know: Schema.optional(Know)
 }) {}
 
 /** Returned by the facade once execution completes or fails. */
@@ -201,6 +225,8 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   stopReason: Schema.optional(Schema.String),
   /** In task mode: every task's result, failure or reason for being skipped, and the phases. */
   orchestration: Schema.optional(OrchestratorResult),
+  /** In query mode: the query's run and its committed answer. */
+  query: Schema.optional(QueryResult),
   error: Schema.optional(SystemError)
 }) {}
 

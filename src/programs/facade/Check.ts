@@ -11,6 +11,7 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure, ToolFailure } from "../../domain/Failure.js"
 import type { JsonSchema } from "../../domain/JsonSchema.js"
 import * as Message from "../../domain/Message.js"
@@ -19,6 +20,7 @@ import type { TaskList } from "../../domain/Task.js"
 import * as Text from "../../domain/Text.js"
 import type * as Engine from "../../services/Engine.js"
 import type { Environment } from "./Environment.js"
+import * as QueryMode from "./Query.js"
 
 interface Common {
   readonly request: SystemRequest
@@ -56,10 +58,10 @@ export interface Task extends Common {
 }
 
 /** A request that passed the INIT checks. */
-export type Checked = Chat | Extraction | Plan | Task
+export type Checked = Chat | Extraction | Plan | Task | QueryMode.Checked
 
 /** Why a request was refused at INIT. */
-export type CheckFailure = ConfigurationFailure | ToolFailure
+export type CheckFailure = ConfigurationFailure | ToolFailure | Failure
 
 /** A checked request, or why it was refused, with the session it runs in either way. */
 export interface Admission {
@@ -189,5 +191,7 @@ export const check = (env: Environment, request: SystemRequest): Effect.Effect<A
       return Effect.succeed({ sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) })
     case "task":
       return Effect.succeed({ sessionId: request.sessionId, checked: checkTask(env, request) })
+    case "query":
+      return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
   }
 }

@@ -19,6 +19,7 @@ import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Extraction from "./Extraction.js"
 import * as Plan from "./Plan.js"
+import * as QueryMode from "./Query.js"
 import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
 
@@ -52,7 +53,7 @@ const resolveGrammar = (env: Environment, request: SystemRequest): Effect.Effect
 
 const runMode = (
   env: Environment,
-  checked: Check.Checked,
+  checked: Exclude<Check.Checked, QueryMode.Checked>,
   partial: Ref.Ref<string>,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
@@ -81,4 +82,6 @@ export const route = (
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Constraint> =>
   Effect.flatMap(admitted, (checked) =>
-    Effect.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))
+    checked.mode === "query"
+      ? QueryMode.run(env, checked, tracker, runOptions)
+      : Effect.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))

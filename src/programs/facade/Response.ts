@@ -68,7 +68,8 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
     ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
     ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason }),
-    ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration })
+    ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
+    ...(o.query === undefined ? {} : { query: o.query })
   })
 
 /** What a failed request had spent and done before it failed. */

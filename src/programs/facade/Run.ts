@@ -43,7 +43,9 @@ const executeChecked = (
     // every inference carries the request's hints and every inference and tool call is recorded
     const spent = yield* Spent.make
     const hints = Hints.effective(request.hints)
-    const checked = Either.map(admission.checked, (c) => ({ ...c, engine: spent.engine(Hints.engine(c.engine, hints)) }))
+    // (a query's responders bring their own engines)
+    const checked = Either.map(admission.checked, (c): Check.Checked =>
+      c.mode === "query" ? c : { ...c, engine: spent.engine(Hints.engine(c.engine, hints)) })
 
     const timeout = request.hints.timeout
     const body = Modes.route(env, checked, partial, tracker, runOptions)

@@ -8,10 +8,11 @@ import type * as Effect from "effect/Effect"
 import type { ExecutionState } from "../../domain/Lifecycle.js"
 import type * as Message from "../../domain/Message.js"
 import type * as Plan from "../../domain/Plan.js"
-import type { ConfidenceSource, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
+import type { ConfidenceSource, QueryResult, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
 import type { OrchestratorResult } from "../../domain/Task.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type { TaskProcessor } from "../orchestrator/TaskProcessor.js"
+import type * as Orchestration from "../Orchestration.js"
 import type * as PlanExecutor from "../PlanExecutor.js"
 
 export interface Options {
@@ -38,6 +39,19 @@ export interface Options {
    * the task's description, its dependencies' outputs given as context).
    */
   readonly taskProcessors?: Readonly<Record<string, TaskProcessor<never>>> | undefined
+  /**
+   * Mode query. With `definition` (the query definition the Runs layer in context
+   * registered), a query is a durable run of it; without, it runs in memory for its
+   * request only (no human responders). `orchestration` is used to check queries
+   * and to run the in-memory ones; `~aliases` also come from the ResponderRegistry.
+   */
+  readonly queries?: QueryOptions | undefined
+}
+
+/** How mode query runs. */
+export interface QueryOptions {
+  readonly definition?: Orchestration.QueryDefinition | undefined
+  readonly orchestration?: Orchestration.Options | undefined
 }
 
 /** A response with the final ExecutionState and the moves that led to it. */
@@ -56,6 +70,12 @@ export type Progress =
 export interface RunOptions {
   /** Called with text deltas, tool calls and tool results while a chat request runs. */
   readonly onProgress?: ((progress: Progress) => Effect.Effect<void>) | undefined
+  /**
+   * Mode query on durable runs: answer as soon as the run is started, with its id
+   * (status running), instead of waiting for its answer. A query with a human
+   * responder always answers so: its answer may take days.
+   */
+  readonly detach?: boolean | undefined
 }
 
 export interface Facade {
@@ -87,4 +107,5 @@ export interface Outcome {
   readonly usage: TokenUsage.TokenUsage
   readonly stopReason?: string | undefined
   readonly orchestration?: OrchestratorResult | undefined
+  readonly query?: QueryResult | undefined
 }
