@@ -92,7 +92,7 @@ describe("Failure taxonomy", () => {
     )
     expect(constraint.details).toMatchObject({ raw: '{"a":1}', violations: ["a: expected string"] })
     const caused = toSystemError(Failure.InferenceFailure.engineError("down", {}, new Error("ECONNREFUSED")))
-    expect(caused.causedBy).toBe("Error: ECONNREFUSED")
+    expect(caused.causedBy).toEqual({ name: "Error", message: "ECONNREFUSED" })
   })
 
   it("isRetryable reads the flag and rejects non-failures", () => {

@@ -10,13 +10,14 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
-import { InferenceFailure } from "../src/domain/Failure.js"
-import { SystemRequest } from "../src/domain/System.js"
+import { InferenceFailure, OrchestrationFailure } from "../src/domain/Failure.js"
+import { causeChain, maxCauseDepth, SystemError, SystemRequest, toSystemError } from "../src/domain/System.js"
 import { Task, TaskList, toJson } from "../src/domain/Task.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import { forClient } from "../src/adapters/http/Edge.js"
 import * as Facade from "../src/programs/Facade.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
 import { add, failing } from "./support/tools.js"
@@ -299,4 +300,60 @@ describe("gap 5: a failed request reports the tokens and tool calls it spent", {
       expect(response.tokenUsage.calls).toBe(0)
       expect(response.toolCallsMade).toEqual([])
     }).pipe(Effect.provide(env([]))))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 10: the cause chain
+// ---------------------------------------------------------------------------
+
+describe("gap 10: SystemError.causedBy wraps the underlying error as a chain", { timeout: bound }, () => {
+  it("each link keeps its failure's tag and code or its error's name, and follows its own cause; the chain encodes and decodes", () => {
+    const root = new Error("ECONNREFUSED 127.0.0.1:8080")
+    const replica = InferenceFailure.engineError("the engine is down", {}, root)
+    const top = OrchestrationFailure.noConsensus("only 1 of 3 replicas produced a valid candidate", { cause: replica })
+    const error = toSystemError(top)
+    expect(error.causedBy).toEqual({
+      name: "InferenceFailure",
+      code: "INFERENCE_ENGINE_ERROR",
+      message: "the engine is down",
+      causedBy: { name: "Error", message: "ECONNREFUSED 127.0.0.1:8080" }
+    })
+    const wire = JSON.parse(JSON.stringify(Schema.encodeSync(SystemError)(error)))
+    expect(Schema.decodeUnknownSync(SystemError)(wire).causedBy).toEqual(error.causedBy)
+  })
+
+  it("a cycle ends where it closes; a deep chain is cut at maxCauseDepth; a non-error is its JSON", () => {
+    const looped = new Error("loop")
+    ;(looped as { cause?: unknown }).cause = looped
+    expect(causeChain(looped)).toEqual({ name: "Error", message: "loop" })
+    let deep: unknown = new Error("bottom")
+    for (let i = 0; i < 20; i++) deep = new Error(`level ${i}`, { cause: deep })
+    let depth = 0
+    for (let link = causeChain(deep); link !== undefined; link = link.causedBy) depth++
+    expect(depth).toBe(maxCauseDepth)
+    expect(causeChain({ status: 503 })).toEqual({ name: "object", message: '{"status":503}' })
+  })
+
+  it("at the HTTP boundary every link's message is cut to an excerpt", () => {
+    const error = toSystemError(InferenceFailure.engineError("down", {}, new Error("x".repeat(5_000), { cause: new Error("y".repeat(5_000)) })))
+    const safe = forClient(error)
+    expect(safe.causedBy!.message.length).toBeLessThan(300)
+    expect(safe.causedBy!.causedBy!.message.length).toBeLessThan(300)
+  })
+
+  it.effect("through the facade: a redundant request below its quorum answers NO_CONSENSUS caused by the replica's failure", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "redundant",
+        messages: [{ role: "user", content: "I love it" }],
+        output: schemaOutput,
+        redundancy: { n: 3, quorum: 3 }
+      })
+      expect(response.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
+      expect(response.error?.causedBy).toMatchObject({ name: "InferenceFailure", code: "INFERENCE_MODEL_UNAVAILABLE", message: "gone" })
+    }).pipe(
+      Effect.provide(
+        env([ScriptedEngine.reply('{"sentiment":"positive"}'), broken("gone"), ScriptedEngine.reply('{"sentiment":"positive"}')])
+      )
+    ))
 })

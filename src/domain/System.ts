@@ -12,6 +12,7 @@ import type { Failure } from "./Failure.js"
 import * as Gbnf from "./Gbnf.js"
 import { categoryOfCode, FailureCategory, FailureCode } from "./Failure.js"
 import { JsonSchema } from "./JsonSchema.js"
+import * as Text from "./Text.js"
 import { ExecutionPlan } from "./Plan.js"
 import { Know, KnowOrchestration } from "./Records.js"
 import { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "./Task.js"
@@ -119,6 +120,36 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   query: Schema.optional(Schema.Unknown)
 }) {}
 
+/**
+ * One link of a failure's cause chain: what failed (a failure's tag and code, or
+ * an error's name), its message, and what caused it in turn. The chain is data, so
+ * it crosses the boundary as JSON and decodes back.
+ */
+export interface FailureCause {
+  readonly name: string
+  readonly code?: string | undefined
+  readonly message: string
+  readonly causedBy?: FailureCause | undefined
+}
+
+export const FailureCause: Schema.Schema<FailureCause> = Schema.Struct({
+  name: Schema.String,
+  code: Schema.optional(Schema.String),
+  message: Schema.String,
+  causedBy: Schema.optional(Schema.suspend((): Schema.Schema<FailureCause> => FailureCause))
+}).annotations({ identifier: "FailureCause" })
+
+/** Links kept of a cause chain; deeper causes are cut (and a cycle ends where it closes). */
+export const maxCauseDepth = 8
+
+/** The chain with every name and message cut to `max` characters (for a client to see). */
+export const excerptCause = (cause: FailureCause, max: number): FailureCause => ({
+  name: Text.excerpt(cause.name, max),
+  ...(cause.code === undefined ? {} : { code: cause.code }),
+  message: Text.excerpt(cause.message, max),
+  ...(cause.causedBy === undefined ? {} : { causedBy: excerptCause(cause.causedBy, max) })
+})
+
 /** The canonical error at the boundary: a category, a stable code and retry guidance. */
 export class SystemError extends Schema.Class<SystemError>("SystemError")({
   code: FailureCode,
@@ -126,18 +157,39 @@ export class SystemError extends Schema.Class<SystemError>("SystemError")({
   retryable: Schema.Boolean,
   message: Schema.String,
   details: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
-  causedBy: Schema.optional(Schema.String)
+  /** The wrapped underlying error, and its own cause, as a chain. */
+  causedBy: Schema.optional(FailureCause)
 }) {}
 
-const describeCause = (cause: unknown): string | undefined => {
-  if (cause === undefined || cause === null) return undefined
-  if (cause instanceof Error) return `${cause.name}: ${cause.message}`
-  if (typeof cause === "string") return cause
+const describeValue = (value: unknown): string => {
+  if (typeof value === "string") return value
   try {
-    return JSON.stringify(cause)
+    return JSON.stringify(value) ?? String(value)
   } catch {
-    return String(cause)
+    return String(value)
   }
+}
+
+/**
+ * The cause chain of `cause`: a failure of the taxonomy keeps its tag, code and
+ * message, an Error its name and message, and each follows its own `cause`;
+ * anything else is one link holding its JSON text.
+ */
+export const causeChain = (cause: unknown): FailureCause | undefined => {
+  const seen = new Set<unknown>()
+  const link = (value: unknown, depth: number): FailureCause | undefined => {
+    if (value === undefined || value === null || depth >= maxCauseDepth || seen.has(value)) return undefined
+    if (typeof value === "object") seen.add(value)
+    const record = typeof value === "object" ? (value as Record<string, unknown>) : undefined
+    const next = record === undefined ? undefined : link(record.cause, depth + 1)
+    const rest = next === undefined ? {} : { causedBy: next }
+    if (record !== undefined && typeof record._tag === "string" && typeof record.code === "string" && typeof record.message === "string") {
+      return { name: record._tag, code: record.code, message: record.message, ...rest }
+    }
+    if (value instanceof Error) return { name: value.name, message: value.message, ...rest }
+    return { name: typeof value === "string" ? "Error" : typeof value, message: describeValue(value) }
+  }
+  return link(cause, 0)
 }
 
 /** The total mapping from the taxonomy to the boundary error. */
@@ -158,7 +210,7 @@ export const toSystemError = (failure: Failure): SystemError => {
     default:
       break
   }
-  const causedBy = describeCause(failure.cause)
+  const causedBy = causeChain(failure.cause)
   return new SystemError({
     code: failure.code,
     category: categoryOfCode[failure.code],

@@ -20,7 +20,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { createHash, timingSafeEqual } from "node:crypto"
-import { SystemError, SystemResponse } from "../../domain/System.js"
+import { excerptCause, SystemError, SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import { ChatFailure, type OpenAiErrorBody, type RefusalStatus, RunFailure } from "./Api.js"
@@ -174,7 +174,7 @@ export const forClient = (error: SystemError): SystemError =>
       ...error,
       message: Text.excerpt(error.message, 1_000),
       details: Text.bounded(withoutStacks(error.details), { maxString: 200, maxDepth: 5, maxItems: 20 }) as Record<string, unknown>,
-      ...(error.causedBy === undefined ? {} : { causedBy: Text.excerpt(error.causedBy, 200) })
+      ...(error.causedBy === undefined ? {} : { causedBy: excerptCause(error.causedBy, 200) })
     },
     true
   )
