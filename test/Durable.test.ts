@@ -154,7 +154,7 @@ describe("Durable runs in memory", () => {
         expect(before).toEqual(["INTEND payload", "DO prepare", "CALL review", "DO notify", "STATE suspended/review"])
 
         const wrong = yield* Effect.flip(runs.respond(id, "review", "not-the-secret", { approved: true, note: "x" }))
-        expect(wrong.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(wrong.code).toBe("ORCHESTRATION_SLOT_FORBIDDEN")
         const badShape = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: "yes" }))
         expect(badShape.code).toBe("CONFIG_INVALID_REQUEST")
         expect(badShape.message).toContain("approved")
@@ -313,7 +313,7 @@ describe("Durable runs in memory", () => {
         yield* runs.await(accepted, { untilSuspended: true })
         const [slot] = yield* Ref.get(slots)
         const wrong = yield* Effect.flip(runs.accept(accepted, "review", "nope", 10))
-        expect(wrong.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(wrong.code).toBe("ORCHESTRATION_SLOT_FORBIDDEN")
         expect((yield* Effect.flip(runs.accept(accepted, "review", secretOf(slot!), -1))).code).toBe("CONFIG_INVALID_REQUEST")
         yield* TestClock.adjust("3 seconds")
         expect(yield* runs.accept(accepted, "review", secretOf(slot!), 10)).toBe("Accepted")

@@ -45,7 +45,7 @@ describe("human slots across a crash", () => {
       second.send("go")
       await second.next("ready", 20_000)
       second.send({ runId: ticket.runId, slot: ticket.key, secret: "wrong", answer: { approved: true, note: "x" } })
-      expect(await second.next("respond", 20_000)).toMatchObject({ ok: false, code: "CONFIG_INVALID_REQUEST" })
+      expect(await second.next("respond", 20_000)).toMatchObject({ ok: false, code: "ORCHESTRATION_SLOT_FORBIDDEN" })
       second.send({ runId: ticket.runId, slot: ticket.key, secret: ticket.secret, answer: { approved: true, note: "after the crash" } })
       expect(await second.next("respond", 20_000)).toMatchObject({ ok: true, result: "Accepted" })
       const result = await second.next("result", 20_000)

@@ -27,11 +27,12 @@ const sample = (code: Failure.FailureCode): Failure.Failure => {
 describe("Failure taxonomy", () => {
   const allCodes = Failure.FailureCode.members.flatMap((m) => m.literals) as ReadonlyArray<Failure.FailureCode>
 
-  it("has the 22 codes of seed 03, two labelled extensions, three of durable runs and one of query expressions, each mapped to a category", () => {
-    expect(allCodes).toHaveLength(28)
+  it("has the 22 codes of seed 03, two labelled extensions, four of durable runs and one of query expressions, each mapped to a category", () => {
+    expect(allCodes).toHaveLength(29)
     expect(allCodes).toContain("ORCHESTRATION_REPLAY_DIVERGED")
     expect(allCodes).toContain("ORCHESTRATION_STATE_UNAVAILABLE")
     expect(allCodes).toContain("ORCHESTRATION_SLOT_CLOSED")
+    expect(allCodes).toContain("ORCHESTRATION_SLOT_FORBIDDEN")
     expect(allCodes).toContain("ORCHESTRATION_EXPRESSION_FAILED")
     expect(allCodes).toContain("CONFIG_INVALID_REQUEST")
     expect(allCodes).toContain("ORCHESTRATION_DEFECT")
@@ -126,6 +127,7 @@ describe("Failure taxonomy", () => {
       F.OrchestrationFailure.stateUnavailable("x"),
       F.OrchestrationFailure.slotClosed("x"),
       F.OrchestrationFailure.expressionFailed("x"),
+      F.OrchestrationFailure.slotForbidden("x"),
       F.ConfigurationFailure.noEngine("x"),
       F.ConfigurationFailure.schemaRequired("x"),
       F.ConfigurationFailure.grammarNotFound("x"),
@@ -156,7 +158,9 @@ describe("Failure taxonomy", () => {
       ORCHESTRATION_REPLAY_DIVERGED: "never",
       ORCHESTRATION_SLOT_CLOSED: "never",
       // an expression fails the same way on the same recorded inputs
-      ORCHESTRATION_EXPRESSION_FAILED: "never"
+      ORCHESTRATION_EXPRESSION_FAILED: "never",
+      // a wrong secret stays wrong
+      ORCHESTRATION_SLOT_FORBIDDEN: "never"
     })
   })
 })

@@ -49,7 +49,9 @@ export const OrchestrationCode = Schema.Literal(
   /** An answer came for a human slot that is closed (answered, expired or cancelled) or never opened. */
   "ORCHESTRATION_SLOT_CLOSED",
   /** A query's CEL expression (a threshold, an acceptance, a weight, a fold) failed on the values it was given at run time. */
-  "ORCHESTRATION_EXPRESSION_FAILED"
+  "ORCHESTRATION_EXPRESSION_FAILED",
+  /** An answer came for a human slot with a secret that does not open it; nothing was recorded. */
+  "ORCHESTRATION_SLOT_FORBIDDEN"
 )
 export const ConfigurationCode = Schema.Literal(
   "CONFIG_NO_ENGINE",
@@ -250,6 +252,11 @@ export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailur
   static expressionFailed(message: string, fields: Extra = {}): OrchestrationFailure {
     return new OrchestrationFailure({ code: "ORCHESTRATION_EXPRESSION_FAILED", retryable: false, message, ...extra(fields) })
   }
+
+  /** The secret does not open the slot: refused before anything is recorded or said about the slot. Never retryable. */
+  static slotForbidden(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_SLOT_FORBIDDEN", retryable: false, message, ...extra(fields) })
+  }
 }
 
 /** The system is not configured for the request. */
@@ -343,6 +350,7 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   ORCHESTRATION_STATE_UNAVAILABLE: "OrchestrationFailure",
   ORCHESTRATION_SLOT_CLOSED: "OrchestrationFailure",
   ORCHESTRATION_EXPRESSION_FAILED: "OrchestrationFailure",
+  ORCHESTRATION_SLOT_FORBIDDEN: "OrchestrationFailure",
   CONFIG_NO_ENGINE: "ConfigurationFailure",
   CONFIG_SCHEMA_REQUIRED: "ConfigurationFailure",
   CONFIG_GRAMMAR_NOT_FOUND: "ConfigurationFailure",
@@ -379,6 +387,7 @@ export const retryabilityOfCode: { readonly [C in FailureCode]: "always" | "neve
   ORCHESTRATION_STATE_UNAVAILABLE: "always",
   ORCHESTRATION_SLOT_CLOSED: "never",
   ORCHESTRATION_EXPRESSION_FAILED: "never",
+  ORCHESTRATION_SLOT_FORBIDDEN: "never",
   CONFIG_NO_ENGINE: "never",
   CONFIG_SCHEMA_REQUIRED: "never",
   CONFIG_GRAMMAR_NOT_FOUND: "never",

@@ -127,7 +127,7 @@ export interface Service {
     payload: P,
     options?: StartOptions
   ) => Effect.Effect<string, RunsError>
-  /** The run as recorded now. */
+  /** The run as recorded now (also a run of a definition this layer does not have). */
   readonly poll: (runId: string) => Effect.Effect<RunInfo, RunsError>
   /** Waits until the run is completed, failed or cancelled (or `suspended`, with `untilSuspended`). */
   readonly await: (
@@ -139,7 +139,7 @@ export interface Service {
   /** Cancels the run: it ends `cancelled` with CANCELLED_SIGNAL, its open slots closed. */
   readonly cancel: (runId: string) => Effect.Effect<void, RunsError>
   /**
-   * Answers a slot. A wrong secret is refused (CONFIG_INVALID_REQUEST) and records
+   * Answers a slot. A wrong secret is refused (ORCHESTRATION_SLOT_FORBIDDEN) and records
    * nothing; an answer that does not match the slot's shape is refused and the slot
    * stays open; a slot already closed (answered, expired, cancelled) or past its
    * deadline is ORCHESTRATION_SLOT_CLOSED.

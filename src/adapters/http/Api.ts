@@ -31,14 +31,14 @@ import { SystemRequest, SystemResponse } from "../../domain/System.js"
 // ---------------------------------------------------------------------------
 
 /** The statuses a failure code maps to (`Status.ts`). */
-export const errorStatuses = [400, 413, 422, 499, 500, 502, 503, 504] as const
+export const errorStatuses = [400, 403, 413, 422, 499, 500, 502, 503, 504] as const
 export type ErrorStatus = (typeof errorStatuses)[number]
 
 /**
  * Every status a handler refuses a request with: a failure code's, and the
  * transport's own 409 (a request id in use) and 415 (a body that is not JSON).
  */
-export const refusalStatuses = [...errorStatuses, 409, 415] as const
+export const refusalStatuses = [...errorStatuses, 404, 409, 415] as const
 export type RefusalStatus = (typeof refusalStatuses)[number]
 
 const RefusalStatus = Schema.Literal(...refusalStatuses)

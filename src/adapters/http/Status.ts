@@ -4,6 +4,8 @@
  *
  *   400  CONFIG_INVALID_REQUEST, CONFIG_SCHEMA_REQUIRED (the request is malformed
  *        for its mode: bad JSON, wrong types, unknown mode, missing schema)
+ *   403  ORCHESTRATION_SLOT_FORBIDDEN (an answer to a human slot with a secret
+ *        that does not open it; nothing was recorded)
  *   413  the body exceeds the server's limit (CONFIG_INVALID_REQUEST)
  *   422  the request is well formed but cannot be served as asked:
  *        CONFIG_GRAMMAR_NOT_FOUND, TOOL_NOT_FOUND (a whitelisted tool the server
@@ -37,6 +39,8 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
     case "CONFIG_INVALID_REQUEST":
     case "CONFIG_SCHEMA_REQUIRED":
       return 400
+    case "ORCHESTRATION_SLOT_FORBIDDEN":
+      return 403
     case "CONFIG_NO_ENGINE":
     case "INFERENCE_MODEL_UNAVAILABLE":
     case "TOOL_UNAVAILABLE":

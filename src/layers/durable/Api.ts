@@ -47,9 +47,13 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     })
   }
 
+  /** The run's row, whatever its definition (reading a run needs no definition registered here). */
+  const rowOf = (runId: string) =>
+    Effect.flatMap(store.getRun(runId), (row) =>
+      row === undefined ? Effect.fail(ConfigurationFailure.invalidRequest(`no run has the id "${runId}"`)) : Effect.succeed(row))
+
   const poll = Effect.fn("Runs.poll")(function* (runId: string) {
-    const { row } = yield* findRun(runId)
-    return infoOf(row, yield* liveness)
+    return infoOf(yield* rowOf(runId), yield* liveness)
   })
 
   /**
@@ -86,7 +90,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         })
       }
       if (!secretMatches(secret, slot.secret_hash)) {
-        return yield* ConfigurationFailure.invalidRequest(`the secret does not open slot "${slotKey}" of run ${runId}`, {
+        return yield* OrchestrationFailure.slotForbidden(`the secret does not open slot "${slotKey}" of run ${runId}`, {
           details: { runId, slot: slotKey }
         })
       }
@@ -250,7 +254,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     }),
 
     exportThread: Effect.fn("Runs.exportThread")(function* (runId) {
-      const { row } = yield* findRun(runId)
+      const row = yield* rowOf(runId)
       const records = yield* store.records(runId, 0)
       const slots = yield* store.slotsOf(runId)
       return new Thread({
