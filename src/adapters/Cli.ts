@@ -1,5 +1,7 @@
 /**
- * The command-line adapter: `pagantic chat | extract | vote | plan | demo | serve`.
+ * The command-line adapter: `pagantic chat | extract | vote | plan | demo | serve`,
+ * and the durable runs' `migrate | runs | thread | respond` (their durable layer
+ * is loaded only when one of them runs: `cli/RunsState.ts`).
  *
  * A thin shell: each command decodes its flags and arguments into a
  * SystemRequest, runs it through the facade (`PaganticSystem`) and prints the
@@ -30,9 +32,13 @@ import { checker } from "./cli/CommandLine.js"
 import { chat } from "./cli/commands/Chat.js"
 import { demo } from "./cli/commands/Demo.js"
 import { extract } from "./cli/commands/Extract.js"
+import { migrate } from "./cli/commands/Migrate.js"
 import { plan } from "./cli/commands/Plan.js"
+import { respond } from "./cli/commands/Respond.js"
+import { runs, runsUsage } from "./cli/commands/Runs.js"
 import { serve } from "./cli/commands/Serve.js"
 import { task } from "./cli/commands/Task.js"
+import { thread, threadUsage } from "./cli/commands/Thread.js"
 import { vote } from "./cli/commands/Vote.js"
 import { root } from "./cli/Flags.js"
 import { CliIo } from "./cli/Io.js"
@@ -44,13 +50,16 @@ export { type ServeFlags, serveOptions } from "./cli/commands/Serve.js"
 export { CliIo, type Io, nodeIo } from "./cli/Io.js"
 export { formatUsage } from "./cli/Output.js"
 export { CliEngine, type Engines, type EngineSettings, llamaEngine } from "./cli/Wiring.js"
+export { CliRuns } from "./cli/RunsState.js"
 
 // ---------------------------------------------------------------------------
 // The application
 // ---------------------------------------------------------------------------
 
 /** The `pagantic` command and its subcommands, for embedding or testing. */
-export const command = root.pipe(Command.withSubcommands([chat, extract, vote, plan, task, demo, serve]))
+export const command = root.pipe(
+  Command.withSubcommands([chat, extract, vote, plan, task, demo, serve, migrate, runs, thread, respond])
+)
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
 
@@ -70,7 +79,11 @@ export const checkCommandLine: (args: ReadonlyArray<string>) => string | undefin
     plan: Command.getUsage(plan),
     task: Command.getUsage(task),
     demo: Command.getUsage(demo),
-    serve: Command.getUsage(serve)
+    serve: Command.getUsage(serve),
+    migrate: Command.getUsage(migrate),
+    runs: runsUsage,
+    thread: threadUsage,
+    respond: Command.getUsage(respond)
   },
   new Set(["chat", "extract", "vote", "task"])
 )

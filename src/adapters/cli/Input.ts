@@ -68,23 +68,27 @@ const unreadable = (what: string, file: string) => (e: PlatformError.PlatformErr
  * A schema or plan file as UTF-8 text: at most MAX_FILE_BYTES are read, so a huge
  * file or a device (/dev/zero) is refused without being read whole; a pipe works.
  */
-const readText = (file: string, what: string) =>
+const readText = (file: string, what: string, maxBytes: number = MAX_FILE_BYTES) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     if (file.length === 0) return yield* fail(`${what} is an empty path`)
     const info = yield* fs.stat(file).pipe(Effect.mapError(unreadable(what, file)))
     if (info.type === "Directory") return yield* fail(`cannot read ${what} ${file}: it is a directory`)
-    const chunks = yield* fs.stream(file, { bytesToRead: MAX_FILE_BYTES + 1 }).pipe(
+    const chunks = yield* fs.stream(file, { bytesToRead: maxBytes + 1 }).pipe(
       Stream.runCollect,
       Effect.mapError(unreadable(what, file))
     )
     const bytes = Buffer.concat([...chunks])
-    if (bytes.length > MAX_FILE_BYTES) return yield* fail(`${what} ${file} is larger than ${MAX_FILE_BYTES / 1024 / 1024} MiB`)
+    if (bytes.length > maxBytes) return yield* fail(`${what} ${file} is larger than ${maxBytes / 1024 / 1024} MiB`)
     return yield* Effect.try({
       try: () => new TextDecoder("utf-8", { fatal: true }).decode(bytes),
       catch: () => new CliFailure({ message: `${what} ${file} is not UTF-8 text` })
     })
   })
+
+/** A JSON file of at most `maxBytes`, read and parsed with the same checks as a schema or plan file. */
+export const readJsonFile = (file: string, what: string, maxBytes: number) =>
+  Effect.flatMap(readText(file, what, maxBytes), (text) => parseJson(text, `${what} ${file}`))
 
 /** `--schema`: inline JSON (starting with `{` or `[`) or the path of a JSON file. */
 export const loadSchema = (value: string) =>
