@@ -19,7 +19,10 @@ import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { forClient } from "../src/adapters/http/Edge.js"
 import * as Facade from "../src/programs/Facade.js"
-import type { InferenceRequest } from "../src/services/Engine.js"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
+import { w3cTraceId } from "../src/programs/internal/Spans.js"
+import { type InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { EventLog } from "../src/services/EventLog.js"
 import { add, failing } from "./support/tools.js"
 
 /** Tests that could wait forever on the TestClock end here instead. */
@@ -356,4 +359,54 @@ describe("gap 10: SystemError.causedBy wraps the underlying error as a chain", {
         env([ScriptedEngine.reply('{"sentiment":"positive"}'), broken("gone"), ScriptedEngine.reply('{"sentiment":"positive"}')])
       )
     ))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 9: the trace id is the request's trace
+// ---------------------------------------------------------------------------
+
+describe("gap 9: a trace id given to the facade is the trace of the request's spans", { timeout: bound }, () => {
+  /** An engine that answers with the trace id of the span it is called in. */
+  const traced = env([
+    ScriptedEngine.respond(() =>
+      Effect.map(Effect.orDie(Effect.currentSpan), (span) =>
+        new InferenceResult({ content: span.traceId, toolCalls: [], usage: TokenUsage.empty, finishReason: "stop" })))
+  ])
+  const chat = (fields: Record<string, unknown>) =>
+    Effect.flatMap(Facade.make(), (system) => system.run(decode({ mode: "chat", messages: [{ role: "user", content: "hi" }], ...fields })))
+  const eventTraces = Effect.map(Effect.flatMap(EventLog, (log) => log.events), (events) => new Set(events.map((e) => e.correlation.traceId)))
+
+  it.effect("a W3C trace id is the spans' trace id itself, and the events'", () =>
+    Effect.gen(function* () {
+      const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+      const response = yield* chat({ traceId })
+      expect(response.content).toBe(traceId)
+      expect(yield* eventTraces).toEqual(new Set([traceId]))
+    }).pipe(Effect.provide(traced)))
+
+  it.effect("inside a span of another trace, the request's own trace id still wins", () =>
+    Effect.gen(function* () {
+      const traceId = "4BF92F3577B34DA6A3CE929D0E0E4736"
+      const response = yield* chat({ traceId }).pipe(Effect.withSpan("application"))
+      expect(response.content).toBe(traceId.toLowerCase())
+    }).pipe(Effect.provide(traced)))
+
+  it.effect("any other trace id names a trace derived from it: the same id, the same trace", () =>
+    Effect.gen(function* () {
+      const first = yield* chat({ traceId: "trace-tel-1" })
+      const again = yield* chat({ traceId: "trace-tel-1" }).pipe(Effect.provide(traced))
+      expect(first.content).toMatch(/^[0-9a-f]{32}$/)
+      expect(first.content).toBe(w3cTraceId("trace-tel-1"))
+      expect(again.content).toBe(first.content)
+      expect(w3cTraceId("trace-tel-2")).not.toBe(first.content)
+    }).pipe(Effect.provide(traced)))
+
+  it.effect("without a trace id the request joins the trace it runs in, and its events name that trace", () =>
+    Effect.gen(function* () {
+      const [response, outer] = yield* Effect.zip(chat({}), Effect.map(Effect.orDie(Effect.currentSpan), (s) => s.traceId)).pipe(
+        Effect.withSpan("application")
+      )
+      expect(response.content).toBe(outer)
+      expect(yield* eventTraces).toEqual(new Set([outer]))
+    }).pipe(Effect.provide(traced)))
 })

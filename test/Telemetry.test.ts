@@ -14,6 +14,7 @@ import { SystemRequest } from "../src/domain/System.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import { PaganticSystem } from "../src/programs/Facade.js"
+import * as Spans from "../src/programs/internal/Spans.js"
 import { CostTracker } from "../src/services/CostTracker.js"
 import { Metrics, type Snapshot } from "../src/services/Metrics.js"
 import * as Tool from "../src/services/ToolRegistry.js"
@@ -134,8 +135,10 @@ describe("Telemetry", () => {
         "  lifecycle COMPLETE"
       ])
 
-      // the request span is the root of the whole request: no parent, every span of the trace under it
-      expect(parentOf(tree.span)).toBeUndefined()
+      // the request span is the root of the whole request: its parent is the remote span of the trace its
+      // trace id names (not exported here), every span of the trace under it
+      expect(tree.span.spanContext().traceId).toBe(Spans.w3cTraceId("trace-tel-1"))
+      expect(spans.some((s) => idOf(s) === parentOf(tree.span))).toBe(false)
       expect(spans.filter((s) => s.spanContext().traceId === tree.span.spanContext().traceId)).toHaveLength(all.length)
       expect(tree.span.attributes).toMatchObject({
         "pagantic.request_id": "req-tel-1",

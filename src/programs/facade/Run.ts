@@ -87,7 +87,11 @@ const executeChecked = (
     } satisfies Execution
   })
 
-/** Runs a request to its Execution, under its correlation and its `Facade.run` span. */
+/**
+ * Runs a request to its Execution, under its correlation and its `Facade.run`
+ * span, in the request's trace: the trace its trace id names (see
+ * `Spans.w3cTraceId`), else the trace of the span it runs in.
+ */
 export const execute = (
   env: Environment,
   cancellations: Cancellations,
@@ -96,22 +100,31 @@ export const execute = (
 ): Effect.Effect<Execution> =>
   Effect.gen(function* () {
     const requestId = request.requestId ?? (yield* env.nextId("req"))
-    const traceId = request.traceId ?? (yield* env.nextId("trace"))
     const admission = yield* Check.check(env, request)
     const { sessionId } = admission
-    return yield* executeChecked(env, cancellations, request, requestId, admission, runOptions).pipe(
-      withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }),
+    const run = Effect.gen(function* () {
+      // without a trace id of its own the request is in its span's trace: events and spans name the same trace
+      const spanTrace = Option.filter(
+        Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
+        (id) => /^[0-9a-f]{32}$/.test(id)
+      )
+      const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
+      yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
+      return yield* executeChecked(env, cancellations, request, requestId, admission, runOptions).pipe(
+        withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) })
+      )
+    }).pipe(
       Effect.withSpan("Facade.run", {
         attributes: {
           mode: request.mode,
           requestId,
-          traceId,
           ...(sessionId === undefined ? {} : { sessionId }),
           [Spans.Pagantic.mode]: request.mode,
           [Spans.Pagantic.requestId]: requestId,
-          [Spans.Pagantic.traceId]: traceId,
           ...(sessionId === undefined ? {} : { [Spans.Pagantic.sessionId]: sessionId })
         }
       })
     )
+    // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
+    return yield* request.traceId === undefined ? run : Spans.inTrace(request.traceId)(run)
   })

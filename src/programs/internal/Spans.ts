@@ -13,7 +13,7 @@
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import type * as Tracer from "effect/Tracer"
+import * as Tracer from "effect/Tracer"
 import type { ToolCall } from "../../domain/Message.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { CostTracker } from "../../services/CostTracker.js"
@@ -76,6 +76,60 @@ export const correlationAttributes: Effect.Effect<Record<string, string>> = Effe
     return out
   }
 )
+
+// ---------------------------------------------------------------------------
+// Trace
+// ---------------------------------------------------------------------------
+
+const W3C_TRACE_ID = /^[0-9a-f]{32}$/
+
+/** 32 hex digits from `text`, the same for the same text (cyrb128: well mixed, not cryptographic). */
+const hex128 = (text: string): string => {
+  let h1 = 1779033703, h2 = 3144134277, h3 = 1013904242, h4 = 2773480762
+  for (let i = 0; i < text.length; i++) {
+    const k = text.charCodeAt(i)
+    h1 = h2 ^ Math.imul(h1 ^ k, 597399067)
+    h2 = h3 ^ Math.imul(h2 ^ k, 2869860233)
+    h3 = h4 ^ Math.imul(h3 ^ k, 951274213)
+    h4 = h1 ^ Math.imul(h4 ^ k, 2716044179)
+  }
+  h1 = Math.imul(h3 ^ (h1 >>> 18), 597399067)
+  h2 = Math.imul(h4 ^ (h2 >>> 22), 2869860233)
+  h3 = Math.imul(h1 ^ (h3 >>> 17), 951274213)
+  h4 = Math.imul(h2 ^ (h4 >>> 19), 2716044179)
+  h1 ^= h2 ^ h3 ^ h4
+  h2 ^= h1
+  h3 ^= h1
+  h4 ^= h1
+  return [h1, h2, h3, h4].map((h) => (h >>> 0).toString(16).padStart(8, "0")).join("")
+}
+
+/**
+ * The OpenTelemetry trace id of a request's trace id: itself when it is one (32
+ * lowercase hex digits, not all zero; case is ignored), else 32 hex digits derived
+ * from it, the same for the same id.
+ */
+export const w3cTraceId = (traceId: string): string => {
+  const lower = traceId.toLowerCase()
+  if (W3C_TRACE_ID.test(lower) && !/^0+$/.test(lower)) return lower
+  const derived = hex128(traceId)
+  return /^0+$/.test(derived) ? "1".padStart(32, "0") : derived
+}
+
+/**
+ * Runs `effect` in the trace a request's trace id names (see `w3cTraceId`): under
+ * the current span when it is already in that trace (a traceparent the HTTP
+ * server read), else under a remote parent span of that trace, as a caller in
+ * another process would be.
+ */
+export const inTrace =
+  (traceId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(Effect.option(Effect.currentParentSpan), (parent) => {
+      const trace = w3cTraceId(traceId)
+      if (Option.isSome(parent) && parent.value.traceId === trace) return effect
+      const remote = Tracer.externalSpan({ traceId: trace, spanId: hex128(`span:${traceId}`).slice(0, 16), sampled: true })
+      return Effect.withParentSpan(effect, remote)
+    })
 
 /** Puts the correlation ids (and `extra`) on the current span. */
 export const annotate = (extra: Record<string, unknown> = {}): Effect.Effect<void> =>
