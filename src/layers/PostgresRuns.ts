@@ -180,7 +180,7 @@ export const migrateWith: Effect.Effect<void, OrchestrationFailure, SqlClient.Sq
 export const migrate = (options: {
   readonly url: Redacted.Redacted<string> | string
 }): Effect.Effect<void, OrchestrationFailure> =>
-  Effect.provide(migrateWith, client(options.url, 2))
+  Effect.provide(migrateWith, client(options.url, 4))
 
 // ---------------------------------------------------------------------------
 // Layers

@@ -146,3 +146,26 @@ export const createDatabase = async (server: Postgres, name: string): Promise<st
   }
   return server.url.replace(/\/postgres$/, `/${name}`)
 }
+
+/** The names of the tables of the public schema of the database at `url`. */
+export const tables = async (url: string): Promise<ReadonlyArray<string>> => {
+  const pg = createRequire(import.meta.url)("pg") as {
+    Client: new (options: { connectionString: string }) => {
+      connect: () => Promise<void>
+      query: (q: string) => Promise<{ rows: ReadonlyArray<{ table_name: string }> }>
+      end: () => Promise<void>
+    }
+  }
+  const client = new pg.Client({ connectionString: url })
+  await bounded(client.connect(), 10_000, "connecting to Postgres")
+  try {
+    const result = await bounded(
+      client.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name"),
+      10_000,
+      "listing tables"
+    )
+    return result.rows.map((row) => row.table_name)
+  } finally {
+    await client.end().catch(() => undefined)
+  }
+}

