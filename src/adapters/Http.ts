@@ -3,6 +3,7 @@
  *
  *   POST /v1/run               a SystemRequest in, the SystemResponse out (`http/Run.ts`)
  *   POST /v1/chat/completions  OpenAI-compatible, JSON or SSE (`http/ChatCompletions.ts`)
+ *   POST /v1/queries           an infer.query.v1 query, answered or started (`http/Queries.ts`)
  *   GET  /health               the engine's model and "ok"
  *
  * The contract is `http/Api.ts`; each endpoint has its handler here. A handler
@@ -43,6 +44,7 @@ import { PaganticApi } from "./http/Api.js"
 import * as ChatCompletions from "./http/ChatCompletions.js"
 import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config.js"
 import * as Edge from "./http/Edge.js"
+import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
 
 export * as Api from "./http/Api.js"
@@ -57,9 +59,11 @@ const handlers = (options: Options) =>
       const engine = yield* Engine
       const run = yield* Run.make(settings)
       const chat = yield* ChatCompletions.make(settings)
+      const queries = yield* Queries.make(settings)
       return handlers
         .handleRaw("run", ({ request }) => run(request))
         .handleRaw("chatCompletions", ({ request }) => chat(request))
+        .handleRaw("queries", ({ request }) => queries(request))
         .handle("health", () => Effect.map(engine.modelInfo, (model) => ({ status: "ok" as const, model })))
     })
   )

@@ -3,6 +3,7 @@
  *
  *   POST /v1/run               a SystemRequest in, the SystemResponse out
  *   POST /v1/chat/completions  OpenAI-compatible chat completions (JSON or SSE)
+ *   POST /v1/queries           an infer.query.v1 query in, its answer (200) or its run (202) out
  *   GET  /health               the engine's model and "ok"
  *
  * A refused request is one typed error per endpoint, carrying the status it is
@@ -24,6 +25,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { ModelInfo } from "../../domain/ModelInfo.js"
+import { Query } from "../../domain/Query.js"
 import { SystemRequest, SystemResponse } from "../../domain/System.js"
 
 // ---------------------------------------------------------------------------
@@ -248,6 +250,25 @@ export const chatCompletions = HttpApiEndpoint.post("chatCompletions", "/v1/chat
 
 export const health = HttpApiEndpoint.get("health", "/health").addSuccess(Health)
 
-export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(health) {}
+/**
+ * The body of `/v1/queries`: an `infer.query.v1` query and two transport fields,
+ * `async` (answer 202 with the run id once the run is started) and `requestId`.
+ */
+export const QueryRequest = Schema.Struct({
+  ...Query.fields,
+  async: Schema.optional(Schema.Boolean),
+  requestId: Schema.optional(Schema.String)
+})
+
+/** A query's run started but not finished (202): `query.runId` names it, `query.status` says where it stands. */
+export const QueryAccepted = SystemResponse.annotations({ identifier: "QueryAccepted" })
+
+export const queries = HttpApiEndpoint.post("queries", "/v1/queries")
+  .setPayload(QueryRequest)
+  .addSuccess(SystemResponse)
+  .addSuccess(QueryAccepted, { status: 202 })
+  .addError(Schema.Union(...refusalStatuses.map(RunFailure.at)))
+
+export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(queries).add(health) {}
 
 export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup) {}

@@ -196,6 +196,17 @@ export const checkRun = (body: unknown, limits: Limits = defaultLimits): Either.
   )
 }
 
+/**
+ * The checks of a `/v1/queries` body (an `infer.query.v1` query), after
+ * `checkShape`: a `core.json.v1` answer shape's inline schema is bounded as any
+ * output schema (the query's own decoding bounds everything else).
+ */
+export const checkQuery = (body: unknown, limits: Limits = defaultLimits): Either.Either<void, Problem> => {
+  if (!Json.isObject(body)) return Either.right(undefined)
+  const shape = Json.isObject(body.answer_shape) ? body.answer_shape : {}
+  return first(() => (shape.schema === undefined ? undefined : checkSchema(shape.schema, "answer_shape.schema", limits)))
+}
+
 /** The checks of a `/v1/chat/completions` body, after `checkShape`. */
 export const checkChat = (body: unknown, limits: Limits = defaultLimits): Either.Either<void, Problem> => {
   if (!Json.isObject(body)) return Either.right(undefined)

@@ -1,0 +1,115 @@
+/**
+ * `POST /v1/queries`: an `infer.query.v1` query in, its committed answer out.
+ *
+ * The body is the query itself plus two transport fields: `async` (true: answer
+ * 202 with the run id as soon as the run is started) and `requestId`. The handler
+ * reads the body (bounded in bytes), bounds it (`Guard`: depth, sizes, the inline
+ * answer schema), wraps the query in a SystemRequest of mode query with the
+ * server's time limit, and hands it to `PaganticSystem`, which checks the query
+ * (each wrong field named; a CEL problem with its position) and runs it.
+ *
+ *   200  the KNOW, in the SystemResponse's `query` (answer, confidence, pattern,
+ *        calls; the run id when queries are durable runs)
+ *   202  the run is started, not finished: asked with `"async": true`, or the
+ *        query asks a human (its answer may take days). Follow it through the
+ *        runs endpoints with `query.runId`.
+ *   4xx/5xx  the SystemResponse with its `error`, as `/v1/run` refuses.
+ *
+ * Every answer carries the request id in `x-request-id`.
+ *
+ * A query waits for its answer within the server's request limit: past it the
+ * request ends CANCELLED_TIMEOUT and its run is cancelled. A client that hangs up
+ * cancels it the same way. Longer queries are asked with `async`.
+ */
+import * as HttpApp from "@effect/platform/HttpApp"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
+import * as Json from "../../domain/Json.js"
+import { SystemResponse } from "../../domain/System.js"
+import * as Text from "../../domain/Text.js"
+import { PaganticSystem } from "../../programs/Facade.js"
+import * as Body from "./Body.js"
+import type { Settings } from "./Config.js"
+import * as Edge from "./Edge.js"
+import * as Guard from "./Guard.js"
+import * as Lifetime from "./Lifetime.js"
+import { statusOfError, traceIdOf } from "./Status.js"
+
+/** The longest request id a client may send. */
+const maxIdLength = 128
+
+const describe = (value: unknown): string => Text.excerpt(JSON.stringify(value) ?? String(value), 40)
+
+/** The transport fields, taken off the query. */
+const transport = (raw: Record<string, unknown>): Either.Either<
+  { readonly async: boolean; readonly requestId: string | undefined; readonly query: Record<string, unknown> },
+  Guard.Problem
+> => {
+  const { async, requestId, ...query } = raw
+  if (async !== undefined && typeof async !== "boolean") {
+    return Either.left({ field: "async", message: `expected true or false, got ${describe(async)}` })
+  }
+  if (requestId !== undefined && !(typeof requestId === "string" && requestId.length > 0 && requestId.length <= maxIdLength)) {
+    return Either.left({ field: "requestId", message: `expected a string of 1 to ${maxIdLength} characters` })
+  }
+  return Either.right({ async: async === true, requestId, query })
+}
+
+const encode = Schema.encodeSync(SystemResponse)
+
+const refuse = Edge.refuseRun
+
+/** The handler of `/v1/queries`, built once per server (it keeps the ids of the requests running). */
+export const make = (settings: Settings) =>
+  Effect.gen(function* () {
+    const system = yield* PaganticSystem
+    const newRequestId = yield* Lifetime.newRequestIds
+    const inFlight = Lifetime.makeInFlight()
+
+    return (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        const generated = yield* newRequestId
+        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+        if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), generated, body.left.status)
+        const raw = body.right
+        const bounded = Either.flatMap(Guard.checkShape(raw, settings.limits), () => Guard.checkQuery(raw, settings.limits))
+        if (Either.isLeft(bounded)) return yield* refuse(Edge.fromProblem(bounded.left), generated)
+        if (!Json.isObject(raw)) {
+          return yield* refuse(Edge.invalidRequest("the body must be a JSON object (an infer.query.v1 query)"), generated)
+        }
+        const fields = transport(raw)
+        if (Either.isLeft(fields)) return yield* refuse(Edge.fromProblem(fields.left), generated)
+        const requestId = fields.right.requestId ?? generated
+        if (inFlight.has(requestId)) {
+          return yield* refuse(
+            Edge.invalidRequest(`requestId: a request with this id is running; ids must be unique`, { field: "requestId" }),
+            generated,
+            409
+          )
+        }
+        const traceId = traceIdOf(request.headers["traceparent"])
+        const envelope = {
+          mode: "query",
+          messages: [],
+          requestId,
+          ...(traceId === undefined ? {} : { traceId }),
+          ...(settings.limitMs === undefined ? {} : { hints: { timeout: settings.limitMs } }),
+          query: fields.right.query
+        }
+        yield* HttpApp.appendPreResponseHandler((_, reply) =>
+          Effect.succeed(HttpServerResponse.setHeader(reply, "x-request-id", Edge.requestIdHeader(requestId)))
+        )
+        const response = yield* inFlight.claim(
+          requestId,
+          Lifetime.runTied(system, requestId, system.runUnknown(envelope, { detach: fields.right.async }), settings.backstop)
+        )
+        if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
+        if (response.query !== undefined && response.query.status !== "completed") {
+          return HttpServerResponse.unsafeJson(encode(response), { status: 202 })
+        }
+        return response
+      })
+  })
