@@ -205,22 +205,32 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       expect(tables).toEqual(expect.arrayContaining(["pagantic_runs", "pagantic_slots", "pagantic_records", "cluster_messages", "cluster_replies", "cluster_runners"]))
     }).pipe(Effect.timeout("40 seconds")), 60_000)
 
-  it("two runners starting at once on an empty database both come up, and either runs what the other starts", async () => {
+  it("two runners starting at once on an empty database both come up; a run going on one is awaited and answered on the other", async () => {
     const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
     const { counter, dir } = counterFile()
     const [portA, portB] = [await Postgres.freePort(), await Postgres.freePort()]
     const a = spawnRunner({ url, runnerPort: portA, counter })
     const b = spawnRunner({ url, runnerPort: portB, counter })
+    const children = [a, b]
     try {
       await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
-      a.send(JSON.stringify({ cmd: "start", runId: "both-1", seed: 4 }))
+      a.send(JSON.stringify({ cmd: "approve", runId: "both-1", slaMillis: 60_000 }))
       await a.next("started", 20_000)
-      b.send(JSON.stringify({ cmd: "await", runId: "both-1" }))
-      const result = await b.next("result", 30_000)
+      const ticket = JSON.parse(await waitForFile(`${counter}.secret`, (text) => text.endsWith("}"), 30_000)) as { key: string; secret: string }
+      // the runner that executes the run (its shard's holder) and the other one
+      const ownerPid = Number(/start prepare (\d+)/.exec(fs.readFileSync(counter, "utf8"))![1])
+      const other = children.find((c) => c.pid !== ownerPid)!
+      expect(children.map((c) => c.pid)).toContain(ownerPid)
+      other.send(JSON.stringify({ cmd: "await", runId: "both-1" }))
+      other.send(JSON.stringify({ cmd: "respond", runId: "both-1", slot: ticket.key, secret: ticket.secret, answer: { approved: true, note: "from the other runner" } }))
+      expect((await other.next("responded", 20_000)).result).toBe("Accepted")
+      // the other runner's await wakes on the owner's change (LISTEN/NOTIFY)
+      const result = await other.next("result", 20_000)
       expect(result.status).toBe("completed")
-      expect(canonicalJson(result.result)).toBe(await Effect.runPromise(uncrashed(4)))
+      expect(result.result).toMatchObject({ outcome: "approved", note: "from the other runner" })
+      expect(fs.readFileSync(counter, "utf8")).toContain(`start finish ${ownerPid}`)
     } finally {
-      await Promise.all([a.kill(), b.kill()])
+      await Promise.all(children.map((c) => c.kill()))
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 120_000)

@@ -8,8 +8,10 @@
  * mid-step, and the runner that takes the run over goes through.
  *
  *   node --import tsx test/support/postgres-child.ts '<json Config>'
- *   stdin: {"cmd":"start","runId":"...","seed":1} | {"cmd":"await","runId":"..."}
- *   stdout: ready | started | result | failed (one JSON object a line)
+ *   stdin: {"cmd":"start","runId":"...","seed":1} (the reference run)
+ *        | {"cmd":"approve","runId":"...","slaMillis":60000} (the approval run)
+ *        | {"cmd":"await","runId":"..."} | {"cmd":"respond","runId":"...","slot":"...","secret":"...","answer":{...}}
+ *   stdout: ready | started | result | responded | failed (one JSON object a line)
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Duration from "effect/Duration"
@@ -66,13 +68,23 @@ const ProbeLive = Layer.succeed(Probe, {
 
 type Command =
   | { readonly cmd: "start"; readonly runId: string; readonly seed: number }
+  | { readonly cmd: "approve"; readonly runId: string; readonly slaMillis: number }
   | { readonly cmd: "await"; readonly runId: string }
+  | { readonly cmd: "respond"; readonly runId: string; readonly slot: string; readonly secret: string; readonly answer: unknown }
 
 const handle = (runs: Runs.Service, command: Command) =>
   Effect.gen(function* () {
     if (command.cmd === "start") {
       yield* runs.start(Reference, { seed: command.seed }, { id: command.runId })
       return yield* say("started", { runId: command.runId })
+    }
+    if (command.cmd === "approve") {
+      yield* runs.start(Approval, { slaMillis: command.slaMillis }, { id: command.runId })
+      return yield* say("started", { runId: command.runId })
+    }
+    if (command.cmd === "respond") {
+      const result = yield* runs.respond(command.runId, command.slot, command.secret, command.answer)
+      return yield* say("responded", { runId: command.runId, result })
     }
     const info = yield* runs.await(command.runId)
     return yield* say("result", { runId: command.runId, status: info.status, result: info.result, error: info.error?.code })
