@@ -5,6 +5,7 @@
  *   POST /v1/chat/completions  OpenAI-compatible, JSON or SSE (`http/ChatCompletions.ts`)
  *   POST /v1/queries           an infer.query.v1 query, answered or started (`http/Queries.ts`)
  *   GET  /health               the engine's model and "ok"
+ *   /v1/runs...                the durable runs, when the server has `Runs` (`http/Runs.ts`)
  *
  * The contract is `http/Api.ts`; each endpoint has its handler here. A handler
  * adds what only the transport knows and hands the envelope to `PaganticSystem`;
@@ -46,6 +47,7 @@ import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config
 import * as Edge from "./http/Edge.js"
 import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
+import * as RunsHttp from "./http/Runs.js"
 
 export * as Api from "./http/Api.js"
 export { type Options, optionsConfig } from "./http/Config.js"
@@ -68,6 +70,17 @@ const handlers = (options: Options) =>
     })
   )
 
+/** The runs endpoints: served on the `Runs` in context, a 404 saying so without it. */
+const runsHandlers = (options: Options) =>
+  HttpApiBuilder.group(PaganticApi, "runs", (handlers) =>
+    Effect.map(RunsHttp.make(settingsOf(options)), (runs) =>
+      handlers
+        .handleRaw("listRuns", ({ request }) => runs.list(request))
+        .handleRaw("showRun", ({ path }) => runs.show(path.id))
+        .handleRaw("runEvents", ({ path, request }) => runs.events(request, path.id))
+        .handleRaw("cancelRun", ({ path }) => runs.cancel(path.id))
+        .handleRaw("respondToSlot", ({ path, request }) => runs.respond(request, path.id, path.slot))))
+
 /**
  * The API with its handlers and its edge (host and key checks, JSON 404/405/500,
  * CORS when configured), without a server: for `HttpApiBuilder.toWebHandler` or a
@@ -88,6 +101,7 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
     : undefined
   return HttpApiBuilder.api(PaganticApi).pipe(
     Layer.provide(handlers(options)),
+    Layer.provide(runsHandlers(options)),
     Layer.provide(HttpApiBuilder.middleware((app) => (cors === undefined ? edge(app) : cors(edge(app)))))
   )
 }

@@ -5,6 +5,8 @@
  *   POST /v1/chat/completions  OpenAI-compatible chat completions (JSON or SSE)
  *   POST /v1/queries           an infer.query.v1 query in, its answer (200) or its run (202) out
  *   GET  /health               the engine's model and "ok"
+ *   GET  /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events (SSE)
+ *   POST /v1/runs/{id}/cancel, /v1/runs/{id}/slots/{slot}   durable runs
  *
  * A refused request is one typed error per endpoint, carrying the status it is
  * sent with: `RunFailure` (the full SystemResponse: request id, partial output,
@@ -26,7 +28,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as Schema from "effect/Schema"
 import { ModelInfo } from "../../domain/ModelInfo.js"
 import { Query } from "../../domain/Query.js"
-import { SystemRequest, SystemResponse } from "../../domain/System.js"
+import { SystemError, SystemRequest, SystemResponse } from "../../domain/System.js"
 
 // ---------------------------------------------------------------------------
 // Statuses
@@ -271,4 +273,75 @@ export const queries = HttpApiEndpoint.post("queries", "/v1/queries")
 
 export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(queries).add(health) {}
 
-export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup) {}
+// ---------------------------------------------------------------------------
+// Durable runs
+// ---------------------------------------------------------------------------
+
+/** A run as the runs endpoints send it: its error, when it has one, as the SystemError clients see. */
+export const RunView = Schema.Struct({
+  id: Schema.String,
+  definition: Schema.String,
+  status: Schema.Literal("running", "suspended", "stale", "completed", "failed", "cancelled"),
+  waitingOn: Schema.optional(Schema.String),
+  result: Schema.optional(Schema.Unknown),
+  error: Schema.optional(SystemError),
+  createdAt: Schema.String,
+  updatedAt: Schema.String
+}).annotations({ identifier: "RunView" })
+export type RunView = typeof RunView.Type
+
+export const RunList = Schema.Struct({ runs: Schema.Array(RunView) })
+
+/**
+ * The body of `POST /v1/runs/{id}/slots/{slot}`: the slot's secret and one
+ * response: `submit` an answer matching the slot's answer shape, `accept` it
+ * (answering within `etaSeconds`), or `decline` it with a reason.
+ */
+export const SlotResponse = Schema.Struct({
+  secret: Schema.String,
+  response: Schema.Union(
+    Schema.Struct({ kind: Schema.Literal("submit"), answer: Schema.Unknown }),
+    Schema.Struct({ kind: Schema.Literal("accept"), etaSeconds: Schema.Number }),
+    Schema.Struct({
+      kind: Schema.Literal("decline"),
+      reason: Schema.Literal("out_of_domain", "overbooked", "conflict_of_interest", "other")
+    })
+  )
+})
+
+export const SlotOutcome = Schema.Struct({ outcome: Schema.Literal("Accepted", "Declined"), run: RunView })
+
+const RunId = Schema.Struct({ id: Schema.String })
+const runRefusals = Schema.Union(...refusalStatuses.map(RunFailure.at))
+
+export const listRuns = HttpApiEndpoint.get("listRuns", "/v1/runs").addSuccess(RunList).addError(runRefusals)
+
+export const showRun = HttpApiEndpoint.get("showRun", "/v1/runs/:id").setPath(RunId).addSuccess(RunView).addError(runRefusals)
+
+/** Server-sent events: each record of the run's thread (`id` its seq), then `end` with the run. */
+export const runEvents = HttpApiEndpoint.get("runEvents", "/v1/runs/:id/events")
+  .setPath(RunId)
+  .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
+  .addError(runRefusals)
+
+export const cancelRun = HttpApiEndpoint.post("cancelRun", "/v1/runs/:id/cancel").setPath(RunId).addSuccess(RunView).addError(runRefusals)
+
+export const respondToSlot = HttpApiEndpoint.post("respondToSlot", "/v1/runs/:id/slots/:slot")
+  .setPath(Schema.Struct({ id: Schema.String, slot: Schema.String }))
+  .setPayload(SlotResponse)
+  .addSuccess(SlotOutcome)
+  .addError(runRefusals)
+
+/**
+ * The durable runs: list, show, follow (SSE), cancel, answer a slot. Served when
+ * the server has `Runs` (a 404 naming what is missing otherwise).
+ */
+export class RunsGroup extends HttpApiGroup.make("runs")
+  .add(listRuns)
+  .add(showRun)
+  .add(runEvents)
+  .add(cancelRun)
+  .add(respondToSlot)
+{}
+
+export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup).add(RunsGroup) {}
