@@ -1,5 +1,5 @@
 /**
- * The command-line adapter: `pagantic chat | extract | vote | plan | demo | serve`,
+ * The command-line adapter: `pagantic chat | extract | vote | plan | task | query | demo | serve`,
  * and the durable runs' `migrate | runs | thread | respond` (their durable layer
  * is loaded only when one of them runs: `cli/RunsState.ts`).
  *
@@ -34,6 +34,7 @@ import { demo } from "./cli/commands/Demo.js"
 import { extract } from "./cli/commands/Extract.js"
 import { migrate } from "./cli/commands/Migrate.js"
 import { plan } from "./cli/commands/Plan.js"
+import { query } from "./cli/commands/Query.js"
 import { respond } from "./cli/commands/Respond.js"
 import { runs, runsUsage } from "./cli/commands/Runs.js"
 import { serve } from "./cli/commands/Serve.js"
@@ -58,7 +59,7 @@ export { CliRuns } from "./cli/RunsState.js"
 
 /** The `pagantic` command and its subcommands, for embedding or testing. */
 export const command = root.pipe(
-  Command.withSubcommands([chat, extract, vote, plan, task, demo, serve, migrate, runs, thread, respond])
+  Command.withSubcommands([chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond])
 )
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
@@ -78,6 +79,7 @@ export const checkCommandLine: (args: ReadonlyArray<string>) => string | undefin
     vote: Command.getUsage(vote),
     plan: Command.getUsage(plan),
     task: Command.getUsage(task),
+    query: Command.getUsage(query),
     demo: Command.getUsage(demo),
     serve: Command.getUsage(serve),
     migrate: Command.getUsage(migrate),
