@@ -68,19 +68,25 @@ export const demoRun = RunsModule.define({
 export const demoPayload = { expression: "12 + 7", review: DEMO_REVIEW }
 
 /**
- * Durable runs on `filename` for `definitions` (the engine is for the ones that
- * infer). The runner's notes about runs of definitions it does not have are not
- * printed: a command that only lists runs has none of them.
+ * Durable runs on `filename` for `definitions`, the engine the ones that infer
+ * need taken from the context. The runner's notes about runs of definitions it
+ * does not have are not printed: a command that only lists runs has none of them.
  */
+export const layerWith = (
+  filename: string,
+  definitions: ReadonlyArray<AnyDefinition>
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
+  SqliteRuns.layer({ filename, definitions: definitions as ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>> }).pipe(
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
+  )
+
+/** As `layerWith`, on `engine`. */
 export const layer = (
   filename: string,
   definitions: ReadonlyArray<AnyDefinition>,
   engine: Layer.Layer<Engine>
 ): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure> =>
-  SqliteRuns.layer({ filename, definitions: definitions as ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>> }).pipe(
-    Layer.provide(engine),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
+  layerWith(filename, definitions).pipe(Layer.provide(engine))
 
 /** The runs on `filename` with no definitions: its tables created, the runs recorded left as they are. */
 export const bare = (filename: string): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure> =>

@@ -52,6 +52,19 @@ export const stateFile = (flag: Option.Option<string>, fallback: string): Effect
       Effect.orElseSucceed(Config.withDefault(Config.string("PAGANTIC_STATE"), fallback), () => fallback)
   })
 
+/** The definitions the CLI runs: the demo's and the application's (`CliRuns`). */
+export const definitionsOf = (durable: DurableModule): Effect.Effect<ReadonlyArray<AnyDefinition>> =>
+  Effect.map(Effect.serviceOption(CliRuns), (extra) => [
+    durable.demoRun,
+    ...Option.match(extra, { onNone: () => [], onSome: (e) => e.definitions })
+  ])
+
+/** The state file `serve` keeps runs in: the flag, else PAGANTIC_STATE; none when neither is set. */
+export const serveStateFile = (flag: Option.Option<string>): Effect.Effect<Option.Option<string>> =>
+  Option.isSome(flag)
+    ? Effect.succeed(flag)
+    : Effect.orElseSucceed(Config.option(Config.string("PAGANTIC_STATE")), () => Option.none())
+
 /** A failure of the Runs API as one line for the user. */
 export const runsFailure = (error: RunsError): CliFailure =>
   new CliFailure({ message: `${error.code}: ${Text.excerpt(error.message, 600)}` })
@@ -103,8 +116,7 @@ export const openRuns = (
   Effect.gen(function* () {
     const durable = yield* loadDurable
     const file = yield* stateFile(flag, durable.defaultFilename)
-    const extra = yield* Effect.serviceOption(CliRuns)
-    const definitions = [durable.demoRun, ...Option.match(extra, { onNone: () => [], onSome: (e) => e.definitions })]
+    const definitions = yield* definitionsOf(durable)
     const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
     const context = yield* Layer.build(durable.layer(file, definitions, engineLayer)).pipe(Effect.mapError(runsFailure))
     return { runs: Context.get(context, Runs), file, durable } satisfies Opened

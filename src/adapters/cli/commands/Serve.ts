@@ -1,16 +1,21 @@
 /**
  * `pagantic serve`: the HTTP API (/v1/run, /v1/chat/completions, /health) on the
  * chosen engine. `--port` and `--host` win over the environment's configuration.
+ * With `--state FILE` (or PAGANTIC_STATE set) it also keeps durable runs in that
+ * SQLite file and serves them under /v1/runs; the durable layer is imported only
+ * then, so a server without state starts without it.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Http from "../../Http.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
+import { definitionsOf, loadDurable, runsFailure, serveStateFile, stateOption } from "../RunsState.js"
 import { CliEngine, settingsOf } from "../Wiring.js"
 
 /** The flags `serve` takes, as parsed. */
@@ -43,6 +48,9 @@ export const serve = Command.make(
     host: textFlag("host").pipe(
       Options.withDescription("interface to listen on (default: PAGANTIC_HOST, else 127.0.0.1)"),
       Options.optional
+    ),
+    state: stateOption.pipe(
+      Options.withDescription("keep durable runs in this SQLite file and serve them under /v1/runs (default: PAGANTIC_STATE; none when unset)")
     )
   },
   (args) =>
@@ -50,11 +58,18 @@ export const serve = Command.make(
       const engines = yield* CliEngine
       const settings = yield* settingsOf(args)
       // the engine as it is (not the recording one): a server runs for long
-      return yield* Http.serve(Live.layer({ engine: engines.make(settings) }), serveOverrides(args))
+      const live = Live.layer({ engine: engines.make(settings) })
+      const file = yield* serveStateFile(args.state)
+      if (Option.isNone(file)) return yield* Http.serve(live, serveOverrides(args))
+      const durable = yield* loadDurable
+      const runs = durable.layerWith(file.value, yield* definitionsOf(durable))
+      return yield* Http.serve(Layer.provideMerge(runs, live), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
           ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` })
+          : e._tag === "OrchestrationFailure" || e._tag === "ConfigurationFailure"
+          ? runsFailure(e)
           : fromLayerFailure(e)
       )
     )
