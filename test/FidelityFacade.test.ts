@@ -16,6 +16,9 @@ import { Task, TaskList, toJson } from "../src/domain/Task.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
+import * as LexicalReranker from "../src/layers/LexicalReranker.js"
+import * as ModelReranker from "../src/layers/ModelReranker.js"
+import * as RuleValidator from "../src/layers/RuleValidator.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { forClient } from "../src/adapters/http/Edge.js"
 import * as Facade from "../src/programs/Facade.js"
@@ -23,6 +26,7 @@ import * as TokenUsage from "../src/domain/TokenUsage.js"
 import { w3cTraceId } from "../src/programs/internal/Spans.js"
 import { type InferenceRequest, InferenceResult } from "../src/services/Engine.js"
 import { EventLog } from "../src/services/EventLog.js"
+import * as Validator from "../src/services/Validator.js"
 import { add, failing } from "./support/tools.js"
 
 /** Tests that could wait forever on the TestClock end here instead. */
@@ -409,4 +413,77 @@ describe("gap 9: a trace id given to the facade is the trace of the request's sp
       expect(response.content).toBe(outer)
       expect(yield* eventTraces).toEqual(new Set([outer]))
     }).pipe(Effect.provide(traced)))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 7: confidence from validation and retrieval
+// ---------------------------------------------------------------------------
+
+describe("gap 7: confidence from validation and retrieval, where the mode produces them", { timeout: bound }, () => {
+  const structured = { mode: "structured", messages: [{ role: "user", content: "I love it" }], output: schemaOutput }
+
+  it.effect("structured: the validation pass rate (1 when the first reply passed)", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(structured)
+      expect(response).toMatchObject({ confidence: 1, confidenceSource: "validation" })
+    }).pipe(Effect.provide(env([ScriptedEngine.reply('{"sentiment":"positive"}')]))))
+
+  it.effect("structured: half when one reply of two was rejected", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(structured)
+      expect(response).toMatchObject({ confidence: 0.5, confidenceSource: "validation" })
+    }).pipe(Effect.provide(env([ScriptedEngine.reply('{"sentiment":"great"}'), ScriptedEngine.reply('{"sentiment":"positive"}')]))))
+
+  const passages = [
+    { content: "The Eiffel Tower was finished in 1889.", source: "a.txt", score: 0 },
+    { content: "Paris is in France.", source: "b.txt", score: 0 }
+  ]
+  const rerankThenAnswer = {
+    mode: "plan",
+    messages: [],
+    plan: {
+      steps: [
+        { name: "rank", type: "rerank", input: { query: "When was the Eiffel Tower finished?", candidates: passages } },
+        { name: "answer", type: "infer" }
+      ]
+    }
+  }
+
+  it.effect("plan: the best score of its rerank step, on the [0, 1] scale of a model reranker", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(rerankThenAnswer)
+      expect(response.error).toBeUndefined()
+      expect(response).toMatchObject({ confidence: 0.9, confidenceSource: "retrieval" })
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          ModelReranker.layer(),
+          env([ScriptedEngine.reply('{"score":0.9}'), ScriptedEngine.reply('{"score":0.2}'), ScriptedEngine.reply("1889.")])
+        )
+      )
+    ))
+
+  it.effect("plan: a BM25 score is no confidence", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(rerankThenAnswer)
+      expect(response.error).toBeUndefined()
+      expect(response.confidence).toBeUndefined()
+    }).pipe(Effect.provide(Layer.merge(LexicalReranker.layer(), env([ScriptedEngine.reply("1889.")])))))
+
+  it.effect("plan: a validate step's pass rate, before any retrieval score", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        ...rerankThenAnswer,
+        plan: { steps: [...rerankThenAnswer.plan.steps, { name: "check", type: "validate" }] }
+      })
+      expect(response.error).toBeUndefined()
+      expect(response).toMatchObject({ confidence: 1, confidenceSource: "validation" })
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          Layer.provideMerge(ModelReranker.layer(), env([ScriptedEngine.reply('{"score":0.9}'), ScriptedEngine.reply('{"score":0.2}'), ScriptedEngine.reply("1889.")])),
+          RuleValidator.layer([Validator.length({ min: 1 })])
+        )
+      )
+    ))
 })

@@ -1,7 +1,9 @@
 /**
  * Modes structured and redundant: the request's user message answered in the
  * shape of its schema, by one SpecializedLoop call or by replicas of a
- * RedundantLoop that vote. Neither keeps anything in a session.
+ * RedundantLoop that vote. Neither keeps anything in a session. A structured
+ * answer's confidence is its validation pass rate (the share of the replies that
+ * passed), a redundant one's the vote's support.
  */
 import * as Effect from "effect/Effect"
 import * as Message from "../../domain/Message.js"
@@ -46,6 +48,9 @@ export const structured = (env: Environment, checked: Check.Extraction, tracker:
       content: result.raw,
       structuredOutput: result.value,
       toolCallsMade: result.toolCalls,
+      // the share of the replies that passed validation (1 when the first did)
+      confidence: result.validation.passed / Math.max(1, result.validation.passed + result.validation.failed),
+      confidenceSource: "validation",
       validationResult: result.validation,
       usage: result.usage,
       stopReason: "finish"

@@ -2,12 +2,14 @@
  * Mode plan: the request's plan (or the Planner's) run by a PlanExecutor with the
  * facade's handlers and policy. The answer's content is the text of the final
  * step's output, its structured output every step's encoded output, its tool
- * calls those of the tool steps; a failed plan keeps the outputs it got as its
- * partial output.
+ * calls those of the tool steps, its confidence that of its validate or
+ * retrieval steps (see `confidenceOf`); a failed plan keeps the outputs it got as
+ * its partial output.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import type { ConfidenceSource } from "../../domain/System.js"
 import { ToolCallRecord } from "../../domain/System.js"
 import { InferenceResult } from "../../services/Engine.js"
 import type * as Lifecycle from "../Lifecycle.js"
@@ -43,6 +45,26 @@ const toolCallsOf = (steps: ReadonlyArray<PlanExecutor.StepResult>): ReadonlyArr
       : []
   })
 
+/**
+ * The confidence of a completed plan, where its steps produced one: the pass rate
+ * of its last validate step's report ("validation"), else the best score of its
+ * last retrieve or rerank step when that score is on the [0, 1] scale (a model
+ * reranker's; a BM25 score is not a confidence) ("retrieval").
+ */
+export const confidenceOf = (
+  steps: ReadonlyArray<PlanExecutor.StepResult>
+): { readonly confidence: number; readonly confidenceSource: ConfidenceSource } | undefined => {
+  const last = (found: (s: PlanExecutor.StepResult) => boolean) => [...steps].reverse().find(found)
+  const validated = last((s) => s.output instanceof PlanExecutor.Validated)
+  if (validated !== undefined) {
+    return { confidence: (validated.output as PlanExecutor.Validated).report.passRate, confidenceSource: "validation" }
+  }
+  const retrieved = last((s) => s.output instanceof PlanExecutor.CandidateSet && s.output.candidates.length > 0)
+  if (retrieved === undefined) return undefined
+  const best = Math.max(...(retrieved.output as PlanExecutor.CandidateSet).candidates.map((c) => c.score))
+  return best >= 0 && best <= 1 ? { confidence: best, confidenceSource: "retrieval" } : undefined
+}
+
 /** Plans (unless the request brings its plan), checks and runs the steps. */
 export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
   Effect.gen(function* () {
@@ -72,6 +94,7 @@ export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<stri
       content: textOf(outcome.output),
       structuredOutput: outputs,
       toolCallsMade: toolCallsOf(steps),
+      ...confidenceOf(steps),
       usage: PlanExecutor.usageOf(steps),
       stopReason: "finish"
     } satisfies Outcome
