@@ -8,6 +8,8 @@
  * - process start to first resumed step: a child killed inside step 3, a new
  *   process started cold (node + tsx loading the sources) and from a warm standby
  *   (modules loaded, state file not yet opened) (goal <= 1 s, warm)
+ * - on Postgres (bench/postgres.bench.ts): per-step overhead, and the failover
+ *   of a killed runner's run to another runner (goal <= 15 s)
  *
  *   npm run bench                   (with the other benchmarks, bench/index.ts)
  *   npx tsx bench/durable.bench.ts  (alone)
@@ -27,6 +29,7 @@ import type { Slot } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Approval, Probe, secretOf } from "../test/support/durable-runs.js"
 import { spawnChild, tempCase, waitForFile } from "../test/support/durable-spawn.js"
+import * as PostgresBench from "./postgres.bench.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
 
@@ -168,7 +171,8 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.orDie(Effect.gen(fu
       spread: "-",
       goal: "warm <= 1 s",
       met: warm <= 1000
-    }
+    },
+    ...(yield* PostgresBench.run)
   ] satisfies ReadonlyArray<Row>
 }))
 

@@ -28,6 +28,10 @@ export interface Postgres {
 export interface StartOptions {
   /** fsync off (default true): for tests, which kill runners, never the server. Benches measure with it on. */
   readonly fast?: boolean | undefined
+  /** More server flags (`-c name=value` pairs). */
+  readonly flags?: ReadonlyArray<string> | undefined
+  /** Receives the server's log lines (default: kept, the last ones shown when it cannot start). */
+  readonly onLog?: ((message: string) => void) | undefined
   /** Bound on initdb + start (default 60 s). */
   readonly timeoutMs?: number | undefined
 }
@@ -99,9 +103,14 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
         "-c", "listen_addresses=127.0.0.1",
         "-c", "unix_socket_directories=",
         "-c", "max_connections=200",
-        ...(fast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : [])
+        ...(fast ? ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] : []),
+        ...(options.flags ?? [])
       ],
-      onLog: (message: string) => log.push(message),
+      onLog: (message: string) => {
+        log.push(message)
+        if (log.length > 200) log.shift()
+        options.onLog?.(message)
+      },
       onError: (message: unknown) => log.push(String(message))
     })
     const stop = async () => {
