@@ -180,6 +180,64 @@ describe("humans in the patterns (TestClock)", () => {
       }).pipe(Effect.provide(layer))
     }), 30_000)
 
+  it.effect("a quorum met without a human closes its slot: a late answer is SLOT_CLOSED at once, while the run goes on", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({}, humans, { awaiting: "quorum" })
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(
+          runs,
+          queries,
+          query({
+            fold: { function: "best_of" },
+            max_latency_secs: 3600,
+            orchestration: {
+              pattern: "waterfall",
+              stages: [
+                { responders: [{ kind: "pattern", capability: "classification" }, { kind: "actor", did: "did:example:alice" }] },
+                { responders: [{ kind: "actor", did: "did:example:bob" }] }
+              ],
+              accept_expression: "fold.answer.confidence >= 0.99"
+            }
+          }),
+          { aliases }
+        )
+        // stage 0 folds on the keywords' answer alone (not accepted); the run waits for bob in stage 1
+        expect((yield* runs.await(id, { untilSuspended: true })).status).toBe("suspended")
+        const [alice, bob] = yield* Ref.get(notices)
+        expect([alice!.responder.id, bob!.responder.id]).toEqual(["alice", "bob"])
+        const late = yield* Effect.flip(runs.respond(id, alice!.slot.key, secret(alice!), { kind: "core.classification.v1", category: "research" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+        const thread = yield* Orchestration.thread(runs, id)
+        const notAwaited = thread.find((r): r is Records.Do => r.kind === "DO" && r.body.kind === "infer.failure.v1")
+        expect(notAwaited?.body).toMatchObject({ problem: expect.stringContaining("not awaited") })
+        // bob still answers
+        yield* runs.respond(id, bob!.slot.key, secret(bob!), { kind: "core.classification.v1", category: "news", _confidence: 0.995 })
+        yield* settle
+        expect((yield* runs.await(id)).status).toBe("completed")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("a human left unawaited when the KNOW is committed cannot answer late either", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({}, humans, { awaiting: "quorum" })
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(
+          runs,
+          queries,
+          query({ max_latency_secs: 3600, responders: [{ kind: "pattern", capability: "classification" }, { kind: "actor", did: "did:example:alice" }] }),
+          { aliases }
+        )
+        expect((yield* runs.await(id)).status).toBe("completed")
+        const [alice] = yield* Ref.get(notices)
+        const late = yield* Effect.flip(runs.respond(id, alice!.slot.key, secret(alice!), { kind: "core.classification.v1", category: "news" }))
+        expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        expect(late.message).toContain("closed")
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
   it.effect("accepts are bounded: the 32nd closes the call as failed", () =>
     Effect.gen(function* () {
       const { layer, notices, queries } = yield* setup({}, humans)

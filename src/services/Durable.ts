@@ -106,6 +106,12 @@ export interface Service {
    */
   readonly awaitAnswer: <A, I>(shape: AnswerShape<A, I>, slot: Slot) => Effect.Effect<SlotOutcome<A>, Failure>
   /**
+   * Closes a slot the run will not wait for any more (a quorum was met without
+   * it): an answer sent to it afterwards is ORCHESTRATION_SLOT_CLOSED at once, not
+   * at its deadline. Closing a closed slot does nothing, so a replay may close it again.
+   */
+  readonly closeSlot: (slot: Slot) => Effect.Effect<void, Failure>
+  /**
    * The idempotency key of a step (a hash of the run id and the step key): the
    * same on every replay, different in every run, for tools that take one.
    */

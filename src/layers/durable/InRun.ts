@@ -210,6 +210,7 @@ export const makeDurable = (
     deadline: (key, after) => timeStep(key, Duration.decode(after)),
     slot,
     awaitAnswer,
+    closeSlot: (open) => Effect.asVoid(slots.close(runId, open.key, "cancelled")),
     idempotencyKey: (key) => sha256(`${runId}\u0000${key}`)
   }
 }
@@ -255,6 +256,10 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
       : { status: "failed" as const, error: encodeFailure(failureOfCause(exit.cause)) }
     yield* store.finish(runId, end, yield* now).pipe(Effect.orDie)
     yield* changed(runId)
+    // the run is over: a slot it left open (a human it no longer waits for) takes no late answer
+    for (const open of yield* store.openSlotsOf(runId).pipe(Effect.orDie)) {
+      yield* slots.close(runId, open.key, "cancelled").pipe(Effect.orDie)
+    }
     return end.status === "completed"
       ? ({ _tag: "Ok", value: end.result } as const)
       : ({ _tag: "Failed", error: end.error } as const)

@@ -15,7 +15,8 @@
  *
  * Awaiting `all` waits for every candidate; `quorum` stops as soon as
  * `min_quorum` valid answers are in: the calls still going are interrupted and
- * their DO records say so, the humans not yet awaited are not waited for.
+ * their DO records say so, the humans not yet awaited are not waited for and
+ * their slots are closed (a late answer is ORCHESTRATION_SLOT_CLOSED at once).
  */
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -215,6 +216,8 @@ export const run = (
     for (const { call, candidate, slot } of opened) {
       const key = `${spec.key}/do/${candidate.index}`
       if (byQuorum && (yield* Deferred.isDone(quorum))) {
+        // nobody waits for this human any more: a late answer is refused at once
+        yield* durable.closeSlot(slot)
         const record = yield* durable.step(
           key,
           Records.Do,

@@ -38,6 +38,7 @@ export const make = (runId: string): Effect.Effect<Durable.Service> =>
         Effect.zipRight(claim(key), Effect.map(now, (at) => DateTime.addDuration(at, Duration.decode(after)))),
       slot: () => Effect.fail(ConfigurationFailure.invalidRequest(noHumans)),
       awaitAnswer: () => Effect.fail(ConfigurationFailure.invalidRequest(noHumans)),
+      closeSlot: () => Effect.void,
       idempotencyKey: (key) => `${runId}/${key}`
     }
     return service
