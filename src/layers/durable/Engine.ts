@@ -29,7 +29,9 @@
  */
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import type { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import type { AnyDefinition, Requirements, Service as RunsService } from "../../services/Runs.js"
@@ -44,6 +46,12 @@ export interface Options extends Api.Options {
   readonly owner: string
   /** Several processes share the store: their changes reach this one's waiters, and their live runs are theirs. */
   readonly shared?: Runtime.Shared | undefined
+  /**
+   * With a shared store: how often this process looks at the open slots (arming
+   * their SLA timers) and the slots closed but not delivered (delivering them), so
+   * that a slot of a run whose process died still expires and is still handed over.
+   */
+  readonly rescan?: Duration.DurationInput | undefined
 }
 
 /**
@@ -89,8 +97,19 @@ export const make = <Defs extends AnyDefinition>(
       yield* engine.execute(entry.workflow, { executionId: row.id, payload: { input: parseJson(row.payload) }, discard: true })
       yield* engine.resume(entry.workflow, row.id)
     }
-    for (const slot of yield* store.undelivered) yield* deliver(slot)
-    for (const slot of yield* store.openSlots) yield* arm(slot.run_id, slot.key, slot.deadline)
+    const slotsLeft = Effect.gen(function* () {
+      for (const slot of yield* store.undelivered) yield* deliver(slot)
+      for (const slot of yield* store.openSlots) yield* arm(slot.run_id, slot.key, slot.deadline)
+    })
+    yield* slotsLeft
+    if (options.shared !== undefined && options.rescan !== undefined) {
+      yield* slotsLeft.pipe(
+        Effect.catchAll((error) => Effect.logWarning(`looking for slots left by other processes failed: ${error.message}`)),
+        Effect.repeat(Schedule.spaced(Duration.decode(options.rescan))),
+        Effect.delay(Duration.decode(options.rescan)),
+        Effect.forkIn(runtime.scope)
+      )
+    }
 
     return Api.make(runtime, slots, options)
   })
