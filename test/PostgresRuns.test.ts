@@ -196,6 +196,28 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       expect(down.message).toContain("cannot connect")
     }).pipe(Effect.timeout("40 seconds")), 60_000)
 
+  it.live("a slot another process closed but did not hand over (it died in between) is delivered by a live runner, and the run goes on", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase()
+      const runnerPort = yield* Effect.promise(Postgres.freePort)
+      const layer = PostgresRuns.layer({ url, definitions: [Reference, Approval], runnerPort, shardLockExpiration: "4 seconds" })
+      return yield* withStore(Effect.succeed(layer), () =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+          yield* runs.await(id, { untilSuspended: true })
+          // what `respond` in a process killed right after closing the slot leaves
+          yield* Effect.promise(() =>
+            Postgres.query(url, `UPDATE pagantic_slots SET status = 'answered', answer = $1, closed_at = $2, delivered = 0 WHERE run_id = $3`, [
+              JSON.stringify({ value: { approved: true, note: "closed elsewhere" } }), Date.now(), id
+            ])
+          )
+          const done = yield* runs.await(id)
+          expect(done.result).toMatchObject({ outcome: "approved", note: "closed elsewhere" })
+        })
+      )
+    }).pipe(Effect.timeout("30 seconds")), 60_000)
+
   it.live("migrate, twice at once on an empty database: both succeed (under the advisory lock) and every table is there", () =>
     Effect.gen(function* () {
       const url = yield* freshDatabase()
@@ -267,6 +289,35 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       for (const step of ["step-1", "step-2"]) expect(starts(step)).toEqual([`start ${step} ${ownerPid}`])
       expect(starts("step-3")).toEqual([`start step-3 ${ownerPid}`, `start step-3 ${other.pid}`])
       for (const step of ["step-4", "step-5", "step-6"]) expect(starts(step)).toEqual([`start ${step} ${other.pid}`])
+    } finally {
+      await Promise.all(children.map((c) => c.kill()))
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 150_000)
+
+  it("SIGKILL the runner owning a run waiting on a slot: the other expires the slot at its deadline and finishes the run", async () => {
+    const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
+    const { counter, dir } = counterFile()
+    const [portA, portB] = [await Postgres.freePort(), await Postgres.freePort()]
+    const a = spawnRunner({ url, runnerPort: portA, counter })
+    const b = spawnRunner({ url, runnerPort: portB, counter })
+    const children = [a, b]
+    try {
+      await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      a.send(JSON.stringify({ cmd: "approve", runId: "sla-1", slaMillis: 5_000 }))
+      await a.next("started", 20_000)
+      const ticket = JSON.parse(await waitForFile(`${counter}.secret`, (text) => text.endsWith("}"), 30_000)) as { deadline: number }
+      const ownerPid = Number(/start prepare (\d+)/.exec(fs.readFileSync(counter, "utf8"))![1])
+      const owner = children.find((c) => c.pid === ownerPid)!
+      const other = children.find((c) => c.pid !== ownerPid)!
+      other.send(JSON.stringify({ cmd: "await", runId: "sla-1" }))
+      await owner.kill()
+      const result = await other.next("result", 40_000)
+      expect(result.status).toBe("completed")
+      expect(result.result).toMatchObject({ outcome: "expired", deadline: ticket.deadline })
+      // finished by the other runner, within the failover bound after the deadline
+      expect(fs.readFileSync(counter, "utf8")).toContain(`start finish ${other.pid}`)
+      expect(result.at - ticket.deadline).toBeLessThan(15_000)
     } finally {
       await Promise.all(children.map((c) => c.kill()))
       fs.rmSync(dir, { recursive: true, force: true })

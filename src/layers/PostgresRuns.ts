@@ -222,6 +222,7 @@ export const layer = <Defs extends AnyDefinition>(
       return yield* Engine.make(options.definitions, {
         owner: PgShared.ownerOf(host.host, host.port),
         shared: PgShared.make(pg, runners),
+        rescan: Duration.unsafeDivide(config.shardLockExpiration, 2),
         purge: (workflow, runId) => {
           const entityId = EntityId.make(runId)
           return storage.clearAddress(

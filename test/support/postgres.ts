@@ -156,25 +156,25 @@ export const createDatabase = async (server: Postgres, name: string): Promise<st
   return server.url.replace(/\/postgres$/, `/${name}`)
 }
 
-/** The names of the tables of the public schema of the database at `url`. */
-export const tables = async (url: string): Promise<ReadonlyArray<string>> => {
+/** Runs one statement on the database at `url` (what another process would write), its rows. */
+export const query = async <Row>(url: string, text: string, values: ReadonlyArray<unknown> = []): Promise<ReadonlyArray<Row>> => {
   const pg = createRequire(import.meta.url)("pg") as {
     Client: new (options: { connectionString: string }) => {
       connect: () => Promise<void>
-      query: (q: string) => Promise<{ rows: ReadonlyArray<{ table_name: string }> }>
+      query: (q: string, values: ReadonlyArray<unknown>) => Promise<{ rows: ReadonlyArray<Row> }>
       end: () => Promise<void>
     }
   }
   const client = new pg.Client({ connectionString: url })
   await bounded(client.connect(), 10_000, "connecting to Postgres")
   try {
-    const result = await bounded(
-      client.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name"),
-      10_000,
-      "listing tables"
-    )
-    return result.rows.map((row) => row.table_name)
+    return (await bounded(client.query(text, values), 10_000, `running ${text.slice(0, 40)}`)).rows
   } finally {
     await client.end().catch(() => undefined)
   }
 }
+
+/** The names of the tables of the public schema of the database at `url`. */
+export const tables = async (url: string): Promise<ReadonlyArray<string>> =>
+  (await query<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name"))
+    .map((row) => row.table_name)
