@@ -11,10 +11,18 @@
  * Memory: the conversation is stored per session in the ConversationStore (or a
  * private buffer when none is provided); a turn is committed atomically when it
  * ends (all its messages, or with `history: "compact"` only the user message and
- * the final answer, tool traffic being the turn's working memory), so an interrupted or timed-out turn leaves the history as it was. Context
- * from a ContextProvider is ephemeral: inserted just before the user message in
- * the request, never stored. A failing provider degrades to no context and is
- * recorded as an event.
+ * the final answer, tool traffic being the turn's working memory), so an
+ * interrupted or timed-out turn leaves the history as it was. Context from a
+ * ContextProvider is ephemeral: placed in the request where the PromptProvider's
+ * policy says (without one, just before the user message), never stored. A
+ * failing provider degrades to no context and is recorded as an event.
+ *
+ * Prompts and session state: a loop without a `systemPrompt` of its own, when a
+ * PromptProvider is present, starts every request of a session that has no
+ * system message with the provider's system prompt, built each turn with the
+ * loop's `promptVariables` and the session state's values (not stored, so a
+ * decision set in the state shows in the next turn's prompt). `state` is the
+ * session's key-value state (the SessionState when one is provided).
  *
  * A turn is a RunLoop run with the native-tools strategy: the loop's history
  * and the user message in, the run's new messages committed.
@@ -28,7 +36,8 @@
  * Constraint service where the loop is made.
  *
  * Services: Engine is required; ToolRegistry, ContextProvider, ConversationStore,
- * EventLog, Metrics and IdGenerator are used when present. What each inference
+ * SessionState, PromptProvider, EventLog, Metrics and IdGenerator are used when
+ * present. What each inference
  * and tool call records (events, metrics, spans) is internal/Observed.
  */
 import * as Context from "effect/Context"
@@ -56,6 +65,7 @@ import type {
 } from "./agent/Types.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
+import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Run from "./run/Loop.js"
 import * as Structured from "./Structured.js"
@@ -88,8 +98,23 @@ export interface AgentLoop {
     message: string,
     options?: StructuredTurnOptions<A, EV>
   ) => Effect.Effect<Structured.Result<A>, StructuredTurnError<EV>>
-  /** A copy of the conversation, system prompt first. */
+  /** A copy of the conversation, system prompt first (the PromptProvider's as it is now, when it is the provider's). */
   readonly messages: Effect.Effect<ReadonlyArray<Message.Message>>
+  /**
+   * The session's state: key-value decisions that carry forward across turns
+   * (a preference, a resolved entity), in the SessionState when one is provided.
+   * Its string, number and boolean values are variables of the PromptProvider's
+   * system prompt.
+   */
+  readonly state: SessionView
+}
+
+/** One session's view of the SessionState. */
+export interface SessionView {
+  readonly get: (key: string) => Effect.Effect<Option.Option<unknown>>
+  readonly set: (key: string, value: unknown) => Effect.Effect<void>
+  readonly delete: (key: string) => Effect.Effect<void>
+  readonly snapshot: Effect.Effect<Readonly<Record<string, unknown>>>
 }
 
 /** Builds an AgentLoop; services are taken from the context once, here. */
@@ -113,7 +138,14 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
             "AgentLoop.chatStructured needs the Constraint service: provide it (e.g. JsonConstraint.layer) where the loop is made"
           )
           : chatStructured(loop, Context.add(services, Constraint, constraint.value), schema, message, turn),
-      messages: loop.store.load(loop.sessionId)
+      messages: Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
+        Effect.map(promptSystem(loop, history), (system) => [...system, ...history])),
+      state: {
+        get: (key) => loop.state.get(loop.sessionId, key),
+        set: (key, value) => loop.state.set(loop.sessionId, key, value),
+        delete: (key) => loop.state.delete(loop.sessionId, key),
+        snapshot: loop.state.snapshot(loop.sessionId)
+      }
     } satisfies AgentLoop
   })
 
@@ -154,7 +186,8 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
       const base = yield* loop.store.load(loop.sessionId)
       const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
       const { context: _, ...options } = turn
-      const ask = Structured.run([...base, ...context, Message.user(message)], {
+      const system = yield* promptSystem(loop, base)
+      const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), {
         ...options,
         schema,
         grammar: turn.grammar ?? loop.options.grammar,
@@ -169,6 +202,17 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
       )
     }).pipe(Effect.withSpan("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
   )
+
+/**
+ * The PromptProvider's system message for a history without one, built with the
+ * session state as it is now (see `Options.systemPrompt`); none when the loop has
+ * its own system prompt or no provider.
+ */
+const promptSystem = (loop: Loop, history: ReadonlyArray<Message.Message>): Effect.Effect<ReadonlyArray<Message.Message>> =>
+  loop.options.systemPrompt !== undefined || Option.isNone(loop.prompts) || history.some(Message.isSystem)
+    ? Effect.succeed([])
+    : Effect.flatMap(loop.state.snapshot(loop.sessionId), (state) =>
+      Prompt.defaultSystem(loop.prompts, Prompt.variablesOf(state, loop.options.promptVariables)))
 
 const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
 
@@ -210,13 +254,15 @@ const runTurn = (loop: Loop, userText: string, turn: TurnOptions, emit: Emit, st
     const base = yield* loop.store.load(loop.sessionId)
     const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, userText))
     const context = yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
+    const system = yield* Effect.forEach(yield* promptSystem(loop, base), (m) => RunMessage.fromDomain(m))
+    const placement = Prompt.placementOf(loop.prompts)
     const settings: Run.Settings<string, never> = {
       ...loop.settings,
       request: requestDefaults(loop, turn),
-      // ephemeral context goes just before the user message and is never stored
-      transformContext: context.length === 0
+      // the provider's system prompt and the ephemeral context are in every request, never stored
+      transformContext: context.length === 0 && system.length === 0
         ? Option.none()
-        : Option.some((messages) => Effect.succeed([...messages.slice(0, base.length), ...context, ...messages.slice(base.length)])),
+        : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
       onEvent: eventsOf(loop, emit)
     }
     const result = yield* Run.execute(loop.runtime, settings, [...base, Message.user(userText)], streaming).pipe(

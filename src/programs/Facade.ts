@@ -12,7 +12,9 @@
  *
  * Services are captured when the facade is made: Engine (absent: every request
  * answers CONFIG_NO_ENGINE), Constraint (required), and when present ToolRegistry,
- * ContextProvider, ConversationStore, Planner, EventLog, Metrics, IdGenerator.
+ * ContextProvider, ConversationStore, SessionState, PromptProvider (the system
+ * prompt of a request without one, checked at PREPARE), Planner, EventLog,
+ * Metrics, IdGenerator.
  *
  * Its parts live in facade/: the INIT checks (Check), the mode runners (Modes,
  * Chat, Extraction, Plan), the cancellation registry (Cancellations), one

@@ -2,7 +2,8 @@
  * SpecializedLoop: single-shot structured extraction.
  *
  * Stateless: every call starts from a clean slate (system prompt, context, the
- * prompt) and nothing it says is stored anywhere, not even in a ConversationStore
+ * prompt: the PromptProvider's system prompt when the call has none and one is
+ * present, the context where its policy places it) and nothing it says is stored anywhere, not even in a ConversationStore
  * that the application provides for its chats. Context is retrieved once, from the
  * original prompt, when a ContextProvider is present; a failing provider degrades
  * to no context and is recorded. When a ToolRegistry with tools is present the call
@@ -39,6 +40,7 @@ import * as AgentLoop from "./AgentLoop.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
+import * as Prompt from "./internal/Prompt.js"
 import * as Structured from "./Structured.js"
 
 /** The second-phase instruction after the tool phase. */
@@ -94,16 +96,21 @@ type Emit<A, EV> = (progress: Progress<A, EV>) => Effect.Effect<void>
 export const retrieveContext = (prompt: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
   Effect.flatMap(Effect.serviceOption(ContextProvider), (provider) => EphemeralContext.retrieve(provider, prompt))
 
-/** The messages of a fresh single-shot call: system prompt, context, then the prompt. */
+/**
+ * The messages of a fresh single-shot call: the system prompt (the PromptProvider's
+ * when none is given and one is present), the prompt, and the context placed by
+ * the provider's policy (default: just before the prompt).
+ */
 export const prepare = (
   prompt: string,
   systemPrompt?: string | undefined
 ): Effect.Effect<ReadonlyArray<Message.Message>> =>
-  Effect.map(retrieveContext(prompt), (context) => [
-    ...(systemPrompt === undefined ? [] : [Message.system(systemPrompt)]),
-    ...context,
-    Message.user(prompt)
-  ])
+  Effect.gen(function* () {
+    const context = yield* retrieveContext(prompt)
+    const prompts = yield* Prompt.provider
+    const system = systemPrompt === undefined ? yield* Prompt.defaultSystem(prompts, {}) : [Message.system(systemPrompt)]
+    return Prompt.place(prompts, [...system, Message.user(prompt)], context)
+  })
 
 /** Bounds a call by a deadline: past it, CANCELLED_TIMEOUT. */
 export const withTimeout =
@@ -185,11 +192,11 @@ const callWith = <A, EV extends ValidationFailure = never>(
       )
       yield* emit({ _tag: "ToolPhaseFinished", stopReason: toolPhase.stopReason, toolCalls: toolPhase.toolCalls })
       const history = yield* agent.messages
+      // the context where the tool phase had it: placed around the prompt
       const firstUser = history.findIndex(Message.isUser)
       const messages = [
-        ...history.slice(0, firstUser),
-        ...context,
-        ...history.slice(firstUser),
+        ...Prompt.place(yield* Prompt.provider, history.slice(0, firstUser + 1), context),
+        ...history.slice(firstUser + 1),
         Message.user(structuredPhasePrompt)
       ]
       const structured = yield* Structured.run(messages, options)

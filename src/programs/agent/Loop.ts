@@ -1,18 +1,21 @@
 /**
  * The environment every turn of an AgentLoop runs with: the services taken once
  * when the loop is made (the Engine; ToolRegistry, ContextProvider,
- * ConversationStore, CostTracker, IdGenerator and the observability services
- * when present), its settings with their defaults applied, and the run-loop
- * settings each turn starts from.
+ * ConversationStore, SessionState, PromptProvider, CostTracker, IdGenerator and
+ * the observability services when present), its settings with their defaults
+ * applied, and the run-loop settings each turn starts from.
  */
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
+import type * as PromptProvider from "../../services/PromptProvider.js"
+import * as SessionState from "../../services/SessionState.js"
 import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
 import type * as Ids from "../internal/Ids.js"
+import * as Prompt from "../internal/Prompt.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
 import type { AgentEvent, Options } from "./Types.js"
@@ -24,6 +27,10 @@ export interface Loop {
   readonly settings: Run.Settings<string, never>
   readonly contextProvider: Option.Option<ContextProvider.Service>
   readonly store: ConversationStore.Service
+  /** The PromptProvider, when present: the system prompt of a loop without one, and where context goes. */
+  readonly prompts: Option.Option<PromptProvider.Service>
+  /** Key-value decisions of the session: the provided SessionState, else one private to the loop. */
+  readonly state: SessionState.Service
   readonly nextId: Ids.NextId
   /** EventLog, Metrics and CostTracker when present, provided to every turn. */
   readonly observe: Context.Context<never>
@@ -45,6 +52,8 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
     const contextProvider = yield* Effect.serviceOption(ContextProvider.ContextProvider)
     const storeOption = yield* Effect.serviceOption(ConversationStore.ConversationStore)
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
+    const stateOption = yield* Effect.serviceOption(SessionState.SessionState)
+    const state = Option.isSome(stateOption) ? stateOption.value : yield* SessionState.makeInMemory()
     const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
     const strategy = nativeTools()
     const settings: Run.Settings<string, never> = {
@@ -72,6 +81,8 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
       settings,
       contextProvider,
       store,
+      prompts: yield* Prompt.provider,
+      state,
       nextId: runtime.nextId,
       observe: runtime.observe,
       sessionId,

@@ -8,6 +8,7 @@ import type * as Schedule from "effect/Schedule"
 import type { Cancellation, ConstraintFailure, InferenceFailure, ToolFailure, ValidationFailure } from "../../domain/Failure.js"
 import type * as Message from "../../domain/Message.js"
 import type { ToolCallRecord } from "../../domain/System.js"
+import type * as PromptProvider from "../../services/PromptProvider.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import type * as Structured from "../Structured.js"
@@ -50,7 +51,12 @@ export type AgentEvent =
 export type AgentLoopError = InferenceFailure | ToolFailure | Cancellation
 
 export interface Options {
-  /** The first message of every session this loop starts. */
+  /**
+   * The first message of every session this loop starts. Without it, when a
+   * PromptProvider is present, every request of a session that has no system
+   * message starts with the provider's system prompt, built afresh each turn (so
+   * the session state's current values are in it); it is not stored in the history.
+   */
   readonly systemPrompt?: string | undefined
   /** The conversation to continue or start; a new id is generated when absent. */
   readonly sessionId?: string | undefined
@@ -93,6 +99,12 @@ export interface Options {
    * windows, or engines without prefix reuse that bill every prompt token.
    */
   readonly history?: "full" | "compact" | undefined
+  /**
+   * Variables for the PromptProvider's system prompt (when a PromptProvider is
+   * present and `systemPrompt` is not given); the session state's string, number
+   * and boolean values are variables too, these override them.
+   */
+  readonly promptVariables?: PromptProvider.Variables | undefined
   /** A GBNF grammar for `chatStructured` (never applied to `chat`: a grammar constrains format, which only extraction needs). */
   readonly grammar?: string | undefined
 }

@@ -9,12 +9,14 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
+import * as Message from "../../domain/Message.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
 import * as AgentLoop from "../AgentLoop.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
+import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
 
@@ -35,10 +37,12 @@ export const run = (
     const existing = yield* store.load(chat.sessionId)
     // the history the request brings seeds a session the store does not know yet
     const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
+    // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
+    const provided = chat.prior.some(Message.isSystem) ? Option.none() : yield* Prompts.systemPrompt(chat.sessionId)
     const agent = yield* Effect.provideService(
       AgentLoop.make({
         sessionId: chat.sessionId,
-        systemPrompt: chat.prior.length === 0 ? options.defaultSystemPrompt : undefined,
+        systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
         maxToolIterations: options.maxToolIterations,
         toolConcurrency: options.toolConcurrency,
         maxTokens: hints.maxTokens,

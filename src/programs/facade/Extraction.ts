@@ -6,6 +6,7 @@
  * passed), a redundant one's the vote's support.
  */
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import { withMetrics } from "../../services/Metrics.js"
 import type * as Lifecycle from "../Lifecycle.js"
@@ -15,11 +16,16 @@ import * as Voting from "../Voting.js"
 import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
+import * as Prompts from "./Prompts.js"
 import type { Outcome } from "./Types.js"
 
-/** The request's own system message, else the facade's default. */
-const systemPromptOf = (env: Environment, checked: Check.Extraction) =>
-  checked.request.messages.find(Message.isSystem)?.content ?? env.options.defaultSystemPrompt
+/** The request's own system message, else the PromptProvider's, else the facade's default. */
+const systemPromptOf = (env: Environment, checked: Check.Extraction) => {
+  const own = checked.request.messages.find(Message.isSystem)?.content
+  return own !== undefined
+    ? Effect.succeed(own)
+    : Effect.map(Prompts.systemPrompt(undefined), Option.getOrElse(() => env.options.defaultSystemPrompt))
+}
 
 /** Mode structured: one call, with a tool phase only when the request names its tools. */
 export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
@@ -32,7 +38,7 @@ export const structured = (env: Environment, checked: Check.Extraction, tracker:
       repairAllowed: output.repairAllowed,
       strictValidation: output.strictValidation,
       grammar: output.grammar,
-      systemPrompt: systemPromptOf(env, checked),
+      systemPrompt: yield* systemPromptOf(env, checked),
       maxTokens: hints.maxTokens,
       temperature: hints.temperature,
       topP: hints.topP,
@@ -70,7 +76,7 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
       n: redundancy?.n,
       quorum: redundancy?.quorum,
       grammar: output.grammar,
-      systemPrompt: systemPromptOf(env, checked),
+      systemPrompt: yield* systemPromptOf(env, checked),
       maxTokens: hints.maxTokens,
       temperature: hints.temperature,
       topP: hints.topP,
