@@ -487,3 +487,66 @@ describe("gap 7: confidence from validation and retrieval, where the mode produc
       )
     ))
 })
+
+// ---------------------------------------------------------------------------
+// strictValidation through the facade
+// ---------------------------------------------------------------------------
+
+describe("output.strictValidation through the facade: the Validator's rules on a structured answer", { timeout: bound }, () => {
+  const scored = {
+    schema: {
+      type: "object",
+      properties: { sentiment: { type: "string", enum: ["positive", "negative"] }, confidence: { type: "number" } },
+      required: ["sentiment", "confidence"]
+    }
+  }
+  const confident = Validator.custom("confidence >= 0.5", (output) => Effect.succeed(JSON.parse(output).confidence >= 0.5))
+  const unsure = (replies: number) =>
+    Layer.merge(
+      env(Array.from({ length: replies }, (_, i) => ScriptedEngine.reply(`{"sentiment":"positive","confidence":0.${i + 1}}`))),
+      RuleValidator.layer([confident])
+    )
+  /** As an HTTP client sends it: an untrusted envelope. */
+  const runRaw = (output: Record<string, unknown>) =>
+    Effect.gen(function* () {
+      const system = yield* Facade.make()
+      const fiber = yield* Effect.fork(
+        system.runUnknown({ mode: "structured", messages: [{ role: "user", content: "I love it" }], output })
+      )
+      yield* TestClock.adjust("1 minute")
+      return yield* Fiber.join(fiber)
+    })
+
+  it.effect("false (the default): the last schema-valid answer comes back with its failed rules as violations", () =>
+    Effect.gen(function* () {
+      const response = yield* runRaw(scored)
+      expect(response.error).toBeUndefined()
+      expect(response.structuredOutput).toEqual({ sentiment: "positive", confidence: 0.3 })
+      expect(response.validationResult).toMatchObject({ passed: 0, failed: 3, violations: ["confidence >= 0.5"] })
+      expect(response.confidence).toBe(0)
+      // each rejected reply was re-prompted with the rule that failed
+      expect((yield* ScriptedEngine.requests)[1]!.messages.at(-1)!.content).toContain("confidence >= 0.5")
+    }).pipe(Effect.provide(unsure(3))))
+
+  it.effect("true: the rule failure is the request's error, no partial answer", () =>
+    Effect.gen(function* () {
+      const response = yield* runRaw({ ...scored, strictValidation: true })
+      expect(response.error).toMatchObject({ code: "VALIDATION_RULE_FAILED", details: { failedRules: ["confidence >= 0.5"] } })
+      expect(response.structuredOutput).toBeUndefined()
+    }).pipe(Effect.provide(unsure(3))))
+
+  it.effect("an answer that passes the rules is accepted after a re-prompt", () =>
+    Effect.gen(function* () {
+      const response = yield* runRaw({ ...scored, strictValidation: true })
+      expect(response.error).toBeUndefined()
+      expect(response.structuredOutput).toEqual({ sentiment: "positive", confidence: 0.9 })
+      expect(response).toMatchObject({ confidence: 0.5, validationResult: { passed: 1, failed: 1 } })
+    }).pipe(
+      Effect.provide(
+        Layer.merge(
+          env([ScriptedEngine.reply('{"sentiment":"positive","confidence":0.1}'), ScriptedEngine.reply('{"sentiment":"positive","confidence":0.9}')]),
+          RuleValidator.layer([confident])
+        )
+      )
+    ))
+})

@@ -1,7 +1,11 @@
 /**
  * Modes structured and redundant: the request's user message answered in the
  * shape of its schema, by one SpecializedLoop call or by replicas of a
- * RedundantLoop that vote. Neither keeps anything in a session. A structured
+ * RedundantLoop that vote. Neither keeps anything in a session. When a Validator
+ * is present, a structured answer must also pass its rules (re-prompted like a
+ * schema violation); `output.strictValidation` says whether one that still fails
+ * them when the retries are spent fails the request (true) or comes back with the
+ * failed rules as `validationResult.violations` (false, the default). A structured
  * answer's confidence is its validation pass rate (the share of the replies that
  * passed), a redundant one's the vote's support.
  */
@@ -9,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import { withMetrics } from "../../services/Metrics.js"
+import { Validator } from "../../services/Validator.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import * as RedundantLoop from "../RedundantLoop.js"
 import * as SpecializedLoop from "../SpecializedLoop.js"
@@ -32,10 +37,16 @@ export const structured = (env: Environment, checked: Check.Extraction, tracker:
   Effect.gen(function* () {
     const { output, tools } = checked.request
     const hints = Hints.effective(checked.request.hints)
+    const validator = yield* Effect.serviceOption(Validator)
     yield* tracker.transition("EXECUTE", "structured call")
     const result = yield* SpecializedLoop.call(checked.user.content, {
       schema: checked.schema,
       repairAllowed: output.repairAllowed,
+      // the Validator's rules on the value that passed the schema: a failure is re-prompted like a
+      // schema violation; when none is left, strictValidation says whether it fails the request
+      validate: Option.isSome(validator)
+        ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
+        : undefined,
       strictValidation: output.strictValidation,
       grammar: output.grammar,
       systemPrompt: yield* systemPromptOf(env, checked),
