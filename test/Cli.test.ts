@@ -111,6 +111,16 @@ const runCli = (
     }
   })
 
+/** The durable runs' state file in a temporary folder (PAGANTIC_STATE), not the working directory's. */
+const withTempState = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+  Effect.withConfigProvider(
+    self,
+    ConfigProvider.orElse(
+      ConfigProvider.fromMap(new Map([["PAGANTIC_STATE", path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-state-")), "state.db")]])),
+      () => ConfigProvider.fromEnv()
+    )
+  )
+
 const failureOf = (run: Run) =>
   Exit.isFailure(run.exit) ? Option.getOrUndefined(Cause.failureOption(run.exit.cause)) : undefined
 
@@ -398,9 +408,10 @@ describe("Cli (in process, ScriptedEngine)", () => {
           ...calculatorTurn,
           ScriptedEngine.reply(`{"sentiment": "positive"}`),
           ...Array.from({ length: 5 }, () => ScriptedEngine.reply(`{"sentiment": "neutral"}`)),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
           ScriptedEngine.reply(`{"sentiment": "positive"}`)
         ]
-      })
+      }).pipe(withTempState)
       expect(Exit.isSuccess(run.exit)).toBe(true)
       expect(run.out).toContain("model: scripted")
       expect(run.out).toContain(`[tool call] calculator({"expression":"12 + 7"})`)
@@ -409,7 +420,12 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.out).toContain(`winner: {"sentiment":"neutral"}, confidence 1.00`)
       expect(run.out).toContain("sum (tool): 19")
       expect(run.out).toContain(`classify (infer): {"sentiment": "positive"}`)
-      expect(run.requests).toHaveLength(9)
+      // the durable run: the calculator's step, the model's step, then its thread
+      expect(run.out).toMatch(/run \S+ on \S+state\.db: completed/)
+      expect(run.out).toContain("DO sum: 19")
+      expect(run.out).toContain("DO classify: positive")
+      expect(run.out).toContain(`KNOW result: {"sum":"19","sentiment":"positive"}`)
+      expect(run.requests).toHaveLength(10)
       // the structured parts are asked with the system prompt the bundled model was trained on
       expect(run.requests[2]!.messages[0]).toMatchObject({ role: "system", content: "Classify the sentiment of the review." })
       expect(run.requests.slice(3, 8).every((r) => r.temperature === 0.8)).toBe(true)
@@ -418,7 +434,7 @@ describe("Cli (in process, ScriptedEngine)", () => {
 
   it.effect("demo: a failing part makes the demo fail", () =>
     Effect.gen(function* () {
-      const run = yield* runCli(["demo"], { script: Array.from({ length: 9 }, () => ScriptedEngine.fail(boom)) })
+      const run = yield* runCli(["demo"], { script: Array.from({ length: 10 }, () => ScriptedEngine.fail(boom)) }).pipe(withTempState)
       expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
       expect(run.out).toContain("failed: INFERENCE_ENGINE_ERROR")
     }))
@@ -742,7 +758,8 @@ describe("bin/pagantic.js (subprocess)", () => {
 
   it("demo on the bundled model, end to end", async () => {
     const started = Date.now()
-    const run = await launch(["demo", "--threads", "1"], 50_000)
+    const state = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-state-")), "state.db")
+    const run = await launch(["demo", "--threads", "1"], 50_000, { NO_COLOR: "1", PAGANTIC_STATE: state })
     expect(run.stderr).not.toContain("error:")
     expect(run.code).toBe(0)
     expect(run.stdout).toContain("model: pagantic-tiny")
@@ -757,6 +774,9 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(run.stdout).toContain("sum (tool): 19")
     expect(run.stdout).toMatch(/classify \(infer\): \{"sentiment": "(positive|negative|neutral)"\}/)
     expect(run.stdout).toMatch(/done in \d+\.\d\ds/)
+    // the durable run on the state file: two journaled steps, the model's label
+    expect(run.stdout).toMatch(/run \S+ on \S+state\.db: completed/)
+    expect(run.stdout).toMatch(/DO classify: (positive|negative|neutral)\n/)
     expect(Date.now() - started).toBeLessThan(50_000)
   }, 60_000)
 })

@@ -9,6 +9,7 @@
  * through `CliRuns`.
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -25,6 +26,12 @@ import { BUNDLED_SENTIMENT_SCHEMA } from "../../layers/llama/PaganticChatWrapper
 import { DEMO_REVIEW, SENTIMENT_SYSTEM } from "./commands/DemoData.js"
 
 export const defaultFilename = SqliteRuns.defaultFilename
+
+const Labelled = Schema.parseJson(Schema.Struct({ sentiment: Schema.String }))
+
+/** The label of a sentiment reply (`{"sentiment": "positive"}`), or the reply itself when it has none. */
+const labelOf = (content: string): string =>
+  Either.match(Schema.decodeUnknownEither(Labelled)(content), { onLeft: () => content, onRight: (r) => r.sentiment })
 
 /**
  * The demo's durable run: the calculator sums, then the model classifies a
@@ -57,7 +64,7 @@ export const demoRun = RunsModule.define({
               temperature: 0
             })
           ),
-          (result) => result.content
+          (result) => labelOf(result.content)
         )
       )
       return { sum, sentiment }

@@ -1,8 +1,11 @@
 /**
  * `pagantic demo`: each loop on real inference, one model load: a chat with the
  * calculator (AgentLoop), an extraction (SpecializedLoop), a vote of five
- * replicas (RedundantLoop) and a plan (PlanExecutor). Each part is timed and
- * reported; a part that fails makes the demo fail after the others ran.
+ * replicas (RedundantLoop), a plan (PlanExecutor), and a durable run on the
+ * state file (PAGANTIC_STATE, else `.pagantic/state.db`): two journaled steps,
+ * then its thread. Each part is timed and reported; a part that fails makes the
+ * demo fail after the others ran. A state file that another process holds (a
+ * server) is said and skipped: the demo does not fail for it.
  */
 import * as Command from "@effect/cli/Command"
 import * as Clock from "effect/Clock"
@@ -18,11 +21,13 @@ import * as LlamaEngine from "../../../layers/LlamaEngine.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../../../layers/llama/PaganticChatWrapper.js"
 import type * as Facade from "../../../programs/Facade.js"
 import { Engine } from "../../../services/Engine.js"
+import type { ThreadRecord } from "../../../services/Runs.js"
 import { fail } from "../CliFailure.js"
 import { globalOptions } from "../Flags.js"
 import { decodeRequest, messages } from "../Input.js"
 import { CliIo } from "../Io.js"
 import { confidence, formatUsage, json, print, seconds, streamProgress } from "../Output.js"
+import { openRuns } from "../RunsState.js"
 import { type EngineSettings, onSystem, runRequest, settingsOf, toolsFor, withEngine } from "../Wiring.js"
 import {
   DEMO_QUESTION,
@@ -137,6 +142,44 @@ const planPart = (engine: Layer.Layer<Engine>) =>
     ).pipe(onSystem(engine, toolsFor.plan))
   })
 
+/** What a DO (its value) or the KNOW (the result) says, after its key. */
+const recordBody = (record: ThreadRecord): string => {
+  if (record.kind === "KNOW") return `: ${json(record.body)}`
+  if (record.kind !== "DO") return ""
+  const body = record.body
+  const value = typeof body === "object" && body !== null && "value" in body ? body.value : body
+  return `: ${typeof value === "string" ? value : json(value)}`
+}
+
+/**
+ * One durable run on the state file: the calculator sums, the model classifies a
+ * review, each step journaled; then the run's thread and how many runs the file
+ * holds. A file held by another process is said and skipped (the part does not fail).
+ */
+const durablePart = (engine: Layer.Layer<Engine>, settings: EngineSettings) =>
+  Effect.gen(function* () {
+    yield* heading("a durable run (Runs on SQLite: each step journaled, a restart resumes where it stopped)")
+    const [opened, openMs] = yield* timed(Effect.either(openRuns(Option.none(), settings, engine)))
+    if (opened._tag === "Left") {
+      yield* print(`  skipped: ${opened.left.message}`)
+      return true
+    }
+    const { durable, file, runs } = opened.right
+    const [info, ms] = yield* timed(
+      Effect.flatMap(runs.start(durable.demoRun, durable.demoPayload), (id) => runs.await(id))
+    )
+    yield* print(`  run ${info.id} on ${file}: ${info.status}; ${seconds(ms)} (the state file opened in ${seconds(openMs)})`)
+    const thread = yield* runs.exportThread(info.id)
+    for (const record of thread.records) yield* print(`  ${record.kind} ${record.key}${recordBody(record)}`)
+    if (info.error !== undefined) yield* print(`  failed: ${info.error.code}: ${info.error.message}`)
+    const all = yield* runs.list({ limit: 10_000 })
+    yield* print(`  ${all.length} run(s) in ${file}: pagantic runs list, pagantic runs show ${info.id}`)
+    return info.status === "completed"
+  }).pipe(
+    Effect.scoped,
+    Effect.catchAll((error) => Effect.as(print(`  failed: ${error.code}: ${error.message}`), false))
+  )
+
 export const demo = Command.make("demo", globalOptions, (args) =>
   Effect.gen(function* () {
     const settings = yield* settingsOf(args)
@@ -148,7 +191,8 @@ export const demo = Command.make("demo", globalOptions, (args) =>
         const structuredOk = yield* structuredPart(engine)
         const voteOk = yield* votePart(engine, outputs)
         const planOk = yield* planPart(engine)
-        return chatOk && structuredOk && voteOk && planOk
+        const durableOk = yield* durablePart(engine, settings)
+        return chatOk && structuredOk && voteOk && planOk && durableOk
       }))
     yield* print(`\ndone in ${seconds((yield* Clock.currentTimeMillis) - started)}, model load included`)
     if (!ok) return yield* fail("a part of the demo failed (see above)")

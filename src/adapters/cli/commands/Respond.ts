@@ -4,7 +4,9 @@
  * one the run handed out with the slot; a wrong one is refused and records
  * nothing. A submitted answer must match the slot's answer shape (else it is
  * refused and the slot stays open); an accept moves the deadline to at least
- * now + eta; a decline closes the slot with its reason.
+ * now + eta; a decline closes the slot with its reason. After a submit or a
+ * decline the run goes on in this process (which holds the state file) until it
+ * ends or waits for another answer, and is printed.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -13,12 +15,13 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Text from "../../../domain/Text.js"
 import { DeclineReason } from "../../../services/Durable.js"
+import { terminalStatuses } from "../../../services/Runs.js"
 import { CliFailure, fail } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
 import { print } from "../Output.js"
 import { runsFailure, stateOption, withRuns } from "../RunsState.js"
 import { settingsOf } from "../Wiring.js"
-import { runIdArg } from "./Runs.js"
+import { printRun, runIdArg } from "./Runs.js"
 
 /** The three responses, as the flags give them: exactly one. */
 type Response =
@@ -81,6 +84,15 @@ export const respond = Command.make(
               : runs.decline(args.id, args.slot, args.secret, response.reason)
           ).pipe(Effect.mapError(runsFailure))
           yield* print(`${response.kind}: ${outcome} (run ${args.id}, slot ${args.slot})`)
+          if (response.kind === "accept") return
+          // this process holds the state file: the run goes on here until it ends or waits for another answer
+          const info = yield* Effect.zipLeft(runs.poll(args.id), Effect.sleep("50 millis")).pipe(
+            Effect.repeat({
+              until: (info) => terminalStatuses.has(info.status) || (info.status === "suspended" && info.waitingOn !== args.slot)
+            }),
+            Effect.mapError(runsFailure)
+          )
+          yield* printRun(info)
         }))
     })
 ).pipe(Command.withDescription("answer a human slot of a durable run: submit, accept or decline"))

@@ -12,7 +12,7 @@ import * as Usage from "@effect/cli/Usage"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import * as Issues from "../../../domain/Issues.js"
-import { Thread } from "../../../services/Runs.js"
+import { terminalStatuses, Thread } from "../../../services/Runs.js"
 import { CliFailure, fail } from "../CliFailure.js"
 import { globalOptions } from "../Flags.js"
 import { readJsonFile } from "../Input.js"
@@ -58,7 +58,16 @@ const importThread = Command.make(
       yield* withRuns(args.state, settings, ({ runs }) =>
         Effect.gen(function* () {
           const id = yield* runs.importThread(thread).pipe(Effect.mapError(runsFailure))
-          const info = yield* runs.await(id, { untilSuspended: true }).pipe(Effect.mapError(runsFailure))
+          // a slot the thread closed is delivered again: waiting on it is a moment, not a stop
+          const closed = new Set(thread.slots.filter((slot) => slot.status !== "open").map((slot) => slot.key))
+          const info = yield* Effect.zipLeft(runs.poll(id), Effect.sleep("50 millis")).pipe(
+            Effect.repeat({
+              until: (info) =>
+                terminalStatuses.has(info.status) ||
+                (info.status === "suspended" && (info.waitingOn === undefined || !closed.has(info.waitingOn)))
+            }),
+            Effect.mapError(runsFailure)
+          )
           yield* printRun(info)
           if (info.status === "failed") return yield* fail(`run ${info.id} failed`)
         }))
