@@ -22,6 +22,8 @@ import type { AnalyzerConfig } from "../src/programs/orchestrator/Analyzer.js"
 import { renderInstruction, renderRequest } from "../src/programs/orchestrator/Analyzer.js"
 import { json as jsonTaskParser } from "../src/programs/orchestrator/TaskParser.js"
 import type { Split, Rng } from "./tasks.js"
+import { heldOutWordsIn } from "./lexicon.js"
+import { makeRichReview } from "./reviews.js"
 import { makeQuestion, makeReview } from "./tasks.js"
 
 export interface DraftTask {
@@ -78,22 +80,56 @@ const numbersFor = (rng: Rng, split: Split, count: number): ReadonlyArray<number
   }
 }
 
-const reviewText = (rng: Rng, split: Split): string => {
+const SYLLABLES = ["ka", "lo", "mi", "ter", "bu", "sna", "vo", "rin", "dex", "pal", "qu", "zor", "fen", "gli", "ost", "wem"]
+
+/**
+ * A "review" nobody could predict: three to eight made-up words and numbers in a
+ * sentence. The model cannot guess it from what reviews look like, only copy it
+ * from the request: it teaches copying, which the held-out reviews (words never
+ * seen in training) need. Never a held-out word of the lexicon.
+ */
+const scrambledText = (rng: Rng): string => {
   for (;;) {
-    const r = makeReview(rng, split).review
+    const words = Array.from({ length: rng.int(3, 8) }, () =>
+      rng.chance(0.15)
+        ? String(rng.int(1, 999))
+        : Array.from({ length: rng.int(1, 3) }, () => rng.pick(SYLLABLES)).join(""))
+    const text = cap(words.join(" ")) + rng.pick([".", ".", "!", ""])
+    if (heldOutWordsIn(text).length === 0) return text
+  }
+}
+
+const reviewText = (rng: Rng, split: Split, copy: number): string => {
+  for (;;) {
+    // no draw at all without copying, so that the held-out sets stay what they were
+    const roll = split === "train" && copy > 0 ? rng.next() : 1
+    const r = roll < copy
+      ? scrambledText(rng)
+      : roll < 2 * copy
+      ? makeRichReview(rng).review
+      : makeReview(rng, split).review
     if (!r.includes('"') && r.length <= 90) return r
   }
 }
 
+export interface DecompositionOptions {
+  /**
+   * In training only: the share of quoted reviews that are made-up words (to be
+   * copied), and the same share again everyday reviews in real vocabulary; the rest
+   * are the older templates'. Default 0 (all the older templates').
+   */
+  readonly copy?: number | undefined
+}
+
 /** One request and the TaskList it decomposes into. */
-export const makeDecomposition = (rng: Rng, split: Split): Decomposition => {
+export const makeDecomposition = (rng: Rng, split: Split, options: DecompositionOptions = {}): Decomposition => {
   const nParts = rng.pick([1, 2, 2, 2, 3])
   const parts: Array<Part> = []
   for (let i = 0; i < nParts; i++) {
     const reviewsAlready = parts.some((p) => p.kind === "reviews")
     if (!reviewsAlready && (i === 0 ? rng.chance(0.6) : rng.chance(0.6))) {
       const n = rng.pick([1, 2, 2, 3])
-      parts.push({ kind: "reviews", reviews: Array.from({ length: n }, () => reviewText(rng, split)) })
+      parts.push({ kind: "reviews", reviews: Array.from({ length: n }, () => reviewText(rng, split, options.copy ?? 0)) })
     } else {
       const op = rng.pick<"+" | "*" | "-">(["+", "+", "+", "*", "-"])
       const count = op === "+" ? rng.pick([2, 2, 3, 4]) : 2

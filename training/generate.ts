@@ -40,6 +40,8 @@ const nTrain = arg("train", 150000)
 const analyzer = process.argv.includes("--analyzer")
 // --decomposition-share X: the share of decomposition examples (default 0.08, 0.12 with --analyzer)
 const decompositionShare = arg("decomposition-share", analyzer ? 0.12 : 0.08)
+// --copy X: in decomposition examples, the share of made-up reviews to copy (and as many everyday ones)
+const copyShare = arg("copy", 0)
 const seed = arg("seed", 1)
 // the held-out sets do not move with --seed: they are made from their own seeds
 const evalSeed = 1
@@ -70,7 +72,7 @@ const handwritten = new Set(
 )
 
 const decompositionExample = (rng: Rng, split: "train" | "eval"): Example & { readonly answer: string; readonly request: string } => {
-  const d = makeDecomposition(rng, split)
+  const d = makeDecomposition(rng, split, { copy: split === "train" ? copyShare : 0 })
   const answer = renderTaskList(d.list)
   const prompt = analyzer
     ? analyzerPrompt(d.request, rng.pick(PROCESSOR_ORDERS))
