@@ -8,6 +8,7 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -218,6 +219,26 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       )
     }).pipe(Effect.timeout("30 seconds")), 60_000)
 
+  it.live("layerConfig: PAGANTIC_STATE_URL and PAGANTIC_RUNNER_PORT; missing or malformed, an error naming the variable", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase()
+      const port = yield* Effect.promise(Postgres.freePort)
+      const env = (entries: ReadonlyArray<readonly [string, string]>) => ConfigProvider.fromMap(new Map(entries))
+      const layer = PostgresRuns.layerConfig({ definitions: [Reference, Approval] })
+      const info = yield* withStore(Effect.succeed(layer), () =>
+        Effect.flatMap(Runs.Runs, (runs) => Effect.flatMap(runs.start(Reference, { seed: 2 }), (id) => runs.await(id)))
+      ).pipe(Effect.withConfigProvider(env([["PAGANTIC_STATE_URL", url], ["PAGANTIC_RUNNER_PORT", String(port)]])))
+      expect(canonicalJson(info.result)).toBe(yield* uncrashed(2))
+      const probe = Layer.succeed(Probe, { work: (_, v) => Effect.succeed(v), between: () => Effect.void, notify: () => Effect.void })
+      const missing = yield* Effect.flip(Effect.provide(Runs.Runs, layer.pipe(Layer.provide(probe)))).pipe(Effect.withConfigProvider(env([])))
+      expect(missing.code).toBe("ORCHESTRATION_STATE_UNAVAILABLE")
+      expect(missing.message).toContain("PAGANTIC_STATE_URL")
+      const badPort = yield* Effect.flip(Effect.provide(Runs.Runs, layer.pipe(Layer.provide(probe)))).pipe(
+        Effect.withConfigProvider(env([["PAGANTIC_STATE_URL", url], ["PAGANTIC_RUNNER_PORT", "eighty"]]))
+      )
+      expect(badPort.message).toContain("PAGANTIC_RUNNER_PORT")
+    }).pipe(Effect.timeout("40 seconds")), 60_000)
+
   it.live("migrate, twice at once on an empty database: both succeed (under the advisory lock) and every table is there", () =>
     Effect.gen(function* () {
       const url = yield* freshDatabase()
@@ -274,6 +295,9 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       const owner = children.find((c) => c.pid === ownerPid)!
       const other = children.find((c) => c.pid !== ownerPid)!
       expect(owner).toBeDefined()
+      // going in a live runner: running there, not stale, seen from the other
+      other.send(JSON.stringify({ cmd: "poll", runId: "failover-1" }))
+      expect(await other.next("polled", 20_000)).toMatchObject({ status: "running", stale: [] })
       other.send(JSON.stringify({ cmd: "await", runId: "failover-1" }))
       const killedAt = Date.now()
       await owner.kill()
