@@ -347,4 +347,33 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       fs.rmSync(dir, { recursive: true, force: true })
     }
   }, 150_000)
+
+  it("the only runner SIGKILLed mid-step and started again on its address: the run finishes with the uncrashed result, completed steps not run again", async () => {
+    const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
+    const { counter, dir } = counterFile()
+    const runnerPort = await Postgres.freePort()
+    const first = spawnRunner({ url, runnerPort, counter, pause: "mid:step-4" })
+    let second: ReturnType<typeof spawnRunner> | undefined
+    try {
+      await first.next("ready", 60_000)
+      first.send(JSON.stringify({ cmd: "start", runId: "restart-1", seed: 21 }))
+      await first.next("started", 20_000)
+      await waitForFile(counter, (text) => text.includes("paused mid:step-4"), 30_000)
+      await first.kill()
+      second = spawnRunner({ url, runnerPort, counter })
+      await second.next("ready", 60_000)
+      const readyAt = Date.now()
+      second.send(JSON.stringify({ cmd: "await", runId: "restart-1" }))
+      const result = await second.next("result", 40_000)
+      console.log(`PostgresRuns restart: the run finished ${result.at - readyAt} ms after the new runner was up`)
+      expect(result.status).toBe("completed")
+      expect(canonicalJson(result.result)).toBe(await Effect.runPromise(uncrashed(21)))
+      const lines = fs.readFileSync(counter, "utf8").trim().split("\n")
+      const starts = (step: string) => lines.filter((line) => line.startsWith(`start ${step} `)).length
+      expect([1, 2, 3, 4, 5, 6].map((i) => starts(`step-${i}`))).toEqual([1, 1, 1, 2, 1, 1])
+    } finally {
+      await Promise.all([first.kill(), second?.kill()])
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
+  }, 150_000)
 })
