@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Api from "../src/adapters/http/Api.js"
 import * as Http from "../src/adapters/Http.js"
+import * as Live from "../src/adapters/Live.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
@@ -161,6 +162,21 @@ describe("POST /v1/queries", () => {
         }),
       { requestTimeout: "300 millis" }
     ))
+
+  it.live("the served model answers queries by default (Live.layer): an llm responder named model, ~model", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const engine = ScriptedEngine.layer([ScriptedEngine.reply(JSON.stringify({ category: "news", _confidence: 0.7 }))])
+        const context = yield* Layer.build(Http.layer({ port: 0 }).pipe(Layer.provideMerge(Live.layer({ engine }))))
+        const address = Context.get(context, HttpServer.HttpServer).address
+        if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
+        const reply = yield* post(`http://127.0.0.1:${address.port}/v1/queries`, query({ responders: [{ kind: "llm", model: "~model" }] }))
+        expect(reply.status).toBe(200)
+        expect(reply.json).toMatchObject({ content: "news", query: { status: "completed", calls: 1 } })
+        // no durable runs here: the query ran in memory
+        expect(reply.json.query.runId).toBeUndefined()
+      })
+    ).pipe(Effect.timeout("30 seconds")))
 
   it("the contract lists 200, 202 and every refusal status (OpenAPI)", () => {
     const spec = OpenApi.fromApi(Api.PaganticApi)

@@ -5,18 +5,24 @@
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import type * as ConfigError from "effect/ConfigError"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import type { InferenceFailure } from "../domain/Failure.js"
 import * as Constraint from "../layers/JsonConstraint.js"
 import * as GrammarChecker from "../layers/LlamaGrammarChecker.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import * as Memory from "../layers/InMemoryMemory.js"
+import * as InMemoryResponders from "../layers/InMemoryResponders.js"
+import * as LexicalReranker from "../layers/LexicalReranker.js"
 import * as Observe from "../layers/InMemoryObserve.js"
 import * as ToolRegistry from "../layers/InProcessToolRegistry.js"
 import * as Calculator from "../layers/tools/Calculator.js"
 import * as Facade from "../programs/Facade.js"
 import type { Constraint as ConstraintTag } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
+import { Engine as EngineTag } from "../services/Engine.js"
+import type { Reranker } from "../services/Reranker.js"
+import type { ResponderRegistry } from "../services/ResponderRegistry.js"
 import type { ConversationStore } from "../services/ConversationStore.js"
 import type { SessionState } from "../services/SessionState.js"
 import type { EventLog } from "../services/EventLog.js"
@@ -32,7 +38,24 @@ export interface Options<E> {
   readonly facade?: Facade.Options
   /** Observability; default: events and metrics in memory. */
   readonly observe?: Layer.Layer<EventLog | Metrics>
+  /**
+   * Who answers mode query (and `POST /v1/queries`). Default: the engine as one
+   * llm responder, model "model" (also `~model`), ranked by the LexicalReranker.
+   */
+  readonly responders?: Layer.Layer<ResponderRegistry | Reranker, never, Engine>
 }
+
+/** The engine as the one llm responder of queries: model "model", alias `~model`. */
+export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, Engine> = Layer.merge(
+  Layer.unwrapEffect(
+    Effect.map(EngineTag, (engine) =>
+      InMemoryResponders.layer({
+        responders: [{ id: "model", kind: "llm", model: "model", engine, description: "the served model" }],
+        aliases: { model: "model" }
+      }).pipe(Layer.orDie))
+  ),
+  LexicalReranker.layer()
+)
 
 /** The facade with its services: engine, tools, constraint, memory, observability. */
 export const layer = <E = never>(
@@ -54,5 +77,8 @@ export const layer = <E = never>(
     observe,
     engine
   )
-  return Facade.layer(options.facade ?? {}).pipe(Layer.provideMerge(services))
+  return Facade.layer(options.facade ?? {}).pipe(
+    Layer.provide(options.responders ?? engineResponder),
+    Layer.provideMerge(services)
+  )
 }

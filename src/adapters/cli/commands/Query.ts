@@ -88,10 +88,11 @@ export const query = Command.make(
           const service = yield* Effect.provide(Engine, engine)
           const responders = models.map((model): Responder => ({ id: model, kind: "llm", model, engine: service }))
           const registry = Layer.merge(
-            InMemoryResponders.layer({ responders, aliases: Object.fromEntries(models.map((m) => [m, m])) }),
+            // the model names are distinct and the descriptors well formed: registering cannot fail
+            InMemoryResponders.layer({ responders, aliases: Object.fromEntries(models.map((m) => [m, m])) }).pipe(Layer.orDie),
             LexicalReranker.layer()
           )
-          const system = Live.layer({ engine, tools: [] }).pipe(Layer.provide(registry), Layer.orDie)
+          const system = Live.layer({ engine, tools: [], responders: registry }).pipe(Layer.orDie)
           yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
         }))
     })
