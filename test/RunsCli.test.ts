@@ -200,3 +200,42 @@ describe("pagantic migrate | runs | thread | respond (in process, a temporary st
       expect(demo.out).toMatch(/skipped: ORCHESTRATION_STATE_UNAVAILABLE: the state file .* is owned by process/)
     }), 60_000)
 })
+
+/** A run whose one step never returns: it stays `running` (stale once its process is gone). */
+const Blocker = Runs.define({
+  name: "blocker",
+  payload: Schema.Struct({}),
+  success: Schema.Number,
+  program: () => Effect.flatMap(Durable, (durable) => durable.step("wait", Schema.Number, Effect.never))
+})
+
+const OtherBlocker = Runs.define({ ...Blocker, name: "other-blocker" })
+
+describe("Runs.list on a state file", () => {
+  it.live("a status filter that tells running from stale applies the limit after telling them apart", () =>
+    Effect.gen(function* () {
+      const file = tempState()
+      const open = (definitions: ReadonlyArray<Runs.AnyDefinition>) =>
+        Effect.map(Layer.build(SqliteRuns.layer({ filename: file, definitions })), Context.get(Runs.Runs))
+      // a process starts a run and goes away while it runs
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const runs = yield* open([Blocker])
+          yield* runs.start(Blocker, {}, { id: "old" })
+          yield* Effect.sleep("200 millis")
+        })
+      )
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          // this process does not have the old run's definition: it is left as is, stale; a newer run goes here
+          const runs = yield* open([OtherBlocker])
+          yield* runs.start(OtherBlocker, {}, { id: "new" })
+          yield* Effect.sleep("200 millis")
+          const listed = (yield* runs.list()).map((info) => `${info.id}:${info.status}`)
+          expect(listed).toEqual(["new:running", "old:stale"])
+          expect((yield* runs.list({ status: "stale", limit: 1 })).map((info) => info.id)).toEqual(["old"])
+          expect((yield* runs.list({ status: "running", limit: 1 })).map((info) => info.id)).toEqual(["new"])
+        })
+      )
+    }).pipe(Effect.orDie), 120_000)
+})

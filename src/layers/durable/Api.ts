@@ -220,7 +220,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     events: (runId) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
-          yield* findRun(runId)
+          yield* rowOf(runId)
           const subscription = yield* PubSub.subscribe(changes)
           const last = yield* Ref.make(0)
           const ended = yield* Ref.make(false)
@@ -247,10 +247,13 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       if (!(Number.isInteger(limit) && limit >= 1)) {
         return yield* ConfigurationFailure.invalidRequest(`a list limit must be a whole number >= 1, got ${limit}`)
       }
-      const rows = yield* store.list(listOptions?.status, limit)
+      const status = listOptions?.status
+      // running and stale share the stored status: the limit applies after telling them apart
+      const split = status === "running" || status === "stale"
+      const rows = yield* store.list(status, split ? Number.MAX_SAFE_INTEGER : limit)
       const isLive = yield* liveness
       const infos = rows.map((row) => infoOf(row, isLive))
-      return listOptions?.status === undefined ? infos : infos.filter((info) => info.status === listOptions.status)
+      return status === undefined ? infos : infos.filter((info) => info.status === status).slice(0, limit)
     }),
 
     exportThread: Effect.fn("Runs.exportThread")(function* (runId) {
