@@ -88,6 +88,7 @@ const failover = (server: Postgres.Postgres, index: number) =>
     const children = [await spawn(), await spawn()]
     try {
       await Promise.all(children.map((c) => c.next("ready", 90_000)))
+      await Postgres.shardsSettled(url, 2)
       children[0]!.send(JSON.stringify({ cmd: "start", runId: "failover", seed: index }))
       await children[0]!.next("started", 30_000)
       const paused = await waitForFile(counter, (text) => text.includes("paused mid:step-3"), 30_000)

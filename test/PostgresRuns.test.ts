@@ -248,7 +248,7 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       expect(tables).toEqual(expect.arrayContaining(["pagantic_runs", "pagantic_slots", "pagantic_records", "cluster_messages", "cluster_replies", "cluster_runners"]))
     }).pipe(Effect.timeout("40 seconds")), 60_000)
 
-  it("two runners starting at once on an empty database both come up; a run going on one is awaited and answered on the other", async () => {
+  it("two runners starting at once on an empty database both come up; a run going on one is awaited, answered and cancelled on the other", async () => {
     const url = await Postgres.createDatabase(pg!, `case_${++databases}`)
     const { counter, dir } = counterFile()
     const [portA, portB] = [await Postgres.freePort(), await Postgres.freePort()]
@@ -257,6 +257,7 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
     const children = [a, b]
     try {
       await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      await Postgres.shardsSettled(url, 2)
       a.send(JSON.stringify({ cmd: "approve", runId: "both-1", slaMillis: 60_000 }))
       await a.next("started", 20_000)
       const ticket = JSON.parse(await waitForFile(`${counter}.secret`, (text) => text.endsWith("}"), 30_000)) as { key: string; secret: string }
@@ -271,7 +272,22 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       const result = await other.next("result", 20_000)
       expect(result.status).toBe("completed")
       expect(result.result).toMatchObject({ outcome: "approved", note: "from the other runner" })
-      expect(fs.readFileSync(counter, "utf8")).toContain(`start finish ${ownerPid}`)
+      // (the step after the answer may run on either runner: shards move while the second runner joins)
+      expect(fs.readFileSync(counter, "utf8")).toMatch(/start finish \d+/)
+      // cancelled from the runner that does not run it: the owner's wait ends cancelled, its slot closed
+      const owner = children.find((c) => c.pid === ownerPid)!
+      fs.rmSync(`${counter}.secret`)
+      owner.send(JSON.stringify({ cmd: "approve", runId: "both-2", slaMillis: 60_000 }))
+      await owner.next("started", 20_000)
+      const second = JSON.parse(await waitForFile(`${counter}.secret`, (text) => text.endsWith("}"), 30_000)) as { key: string; secret: string }
+      const runner = Number([...fs.readFileSync(counter, "utf8").matchAll(/start prepare (\d+)/g)][1]![1])
+      const [executes, elsewhere] = [children.find((c) => c.pid === runner)!, children.find((c) => c.pid !== runner)!]
+      executes.send(JSON.stringify({ cmd: "await", runId: "both-2" }))
+      elsewhere.send(JSON.stringify({ cmd: "cancel", runId: "both-2" }))
+      await elsewhere.next("cancelled", 20_000)
+      expect(await executes.next("result", 20_000)).toMatchObject({ status: "cancelled", error: "CANCELLED_SIGNAL" })
+      executes.send(JSON.stringify({ cmd: "respond", runId: "both-2", slot: second.key, secret: second.secret, answer: { approved: true, note: "late" } }))
+      expect(await executes.next("failed", 20_000)).toMatchObject({ code: "ORCHESTRATION_SLOT_CLOSED" })
     } finally {
       await Promise.all(children.map((c) => c.kill()))
       fs.rmSync(dir, { recursive: true, force: true })
@@ -288,6 +304,7 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
     const children = [a, b]
     try {
       await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      await Postgres.shardsSettled(url, 2)
       a.send(JSON.stringify({ cmd: "start", runId: "failover-1", seed: 8 }))
       await a.next("started", 20_000)
       const paused = await waitForFile(counter, (text) => text.includes("paused mid:step-3"), 30_000)
@@ -328,6 +345,7 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
     const children = [a, b]
     try {
       await Promise.all([a.next("ready", 60_000), b.next("ready", 60_000)])
+      await Postgres.shardsSettled(url, 2)
       a.send(JSON.stringify({ cmd: "approve", runId: "sla-1", slaMillis: 5_000 }))
       await a.next("started", 20_000)
       const ticket = JSON.parse(await waitForFile(`${counter}.secret`, (text) => text.endsWith("}"), 30_000)) as { deadline: number }

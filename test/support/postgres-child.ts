@@ -10,8 +10,8 @@
  *   node --import tsx test/support/postgres-child.ts '<json Config>'
  *   stdin: {"cmd":"start","runId":"...","seed":1} (the reference run)
  *        | {"cmd":"approve","runId":"...","slaMillis":60000} (the approval run)
- *        | {"cmd":"await","runId":"..."} | {"cmd":"poll","runId":"..."} | {"cmd":"respond","runId":"...","slot":"...","secret":"...","answer":{...}}
- *   stdout: ready | started | result | polled | responded | failed (one JSON object a line)
+ *        | {"cmd":"await","runId":"..."} | {"cmd":"poll","runId":"..."} | {"cmd":"cancel","runId":"..."} | {"cmd":"respond","runId":"...","slot":"...","secret":"...","answer":{...}}
+ *   stdout: ready | started | result | polled | cancelled | responded | failed (one JSON object a line)
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Duration from "effect/Duration"
@@ -71,6 +71,7 @@ type Command =
   | { readonly cmd: "approve"; readonly runId: string; readonly slaMillis: number }
   | { readonly cmd: "await"; readonly runId: string }
   | { readonly cmd: "poll"; readonly runId: string }
+  | { readonly cmd: "cancel"; readonly runId: string }
   | { readonly cmd: "respond"; readonly runId: string; readonly slot: string; readonly secret: string; readonly answer: unknown }
 
 const handle = (runs: Runs.Service, command: Command) =>
@@ -86,6 +87,10 @@ const handle = (runs: Runs.Service, command: Command) =>
     if (command.cmd === "respond") {
       const result = yield* runs.respond(command.runId, command.slot, command.secret, command.answer)
       return yield* say("responded", { runId: command.runId, result })
+    }
+    if (command.cmd === "cancel") {
+      yield* runs.cancel(command.runId)
+      return yield* say("cancelled", { runId: command.runId })
     }
     if (command.cmd === "poll") {
       const polled = yield* runs.poll(command.runId)

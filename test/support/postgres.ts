@@ -194,3 +194,21 @@ export const query = async <Row>(url: string, text: string, values: ReadonlyArra
 export const tables = async (url: string): Promise<ReadonlyArray<string>> =>
   (await query<{ table_name: string }>(url, "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name"))
     .map((row) => row.table_name)
+
+/**
+ * Waits until `runners` processes hold all the shards between them (the cluster's
+ * advisory locks on the database at `url`), so no shard moves while a case runs.
+ */
+export const shardsSettled = async (url: string, runners: number, timeoutMs = 30_000): Promise<void> => {
+  const started = Date.now()
+  while (Date.now() - started < timeoutMs) {
+    const [row] = await query<{ holders: number; shards: number }>(
+      url,
+      `SELECT COUNT(DISTINCT pid)::int AS holders, COUNT(*)::int AS shards FROM pg_locks
+       WHERE locktype = 'advisory' AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+    )
+    if (row !== undefined && row.holders === runners && row.shards === 300) return
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+  throw new Error(`the shards were not split between ${runners} runners within ${timeoutMs} ms`)
+}
