@@ -36,5 +36,8 @@ export const validation: Schedule.Schedule<unknown> = exponential({ base: "100 m
 /** For a planner whose reply was not a plan (re-ask): 2 retries from 100 ms. */
 export const planner: Schedule.Schedule<unknown> = exponential({ base: "100 millis", times: 2 })
 
+/** For a webhook POST that failed (a refused connection, a 5xx): 3 retries from 500 ms. */
+export const webhook: Schedule.Schedule<unknown> = exponential({ base: "500 millis", times: 3 })
+
 /** Never retry. */
 export const none: Schedule.Schedule<unknown> = Schedule.asVoid(Schedule.recurs(0))

@@ -1,36 +1,31 @@
 /**
- * How a human responder hears about a query.
- *
- * A human answers on their own time, so the channel follows where they are and
- * how long the query can wait: the page they have open (an SSE inbox) when it is
- * connected; otherwise the push channels they chose (a webhook, Slack, SMS...);
- * with none of those, a digest when the query can wait more than an hour; and
- * polling (they look when they look) otherwise.
+ * How a human responder hears about a query: the channel rule (see the
+ * Notifications service, where it lives so the channel layers can apply it).
+ * SSE if the responder's page is connected, else their push channels, else a
+ * digest past an hour of wait, else polling.
  */
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import type { Failure } from "../../domain/Failure.js"
+import type { Service as NotificationsService } from "../../services/Notifications.js"
+import type { Notice } from "../patterns/Round.js"
 
-/** Where a notification goes. */
-export type Channel =
-  | { readonly _tag: "Sse" }
-  | { readonly _tag: "Push"; readonly channels: ReadonlyArray<string> }
-  | { readonly _tag: "Digest" }
-  | { readonly _tag: "Polling" }
+export { type Channel, digestAfterSecs, type Reach, selectChannel } from "../../services/Notifications.js"
 
-export interface Reach {
-  /** Whether the responder's page is listening now. */
-  readonly sseConnected: boolean
-  /** The push channels the responder registered, in their order of preference. */
-  readonly pushChannels: ReadonlyArray<string>
-  /** The query's wait. */
-  readonly maxLatencySecs: number
-}
-
-/** A digest is worth it past an hour. */
-export const digestAfterSecs = 3_600
-
-/** SSE if connected, else push channels, else a digest past an hour of wait, else polling. */
-export const selectChannel = (reach: Reach): Channel => {
-  if (reach.sseConnected) return { _tag: "Sse" }
-  if (reach.pushChannels.length > 0) return { _tag: "Push", channels: reach.pushChannels }
-  if (reach.maxLatencySecs > digestAfterSecs) return { _tag: "Digest" }
-  return { _tag: "Polling" }
-}
+/**
+ * The `notify` option of an orchestration that hands every human CALL to a
+ * Notifications service: the slot, its secret and deadline, the question, and the
+ * wait left (which picks a digest or polling when nothing else reaches the human).
+ */
+export const notifyThrough = (service: NotificationsService) => (notice: Notice): Effect.Effect<void, Failure> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) =>
+    Effect.asVoid(service.notify({
+      responder: notice.responder.id,
+      runId: notice.slot.runId,
+      slot: notice.slot.key,
+      secret: notice.slot.secret,
+      deadline: notice.slot.deadline.epochMillis,
+      call: notice.call.id,
+      input: notice.input,
+      maxLatencySecs: Math.max(0, (notice.slot.deadline.epochMillis - now) / 1000)
+    })))
