@@ -8,11 +8,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import * as Message from "../src/domain/Message.js"
 import { SystemRequest } from "../src/domain/System.js"
 import * as Memory from "../src/layers/InMemoryMemory.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as TemplatePromptProvider from "../src/layers/TemplatePromptProvider.js"
@@ -23,6 +26,7 @@ import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
 import { ContextProvider } from "../src/services/ContextProvider.js"
 import type { ContextPlacement } from "../src/services/PromptProvider.js"
 import { SessionState } from "../src/services/SessionState.js"
+import { add } from "./support/tools.js"
 
 const bound = 20_000
 
@@ -156,6 +160,31 @@ describe("gap 8: the loops take their system prompt and context placement from t
     }).pipe(
       Effect.provide(
         Layer.mergeAll(ScriptedEngine.layer([]), Constraint.layer, TemplatePromptProvider.layer({ systemPrompt: "Weather in {{city}}." }))
+      )
+    ))
+
+  it.effect("the loops' built-in instructions give way to the provider's templates: correction and structuredPhase", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.fork(SpecializedLoop.call("Is it sunny?", { schema: Weather }))
+      yield* TestClock.adjust("1 minute")
+      const result = yield* Fiber.join(fiber)
+      expect(result.value).toEqual({ sunny: true })
+      const requests = yield* sent
+      // tool phase, structured phase, its correction
+      expect(requests).toHaveLength(3)
+      expect(requests[1]!.at(-1)).toBe("user: Now the JSON, please.")
+      expect(requests[2]!.at(-1)).toMatch(/^user: Fix it \(CONSTRAINT_SCHEMA_INVALID\):\n- /)
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(
+          ScriptedEngine.layer([ScriptedEngine.reply("Let me think."), ScriptedEngine.reply('{"sunny":"yes"}'), ScriptedEngine.reply('{"sunny":true}')]),
+          Constraint.layer,
+          Registry.layer([add]),
+          TemplatePromptProvider.layer({
+            systemPrompt: "You help.",
+            templates: { correction: "Fix it ({{code}}):\n{{problems}}", structuredPhase: "Now the JSON, please." }
+          })
+        )
       )
     ))
 })

@@ -43,7 +43,7 @@ import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Structured from "./Structured.js"
 
-/** The second-phase instruction after the tool phase. */
+/** The second-phase instruction after the tool phase (a PromptProvider's `structuredPhase` template replaces it). */
 export const structuredPhasePrompt = "Produce your structured output now."
 
 export interface Options<A, EV extends ValidationFailure = never> extends Structured.Options<A, EV> {
@@ -197,7 +197,7 @@ const callWith = <A, EV extends ValidationFailure = never>(
       const messages = [
         ...Prompt.place(yield* Prompt.provider, history.slice(0, firstUser + 1), context),
         ...history.slice(firstUser + 1),
-        Message.user(structuredPhasePrompt)
+        Message.user(yield* Prompt.template(Prompt.templates.structuredPhase, {}, structuredPhasePrompt))
       ]
       const structured = yield* Structured.run(messages, options)
       const result: Result<A> = {

@@ -40,6 +40,7 @@ import type { InferenceResult } from "../services/Engine.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
 import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
+import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
@@ -119,14 +120,20 @@ export interface Result<A> {
 /** What a structured call can fail with. */
 export type StructuredError<EV = never> = InferenceFailure | ConstraintFailure | EV
 
-/** The correction sent after a rejected reply. */
+/** What was wrong with a rejected reply, one problem a line. */
+const problemsOf = (failure: ConstraintFailure | ValidationFailure): ReadonlyArray<string> =>
+  failure._tag === "ConstraintFailure"
+    ? failure.violations
+    : failure.failedRules.length > 0
+      ? failure.failedRules
+      : [failure.message]
+
+/**
+ * The correction sent after a rejected reply (a PromptProvider's `correction`
+ * template, when it has one, is sent instead).
+ */
 export const correctionPrompt = (failure: ConstraintFailure | ValidationFailure): string => {
-  const problems =
-    failure._tag === "ConstraintFailure"
-      ? failure.violations
-      : failure.failedRules.length > 0
-        ? failure.failedRules
-        : [failure.message]
+  const problems = problemsOf(failure)
   return [
     `Your previous reply was rejected (${failure.code}): ${failure.message}.`,
     ...problems.map((p) => `- ${p}`),
@@ -271,7 +278,12 @@ export const run: <A, EV extends ValidationFailure = never>(
         return yield* Effect.fail(failure)
       }
       const n = yield* Ref.get(attempts)
-      yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(correctionPrompt(failure))])
+      const corrected = yield* Prompt.template(Prompt.templates.correction, {
+        code: failure.code,
+        message: failure.message,
+        problems: problemsOf(failure).map((p) => `- ${p}`).join("\n")
+      }, correctionPrompt(failure))
+      yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(corrected)])
       yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
     }
   })

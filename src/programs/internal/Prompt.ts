@@ -85,6 +85,32 @@ export const placeRun = (
   }
 }
 
+/**
+ * The names of the templates the loops take from the PromptProvider in place of
+ * their built-in instructions: `correction` (the re-prompt after a rejected
+ * structured reply; variables `code`, `message`, `problems`) and `structuredPhase`
+ * (SpecializedLoop's request for the structured answer after its tool phase).
+ */
+export const templates = { correction: "correction", structuredPhase: "structuredPhase" } as const
+
+/**
+ * The provider's template `name` rendered with `variables`; the built-in text when
+ * there is no provider or it has no such template. A template that needs a
+ * variable the loop does not give is a misconfiguration: the loop dies naming it.
+ */
+export const template = (
+  name: string,
+  variables: PromptProvider.Variables,
+  builtIn: string
+): Effect.Effect<string> =>
+  Effect.flatMap(provider, (prompts) =>
+    Option.isNone(prompts)
+      ? Effect.succeed(builtIn)
+      : Effect.catchAll(prompts.value.render(name, variables), (failure) =>
+        failure.code === "PROMPT_TEMPLATE_NOT_FOUND"
+          ? Effect.succeed(builtIn)
+          : Effect.dieMessage(`The PromptProvider's template "${name}" cannot be rendered (${failure.code}): ${failure.message}`)))
+
 /** The placement a loop uses: the provider's, or just before the last user message. */
 export const placementOf = (prompts: Option.Option<PromptProvider.Service>): PromptProvider.ContextPlacement =>
   Option.isSome(prompts) ? prompts.value.contextPlacement : "beforeLastUser"
