@@ -215,7 +215,7 @@ describe("Runs.list on a state file", () => {
   it.live("a status filter that tells running from stale applies the limit after telling them apart", () =>
     Effect.gen(function* () {
       const file = tempState()
-      const open = (definitions: ReadonlyArray<Runs.AnyDefinition>) =>
+      const open = (definitions: ReadonlyArray<Runs.Definition<any, any, any, any, Durable>>) =>
         Effect.map(Layer.build(SqliteRuns.layer({ filename: file, definitions })), Context.get(Runs.Runs))
       // a process starts a run and goes away while it runs
       yield* Effect.scoped(
