@@ -18,11 +18,11 @@
  *               right tasks (processor, review or expression) and dependencies;
  *               and the same requests sampled (temperature 0.8, seed = index)
  *               straight through the Engine: does the TaskList decode?
- *   voting      at a sampling temperature (8, top-p 1: the model is very sure of
- *               itself), one structured call versus a
+ *   voting      at a sampling temperature (default 2, top-p 1: where the bundled
+ *               model's replicas disagree now and then), one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 8 --top-p 1 --n 5 --only sentiment,decomposition --verbose --provisional]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --only sentiment,decomposition --verbose --provisional]
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -53,7 +53,7 @@ const arg = (name: string): string | undefined => {
   return i >= 0 ? process.argv[i + 1] : undefined
 }
 const limit = Number(arg("limit") ?? Infinity)
-const temperature = Number(arg("temperature") ?? 8)
+const temperature = Number(arg("temperature") ?? 2)
 const votes = Number(arg("n") ?? 5)
 // llama.cpp's default nucleus (0.95) cuts a confident model's tail before temperature
 // can matter; sampling from the whole distribution is what makes replicas disagree

@@ -20,5 +20,6 @@
 export * as Durable from "./services/Durable.js"
 export * as InMemoryRuns from "./layers/InMemoryRuns.js"
 export * as Runs from "./services/Runs.js"
+export * as PostgresRuns from "./layers/PostgresRuns.js"
 export * as SqliteRuns from "./layers/SqliteRuns.js"
 export * as SqlMemory from "./layers/SqlMemory.js"

@@ -7,5 +7,6 @@
  * // the bundled model on one thread; PAGANTIC_MODEL_PATH etc. with layerConfig()
  * const engine = LlamaEngine.layer({ threads: 1 })
  */
+export * as BundledTasks from "./adapters/BundledTasks.js"
 export * as LlamaEngine from "./layers/LlamaEngine.js"
 export * as LlamaGrammarChecker from "./layers/LlamaGrammarChecker.js"

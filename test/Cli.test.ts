@@ -409,6 +409,17 @@ describe("Cli (in process, ScriptedEngine)", () => {
           ScriptedEngine.reply(`{"sentiment": "positive"}`),
           ...Array.from({ length: 5 }, () => ScriptedEngine.reply(`{"sentiment": "neutral"}`)),
           ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          // the tasks: the analyzer's TaskList, then one classification per review
+          ScriptedEngine.reply(JSON.stringify({
+            analysis: "2 reviews to classify, 1 calculation, in 2 steps",
+            tasks: [
+              { id: "t1", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "The room was spotless.", metadata: {} },
+              { id: "t2", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "The waiter ignored us.", metadata: {} },
+              { id: "t3", type: "calculation", processor: "calculator", priority: 2, dependencies: ["t1", "t2"], description: "Add up 12, 30 and 7", metadata: { expression: "12 + 30 + 7" } }
+            ]
+          })),
+          ScriptedEngine.reply(`{"sentiment": "negative"}`),
+          ScriptedEngine.reply(`{"sentiment": "negative"}`),
           ScriptedEngine.reply(`{"sentiment": "positive"}`)
         ]
       }).pipe(withTempState)
@@ -425,7 +436,12 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.out).toContain("DO sum: 19")
       expect(run.out).toContain("DO classify: positive")
       expect(run.out).toContain(`KNOW result: {"sum":"19","sentiment":"positive"}`)
-      expect(run.requests).toHaveLength(10)
+      // the tasks: analyzed under the bundled model's short instruction, run by phase
+      expect(run.out).toContain("phases: [t1, t2] -> [t3]")
+      expect(run.out).toContain(`t1 (sentiment): {"sentiment":"negative"}`)
+      expect(run.out).toContain("t3 (calculator): 49")
+      expect(run.requests[9]!.messages[0]).toMatchObject({ role: "system", content: "Break the request into tasks." })
+      expect(run.requests).toHaveLength(13)
       // the structured parts are asked with the system prompt the bundled model was trained on
       expect(run.requests[2]!.messages[0]).toMatchObject({ role: "system", content: "Classify the sentiment of the review." })
       expect(run.requests.slice(3, 8).every((r) => r.temperature === 0.8)).toBe(true)
@@ -773,6 +789,10 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(run.stdout).toMatch(/winner: \{"sentiment":"(positive|negative|neutral)"\}, confidence (0|1)\.\d\d/)
     expect(run.stdout).toContain("sum (tool): 19")
     expect(run.stdout).toMatch(/classify \(infer\): \{"sentiment": "(positive|negative|neutral)"\}/)
+    // the tasks: the model's TaskList for the demo's request, run by phase
+    expect(run.stdout).toContain("phases: [t1, t2] -> [t3]")
+    expect(run.stdout).toMatch(/t1 \(sentiment\): \{"sentiment":"(positive|negative|neutral)"\}/)
+    expect(run.stdout).toContain("t3 (calculator): 49")
     expect(run.stdout).toMatch(/done in \d+\.\d\ds/)
     // the durable run on the state file: two journaled steps, the model's label
     expect(run.stdout).toMatch(/run \S+ on \S+state\.db: completed/)

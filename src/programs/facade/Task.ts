@@ -59,7 +59,11 @@ export const run = (env: Environment, checked: Check.Task, tracker: Lifecycle.Tr
       scheduling: settings?.scheduling,
       failurePolicy: settings?.failurePolicy,
       maxConcurrent: settings?.maxConcurrent,
-      analyzer: { maxTokens: request.hints.maxTokens, temperature: request.hints.temperature }
+      analyzer: {
+        ...env.options.taskAnalyzer,
+        ...(request.hints.maxTokens === undefined ? {} : { maxTokens: request.hints.maxTokens }),
+        ...(request.hints.temperature === undefined ? {} : { temperature: request.hints.temperature })
+      }
     }).pipe(Effect.provideService(Engine, checked.engine))
     yield* tracker.transition("PREPARE", `processors ${orchestrator.processorTypes.join(", ")}`)
     yield* tracker.transition("EXECUTE", "running tasks")

@@ -11,6 +11,7 @@ import type * as Plan from "../../domain/Plan.js"
 import type { ConfidenceSource, QueryResult, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
 import type { OrchestratorResult } from "../../domain/Task.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
+import type { AnalyzerConfig } from "../orchestrator/Analyzer.js"
 import type { TaskProcessor } from "../orchestrator/TaskProcessor.js"
 import type * as Orchestration from "../Orchestration.js"
 import type * as PlanExecutor from "../PlanExecutor.js"
@@ -39,6 +40,12 @@ export interface Options {
    * the task's description, its dependencies' outputs given as context).
    */
   readonly taskProcessors?: Readonly<Record<string, TaskProcessor<never>>> | undefined
+  /**
+   * The analyzer of mode task (instruction, format instructions, considerations);
+   * the request's hints still set its maxTokens and temperature. Default the
+   * orchestrator's.
+   */
+  readonly taskAnalyzer?: AnalyzerConfig | undefined
   /**
    * Mode query. With `definition` (the query definition the Runs layer in context
    * registered), a query is a durable run of it; without, it runs in memory for its

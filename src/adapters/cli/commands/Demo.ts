@@ -10,7 +10,7 @@
 import * as Command from "@effect/cli/Command"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
@@ -22,6 +22,8 @@ import { BUNDLED_SENTIMENT_SCHEMA } from "../../../layers/llama/PaganticChatWrap
 import type * as Facade from "../../../programs/Facade.js"
 import { Engine } from "../../../services/Engine.js"
 import type { ThreadRecord } from "../../../services/Runs.js"
+import * as BundledTasks from "../../BundledTasks.js"
+import * as Live from "../../Live.js"
 import { fail } from "../CliFailure.js"
 import { globalOptions } from "../Flags.js"
 import { decodeRequest, messages } from "../Input.js"
@@ -32,12 +34,14 @@ import { type EngineSettings, onSystem, runRequest, settingsOf, toolsFor, withEn
 import {
   DEMO_QUESTION,
   DEMO_REVIEW,
+  DEMO_TASK,
   DEMO_TEMPERATURE,
   DEMO_VOTE_REVIEW,
   demoPlan,
   SENTIMENT_SYSTEM
 } from "./DemoData.js"
 import { printPlan } from "./Plan.js"
+import { printTasks } from "./Task.js"
 
 const timed = <A, E, R>(self: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
@@ -142,6 +146,26 @@ const planPart = (engine: Layer.Layer<Engine>) =>
     ).pipe(onSystem(engine, toolsFor.plan))
   })
 
+/**
+ * The request broken into tasks by the model (the analyzer's TaskList under its
+ * JSON schema), then run by phase: reviews by the model, sums by the calculator.
+ */
+const taskPart = (engine: Layer.Layer<Engine>) =>
+  demoPart(
+    "tasks: the model breaks the request into tasks, run by phase (Orchestrator on PlanExecutor)",
+    `> ${DEMO_TASK}`,
+    { mode: "task", messages: [{ role: "user", content: DEMO_TASK }], hints: { temperature: 0 } },
+    (response) => printTasks(response, { usage: false })
+  ).pipe(
+    Effect.provide(
+      Layer.orDie(Live.layer({
+        engine,
+        tools: [],
+        facade: { taskProcessors: BundledTasks.processors(engine), taskAnalyzer: BundledTasks.analyzer }
+      }))
+    )
+  )
+
 /** What a DO (its value) or the KNOW (the result) says, after its key. */
 const recordBody = (record: ThreadRecord): string => {
   if (record.kind === "KNOW") return `: ${json(record.body)}`
@@ -191,10 +215,11 @@ export const demo = Command.make("demo", globalOptions, (args) =>
         const structuredOk = yield* structuredPart(engine)
         const voteOk = yield* votePart(engine, outputs)
         const planOk = yield* planPart(engine)
+        const taskOk = yield* taskPart(engine)
         const durableOk = yield* durablePart(engine, settings)
-        return chatOk && structuredOk && voteOk && planOk && durableOk
+        return chatOk && structuredOk && voteOk && planOk && taskOk && durableOk
       }))
     yield* print(`\ndone in ${seconds((yield* Clock.currentTimeMillis) - started)}, model load included`)
     if (!ok) return yield* fail("a part of the demo failed (see above)")
   })
-).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan"))
+).pipe(Command.withDescription("each loop on real inference: a tool-using chat, an extraction, a vote, a plan, tasks, a durable run"))

@@ -27,6 +27,9 @@ export const demoPlan = {
 /** The system prompt the bundled model was trained with for sentiment. */
 export const SENTIMENT_SYSTEM = "Classify the sentiment of the review."
 export const DEMO_QUESTION = "What is 12 plus 7?"
+/** The orchestrated request: two reviews and a sum, the sum after the reviews. */
+export const DEMO_TASK =
+  'Classify these reviews: "The room was spotless." and "The waiter ignored us.", then add up 12, 30 and 7.'
 export const DEMO_REVIEW = "The pasta was absolutely delicious and the waiter was lovely."
 export const DEMO_VOTE_REVIEW = "The hotel was fine. Nothing special."
 export const DEMO_TEMPERATURE = 0.8

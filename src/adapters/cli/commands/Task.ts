@@ -15,7 +15,7 @@ import { formatUsage, json, print, respond } from "../Output.js"
 import { toolsFor, withSystem } from "../Wiring.js"
 
 /** The orchestration of a task response, task by task. */
-export const printTasks = (response: SystemResponse) =>
+export const printTasks = (response: SystemResponse, options: { readonly usage?: boolean } = {}) =>
   Effect.gen(function* () {
     const result = response.orchestration
     if (result === undefined) return
@@ -24,7 +24,7 @@ export const printTasks = (response: SystemResponse) =>
     for (const t of result.completed) yield* print(`  ${t.id} (${t.processor}): ${json(t.output)}`)
     for (const t of result.failed) yield* print(`  ${t.id} (${t.processor}): failed: ${t.error.code}: ${t.error.message}`)
     for (const t of result.skipped) yield* print(`  ${t.id} (${t.processor}): skipped (${t.reason}): ${t.message}`)
-    yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+    if (options.usage !== false) yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
   })
 
 export const task = Command.make(
