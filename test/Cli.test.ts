@@ -772,6 +772,19 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(run.stderr).toContain(`error: the schema file ${file} is not JSON`)
   })
 
+  it("task on the bundled model: its analyzer breaks the request up, the reviews and the sum run by phase", async () => {
+    const run = await launch(
+      ["task", "--threads", "1", 'Is this review positive or negative: "The soup was cold." and then add 5 and 8.'],
+      30_000,
+      { NO_COLOR: "1" }
+    )
+    expect(run.stderr).not.toContain("error:")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain("phases: [t1] -> [t2]")
+    expect(run.stdout).toMatch(/t1 \(sentiment\): \{"sentiment":"(positive|negative|neutral)"\}/)
+    expect(run.stdout).toContain("t2 (calculator): 13")
+  }, 40_000)
+
   it("demo on the bundled model, end to end", async () => {
     const started = Date.now()
     const state = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-state-")), "state.db")

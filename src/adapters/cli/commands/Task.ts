@@ -2,17 +2,24 @@
  * `pagantic task`: task mode. The analyzer breaks the text into tasks (as JSON,
  * or XML with --xml), the orchestrator runs them by phase; prints the analysis,
  * the phases, then each task with its output, its failure or why it was skipped.
+ * On the bundled model the processors are `sentiment` and `calculator`
+ * (BundledTasks); on another model, the facade's default `infer`.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { SystemResponse } from "../../../domain/System.js"
+import { isBundledModelName } from "../../../layers/llama/PaganticChatWrapper.js"
+import { Engine } from "../../../services/Engine.js"
+import * as BundledTasks from "../../BundledTasks.js"
+import * as Live from "../../Live.js"
 import { globalOptions, integerIn, jsonOption, maxTokensOption } from "../Flags.js"
 import { decodeRequest, hints, messages, messageText } from "../Input.js"
 import { formatUsage, json, print, respond } from "../Output.js"
-import { toolsFor, withSystem } from "../Wiring.js"
+import { withEngine } from "../Wiring.js"
 
 /** The orchestration of a task response, task by task. */
 export const printTasks = (response: SystemResponse, options: { readonly usage?: boolean } = {}) =>
@@ -57,6 +64,17 @@ export const task = Command.make(
           ...(Option.isSome(args.maxConcurrent) ? { maxConcurrent: args.maxConcurrent.value } : {})
         }
       })
-      yield* withSystem(args, toolsFor.structured, () => respond(request, args.json, printTasks))
+      // on the bundled model: the analyzer configuration it was taught and its two
+      // processors (sentiment, calculator); on any other model the facade's defaults
+      yield* withEngine(args, (engine) =>
+        Effect.gen(function* () {
+          const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
+          const facade = isBundledModelName(info.name)
+            ? { taskProcessors: BundledTasks.processors(engine), taskAnalyzer: BundledTasks.analyzer }
+            : {}
+          return yield* respond(request, args.json, printTasks).pipe(
+            Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
+          )
+        }))
     })
 ).pipe(Command.withDescription("task mode: the request broken into tasks by the model, run by phase"))
