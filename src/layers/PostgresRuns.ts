@@ -17,9 +17,6 @@
  * an empty database all come up.
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import { EntityAddress } from "@effect/cluster/EntityAddress"
-import * as EntityId from "@effect/cluster/EntityId"
-import { EntityType } from "@effect/cluster/EntityType"
 import * as MessageStorage from "@effect/cluster/MessageStorage"
 import * as RunnerAddress from "@effect/cluster/RunnerAddress"
 import * as RunnerHealth from "@effect/cluster/RunnerHealth"
@@ -46,6 +43,7 @@ import { OrchestrationFailure } from "../domain/Failure.js"
 import type { AnyDefinition, Requirements } from "../services/Runs.js"
 import { Runs } from "../services/Runs.js"
 import * as Engine from "./durable/Engine.js"
+import * as Purge from "./durable/Purge.js"
 import * as PgShared from "./durable/PgShared.js"
 import * as Store from "./durable/Store.js"
 
@@ -223,16 +221,7 @@ export const layer = <Defs extends AnyDefinition>(
         owner: PgShared.ownerOf(host.host, host.port),
         shared: PgShared.make(pg, runners),
         rescan: Duration.unsafeDivide(config.shardLockExpiration, 2),
-        purge: (workflow, runId) => {
-          const entityId = EntityId.make(runId)
-          return storage.clearAddress(
-            new EntityAddress({
-              entityType: EntityType.make(`Workflow/${workflow}`),
-              entityId,
-              shardId: sharding.getShardId(entityId, "default")
-            })
-          ).pipe(Effect.ignore)
-        }
+        purge: Purge.purger(storage, sharding)
       })
     })
   ).pipe(Layer.provide(runner))

@@ -7,9 +7,6 @@
  * re-driven from their records. The file is created with mode 0600.
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
-import { EntityAddress } from "@effect/cluster/EntityAddress"
-import * as EntityId from "@effect/cluster/EntityId"
-import { EntityType } from "@effect/cluster/EntityType"
 import * as MessageStorage from "@effect/cluster/MessageStorage"
 import * as Sharding from "@effect/cluster/Sharding"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
@@ -24,6 +21,7 @@ import { OrchestrationFailure } from "../domain/Failure.js"
 import type { AnyDefinition, Requirements } from "../services/Runs.js"
 import { Runs } from "../services/Runs.js"
 import * as Engine from "./durable/Engine.js"
+import * as Purge from "./durable/Purge.js"
 import * as Owner from "./durable/Owner.js"
 import * as Store from "./durable/Store.js"
 
@@ -81,16 +79,7 @@ export const layer = <Defs extends AnyDefinition>(
       const sharding = yield* Sharding.Sharding
       return yield* Engine.make(options.definitions, {
         owner: `${process.pid}:${globalThis.crypto.randomUUID()}`,
-        purge: (workflow, runId) => {
-          const entityId = EntityId.make(runId)
-          return storage.clearAddress(
-            new EntityAddress({
-              entityType: EntityType.make(`Workflow/${workflow}`),
-              entityId,
-              shardId: sharding.getShardId(entityId, "default")
-            })
-          ).pipe(Effect.ignore)
-        }
+        purge: Purge.purger(storage, sharding)
       })
     })
   ).pipe(Layer.provide(runner))
