@@ -16,6 +16,7 @@ import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
@@ -23,8 +24,10 @@ import { createHash, timingSafeEqual } from "node:crypto"
 import { excerptCause, SystemError, SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
+import * as Json from "../../domain/Json.js"
+import * as Body from "./Body.js"
 import { ChatFailure, type OpenAiErrorBody, type RefusalStatus, RunFailure } from "./Api.js"
-import type * as Guard from "./Guard.js"
+import * as Guard from "./Guard.js"
 import { openAiErrorType, statusOfError } from "./Status.js"
 
 /** The routes and their methods (for 404 against 405). */
@@ -319,3 +322,26 @@ const pathOf = (url: string): string => {
   const q = url.indexOf("?")
   return q === -1 ? url : url.slice(0, q)
 }
+
+/**
+ * The body of a request to an endpoint shaped like `/v1/run`: read within
+ * `maxBodyBytes` (JSON only), bounded by the guard's shape limits and then by
+ * `check`, and a JSON object (`what` names what it should be); otherwise the
+ * refusal, under the server-generated `requestId`.
+ */
+export const readRunBody = (
+  request: HttpServerRequest.HttpServerRequest,
+  settings: { readonly maxBodyBytes: number; readonly limits: Guard.Limits },
+  check: (body: unknown, limits: Guard.Limits) => Either.Either<void, Guard.Problem>,
+  what: string,
+  requestId: string
+): Effect.Effect<Record<string, unknown>, RunFailure> =>
+  Effect.gen(function* () {
+    const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+    if (Either.isLeft(body)) return yield* refuseRun(invalidRequest(body.left.message), requestId, body.left.status)
+    const raw = body.right
+    const checked = Either.flatMap(Guard.checkShape(raw, settings.limits), () => check(raw, settings.limits))
+    if (Either.isLeft(checked)) return yield* refuseRun(fromProblem(checked.left), requestId)
+    if (!Json.isObject(raw)) return yield* refuseRun(invalidRequest(`the body must be a JSON object (${what})`), requestId)
+    return raw
+  })

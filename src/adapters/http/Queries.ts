@@ -27,11 +27,9 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import * as Json from "../../domain/Json.js"
 import { SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import { PaganticSystem } from "../../programs/Facade.js"
-import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
@@ -72,14 +70,7 @@ export const make = (settings: Settings) =>
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const generated = yield* newRequestId
-        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-        if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), generated, body.left.status)
-        const raw = body.right
-        const bounded = Either.flatMap(Guard.checkShape(raw, settings.limits), () => Guard.checkQuery(raw, settings.limits))
-        if (Either.isLeft(bounded)) return yield* refuse(Edge.fromProblem(bounded.left), generated)
-        if (!Json.isObject(raw)) {
-          return yield* refuse(Edge.invalidRequest("the body must be a JSON object (an infer.query.v1 query)"), generated)
-        }
+        const raw = yield* Edge.readRunBody(request, settings, Guard.checkQuery, "an infer.query.v1 query", generated)
         const fields = transport(raw)
         if (Either.isLeft(fields)) return yield* refuse(Edge.fromProblem(fields.left), generated)
         const requestId = fields.right.requestId ?? generated

@@ -7,12 +7,10 @@
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Json from "../../domain/Json.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
-import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
@@ -55,14 +53,7 @@ export const make = (settings: Settings) =>
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const generated = yield* newRequestId
-        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-        if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), generated, body.left.status)
-        const raw = body.right
-        const checked = Either.flatMap(Guard.checkShape(raw, settings.limits), () => Guard.checkRun(raw, settings.limits))
-        if (Either.isLeft(checked)) return yield* refuse(Edge.fromProblem(checked.left), generated)
-        if (!Json.isObject(raw)) {
-          return yield* refuse(Edge.invalidRequest("the body must be a JSON object (a SystemRequest)"), generated)
-        }
+        const raw = yield* Edge.readRunBody(request, settings, Guard.checkRun, "a SystemRequest", generated)
         const badId = checkId(raw, "requestId") ?? checkId(raw, "sessionId") ?? checkId(raw, "traceId")
         if (badId !== undefined) return yield* refuse(Edge.fromProblem(badId), generated)
         const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
