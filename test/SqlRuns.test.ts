@@ -3,6 +3,8 @@
  * cluster engine, and the rows a run leaves (bounded per step, removed by prune).
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
@@ -128,6 +130,34 @@ describe("SqliteRuns", () => {
         expect(total(counts)).toBeLessThanOrEqual(empty + 2)
       })
     ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it.live("retention: a process started with PAGANTIC_RETENTION_DAYS prunes the runs that ended before it; unset keeps them", () => {
+    const { db, dir } = tempCase("sql-retention")
+    const opened = (env: Record<string, string>) =>
+      Layer.provide(
+        SqliteRuns.layerConfig({ definitions: [Reference, Approval, Steps], filename: Config.succeed(db) }),
+        Layer.succeed(Probe, { work: (_, value) => Effect.succeed(value), between: () => Effect.void, notify: () => Effect.void })
+      ).pipe(Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))))
+    const listed = (env: Record<string, string>) =>
+      Effect.scoped(Effect.flatMap(Runs.Runs, (runs) => runs.list()).pipe(Effect.provide(opened(env))))
+    return Effect.gen(function* () {
+      const id = yield* Effect.scoped(
+        Effect.flatMap(Runs.Runs, (runs) => Effect.tap(runs.start(Steps, { n: 2 }), (id) => runs.await(id))).pipe(
+          Effect.provide(opened({}))
+        )
+      )
+      expect((yield* listed({})).map((r) => r.id)).toEqual([id])
+      // ended a moment ago: kept by a retention of a day, gone with a retention of a millisecond
+      expect((yield* listed({ PAGANTIC_RETENTION_DAYS: "1" })).map((r) => r.id)).toEqual([id])
+      yield* Effect.sleep("5 millis")
+      expect(yield* listed({ PAGANTIC_RETENTION_DAYS: String(1 / 86_400_000) })).toEqual([])
+      const bad = yield* Effect.exit(listed({ PAGANTIC_RETENTION_DAYS: "-3" }))
+      expect(Exit.isFailure(bad) && JSON.stringify(bad.cause)).toContain("PAGANTIC_RETENTION_DAYS")
+    }).pipe(
       Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
       Effect.timeout("60 seconds")
     )

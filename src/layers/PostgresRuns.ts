@@ -72,6 +72,8 @@ export interface Options<Defs extends AnyDefinition> {
    * less than two thirds of it keeps its runs (no flapping).
    */
   readonly shardLockExpiration?: Duration.DurationInput | undefined
+  /** Threads of runs that ended longer ago than this are pruned at start and hourly; default kept. */
+  readonly retention?: Duration.DurationInput | undefined
   /** How often a runner looks for messages it was not told about (default 1 second). */
   readonly pollInterval?: Duration.DurationInput | undefined
   /** The most connections this process opens to the database (default 10). */
@@ -220,6 +222,7 @@ export const layer = <Defs extends AnyDefinition>(
       return yield* Engine.make(options.definitions, {
         owner: PgShared.ownerOf(host.host, host.port),
         shared: PgShared.make(pg, runners),
+        retention: options.retention,
         rescan: Duration.unsafeDivide(config.shardLockExpiration, 2),
         purge: Purge.purger(storage, sharding)
       })
@@ -231,7 +234,8 @@ export const layer = <Defs extends AnyDefinition>(
  * As `layer`, from the environment: the database from `PAGANTIC_STATE_URL`
  * (required here; when it is unset the state is a SQLite file, see SqliteRuns),
  * the runner's address from `PAGANTIC_RUNNER_HOST` (default 127.0.0.1) and
- * `PAGANTIC_RUNNER_PORT` (default 34431).
+ * `PAGANTIC_RUNNER_PORT` (default 34431), the retention of ended runs from
+ * `PAGANTIC_RETENTION_DAYS` (default: kept).
  */
 export const layerConfig = <Defs extends AnyDefinition>(options: {
   readonly definitions: ReadonlyArray<Defs>
@@ -256,6 +260,7 @@ export const layerConfig = <Defs extends AnyDefinition>(options: {
         : yield* options.shardLockExpiration.pipe(
           Effect.mapError((error) => OrchestrationFailure.stateUnavailable(`shard lock expiration: ${String(error)}`))
         )
-      return layer({ url, definitions: options.definitions, runnerHost, runnerPort, shardLockExpiration })
+      const retention = yield* Engine.retentionConfig
+      return layer({ url, definitions: options.definitions, runnerHost, runnerPort, shardLockExpiration, retention })
     })
   )

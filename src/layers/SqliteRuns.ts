@@ -12,6 +12,7 @@ import * as Sharding from "@effect/cluster/Sharding"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import * as Config from "effect/Config"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
@@ -35,6 +36,8 @@ export interface Options<Defs extends AnyDefinition> {
   readonly definitions: ReadonlyArray<Defs>
   /** How often the runner looks for messages it was not told about (default 1 second). */
   readonly pollInterval?: number | undefined
+  /** Threads of runs that ended longer ago than this are pruned at start and hourly; default kept. */
+  readonly retention?: Duration.DurationInput | undefined
 }
 
 const unavailable = (what: string) => (error: { readonly message: string }) =>
@@ -79,20 +82,28 @@ export const layer = <Defs extends AnyDefinition>(
       const sharding = yield* Sharding.Sharding
       return yield* Engine.make(options.definitions, {
         owner: `${process.pid}:${globalThis.crypto.randomUUID()}`,
+        retention: options.retention,
         purge: Purge.purger(storage, sharding)
       })
     })
   ).pipe(Layer.provide(runner))
 }
 
-/** As `layer`, the file from `PAGANTIC_STATE` (default `.pagantic/state.db`). */
+/**
+ * As `layer`, the file from `PAGANTIC_STATE` (default `.pagantic/state.db`) and the
+ * retention of ended runs from `PAGANTIC_RETENTION_DAYS` (default: kept).
+ */
 export const layerConfig = <Defs extends AnyDefinition>(options: {
   readonly definitions: ReadonlyArray<Defs>
   readonly filename?: Config.Config<string> | undefined
 }): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Requirements<Defs>> =>
   Layer.unwrapEffect(
-    Effect.map(
-      Effect.orElseSucceed(options.filename ?? Config.withDefault(Config.string("PAGANTIC_STATE"), defaultFilename), () => defaultFilename),
-      (filename) => layer({ filename, definitions: options.definitions })
-    )
+    Effect.gen(function* () {
+      const filename = yield* Effect.orElseSucceed(
+        options.filename ?? Config.withDefault(Config.string("PAGANTIC_STATE"), defaultFilename),
+        () => defaultFilename
+      )
+      const retention = yield* Engine.retentionConfig
+      return layer({ filename, definitions: options.definitions, retention })
+    })
   )

@@ -29,17 +29,32 @@
  */
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import type * as SqlClient from "@effect/sql/SqlClient"
+import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import type { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
+import { ConfigurationFailure } from "../../domain/Failure.js"
+import type { OrchestrationFailure } from "../../domain/Failure.js"
 import type { AnyDefinition, Requirements, Service as RunsService } from "../../services/Runs.js"
 import * as Api from "./Api.js"
 import { parseJson } from "./Encoding.js"
 import * as InRun from "./InRun.js"
 import * as Runtime from "./Runtime.js"
 import * as Slots from "./Slots.js"
+
+/**
+ * `PAGANTIC_RETENTION_DAYS`: how long the threads of ended runs are kept (a
+ * positive number of days; unset: until pruned by hand). A malformed value is a
+ * CONFIG_INVALID_REQUEST naming the variable.
+ */
+export const retentionConfig: Effect.Effect<Duration.Duration | undefined, ConfigurationFailure> = Config.option(
+  Config.number("PAGANTIC_RETENTION_DAYS").pipe(Config.validate({ message: "a positive number of days", validation: (n) => n > 0 }))
+).pipe(
+  Effect.map((days) => Option.isSome(days) ? Duration.days(days.value) : undefined),
+  Effect.mapError((error) => ConfigurationFailure.invalidRequest(`PAGANTIC_RETENTION_DAYS: ${String(error)}`, { details: { variable: "PAGANTIC_RETENTION_DAYS" } }))
+)
 
 export interface Options extends Api.Options {
   /** Identifies this process's hold on the runs (a run recorded running by another owner is stale). */
@@ -52,6 +67,12 @@ export interface Options extends Api.Options {
    * that a slot of a run whose process died still expires and is still handed over.
    */
   readonly rescan?: Duration.DurationInput | undefined
+  /**
+   * Threads of runs that ended longer ago than this are pruned: at start, then
+   * every `retentionEvery` (default hourly). Default: kept until pruned by hand.
+   */
+  readonly retention?: Duration.DurationInput | undefined
+  readonly retentionEvery?: Duration.DurationInput | undefined
 }
 
 /**
@@ -111,5 +132,17 @@ export const make = <Defs extends AnyDefinition>(
       )
     }
 
-    return Api.make(runtime, slots, options)
+    const runs = Api.make(runtime, slots, options)
+    if (options.retention !== undefined) {
+      const olderThan = options.retention
+      const prune = runs.prune({ olderThan }).pipe(
+        Effect.tap((gone) => gone > 0 ? Effect.logInfo(`retention: pruned ${gone} ended run(s)`) : Effect.void),
+        Effect.catchAll((error) => Effect.logWarning(`retention: pruning ended runs failed: ${error.message}`))
+      )
+      // once before the service is handed out, then in the background
+      yield* prune
+      const every = Duration.decode(options.retentionEvery ?? "1 hour")
+      yield* prune.pipe(Effect.repeat(Schedule.spaced(every)), Effect.delay(every), Effect.forkIn(runtime.scope))
+    }
+    return runs
   })
