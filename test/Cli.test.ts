@@ -765,6 +765,52 @@ describe("bin/pagantic.js (subprocess)", () => {
     }
   }, 60_000)
 
+  it("serve --state: a query is a durable run of the state file, on the served model, read back under /v1/runs", async () => {
+    const state = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-state-")), "state.db")
+    const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--state", state], {
+      cwd: root,
+      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0" },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    try {
+      const address = await new Promise<string>((resolve, reject) => {
+        let output = ""
+        const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
+        const read = (chunk: Buffer) => {
+          output += chunk.toString()
+          const match = /Listening on (http:\/\/\S+)/.exec(output)
+          if (match !== null) {
+            clearTimeout(timer)
+            resolve(match[1]!)
+          }
+        }
+        child.stdout.on("data", read)
+        child.stderr.on("data", read)
+        child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
+      })
+      const reply = await fetch(`${address}/v1/queries`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({
+          kind: "infer.query.v1",
+          input: { inline: "The soup was cold." },
+          responders: [{ kind: "llm", model: "~model" }],
+          answer_shape: { kind: "core.classification.v1", labels: ["positive", "negative", "neutral"] }
+        }),
+        signal: AbortSignal.timeout(30_000)
+      })
+      const body = await reply.json() as { query?: { runId?: string; pattern?: string }; error?: unknown }
+      expect(reply.status, JSON.stringify(body).slice(100, 900)).toBe(200)
+      const runId = body.query?.runId
+      expect(runId).toEqual(expect.any(String))
+      const shown = await fetch(`${address}/v1/runs/${runId}`, { signal: AbortSignal.timeout(10_000) })
+      expect(shown.status).toBe(200)
+      expect(await shown.json()).toMatchObject({ id: runId, status: "completed" })
+    } finally {
+      child.kill("SIGTERM")
+    }
+  }, 90_000)
+
   it("a schema file that is not JSON: exit 1 with a clear message", async () => {
     const file = tempFile("schema.json", "sentiment: positive | negative")
     const run = await launch(["extract", "--schema", file, "Great pasta!"])

@@ -191,7 +191,13 @@ describe("pagantic migrate | runs | thread | respond (in process, a temporary st
       const demo = yield* runCli(["demo"], [
         ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "12 + 7" } }]),
         ScriptedEngine.reply("The answer is 19."),
-        ...Array.from({ length: 7 }, () => ScriptedEngine.reply(`{"sentiment": "positive"}`))
+        ...Array.from({ length: 7 }, () => ScriptedEngine.reply(`{"sentiment": "positive"}`)),
+        // the demo's tasks: one review to classify
+        ScriptedEngine.reply(JSON.stringify({
+          analysis: "1 review to classify",
+          tasks: [{ id: "t1", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "Fine.", metadata: {} }]
+        })),
+        ScriptedEngine.reply(`{"sentiment": "positive"}`)
       ]).pipe(Effect.ensuring(Effect.sync(() => {
         if (previous === undefined) delete process.env.PAGANTIC_STATE
         else process.env.PAGANTIC_STATE = previous

@@ -22,6 +22,7 @@ import type { Constraint as ConstraintTag } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
 import { Engine as EngineTag } from "../services/Engine.js"
 import type { Reranker } from "../services/Reranker.js"
+import type { Runs } from "../services/Runs.js"
 import type { ResponderRegistry } from "../services/ResponderRegistry.js"
 import type { ConversationStore } from "../services/ConversationStore.js"
 import type { SessionState } from "../services/SessionState.js"
@@ -30,7 +31,7 @@ import type { Metrics } from "../services/Metrics.js"
 import type * as Tool from "../services/ToolRegistry.js"
 import type { ToolRegistry as ToolRegistryTag } from "../services/ToolRegistry.js"
 
-export interface Options<E> {
+export interface Options<E, ER = never> {
   /** The engine; default: the llama.cpp engine configured from the environment. */
   readonly engine?: Layer.Layer<Engine, E>
   /** Tools every request may use (narrowed per request by `SystemRequest.tools`). Default: the calculator. */
@@ -43,7 +44,16 @@ export interface Options<E> {
    * llm responder, model "model" (also `~model`), ranked by the LexicalReranker.
    */
   readonly responders?: Layer.Layer<ResponderRegistry | Reranker, never, Engine>
+  /**
+   * Durable runs the facade runs queries on (with `facade.queries.definition`
+   * registered among their definitions); they get the engine and the responders,
+   * and are provided beside the facade. Default: none (queries run in memory).
+   */
+  readonly runs?: Layer.Layer<Runs, ER, Engine | ResponderRegistry | Reranker>
 }
+
+/** The `~aliases` of `engineResponder` (for a query definition run outside the facade's check). */
+export const engineResponderAliases: Readonly<Record<string, string>> = { model: "model" }
 
 /** The engine as the one llm responder of queries: model "model", alias `~model`. */
 export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, Engine> = Layer.merge(
@@ -51,18 +61,18 @@ export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, E
     Effect.map(EngineTag, (engine) =>
       InMemoryResponders.layer({
         responders: [{ id: "model", kind: "llm", model: "model", engine, description: "the served model" }],
-        aliases: { model: "model" }
+        aliases: engineResponderAliases
       }).pipe(Layer.orDie))
   ),
   LexicalReranker.layer()
 )
 
 /** The facade with its services: engine, tools, constraint, memory, observability. */
-export const layer = <E = never>(
-  options: Options<E> = {}
+export const layer = <E = never, ER = never>(
+  options: Options<E, ER> = {}
 ): Layer.Layer<
   Facade.PaganticSystem | Engine | EventLog | Metrics | ConversationStore | SessionState | ToolRegistryTag | ConstraintTag,
-  E | InferenceFailure | ConfigError.ConfigError
+  E | ER | InferenceFailure | ConfigError.ConfigError
 > => {
   // Each layer is one value, so the facade and the caller share one engine and one log.
   const engine: Layer.Layer<Engine, E | InferenceFailure | ConfigError.ConfigError> =
@@ -77,8 +87,14 @@ export const layer = <E = never>(
     observe,
     engine
   )
+  const responders = options.responders ?? engineResponder
+  if (options.runs === undefined) {
+    return Facade.layer(options.facade ?? {}).pipe(Layer.provide(responders), Layer.provideMerge(services))
+  }
+  const runs = options.runs.pipe(Layer.provide(responders))
   return Facade.layer(options.facade ?? {}).pipe(
-    Layer.provide(options.responders ?? engineResponder),
+    Layer.provide(responders),
+    Layer.provideMerge(runs),
     Layer.provideMerge(services)
   )
 }

@@ -87,6 +87,17 @@ export const layerWith = (
     Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
   )
 
+/**
+ * As `layerWith`, for a server: its logs are not turned down (the level a layer
+ * sets reaches the layers built after it, and a server's "Listening on" and
+ * every 5xx must be logged).
+ */
+export const serverLayer = (
+  filename: string,
+  definitions: ReadonlyArray<AnyDefinition>
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
+  SqliteRuns.layer({ filename, definitions: definitions as ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>> })
+
 /** As `layerWith`, on `engine`. */
 export const layer = (
   filename: string,

@@ -9,9 +9,9 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import type * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Http from "../../Http.js"
+import * as Orchestration from "../../../programs/Orchestration.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
@@ -58,12 +58,14 @@ export const serve = Command.make(
       const engines = yield* CliEngine
       const settings = yield* settingsOf(args)
       // the engine as it is (not the recording one): a server runs for long
-      const live = Live.layer({ engine: engines.make(settings) })
+      const engine = engines.make(settings)
       const file = yield* serveStateFile(args.state)
-      if (Option.isNone(file)) return yield* Http.serve(live, serveOverrides(args))
+      if (Option.isNone(file)) return yield* Http.serve(Live.layer({ engine }), serveOverrides(args))
+      // with state, queries are durable runs too (their responders: the served engine)
+      const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
       const durable = yield* loadDurable
-      const runs = durable.layerWith(file.value, yield* definitionsOf(durable))
-      return yield* Http.serve(Layer.provideMerge(runs, live), serveOverrides(args))
+      const runs = durable.serverLayer(file.value, [...(yield* definitionsOf(durable)), queries])
+      return yield* Http.serve(Live.layer({ engine, runs, facade: { queries: { definition: queries } } }), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
