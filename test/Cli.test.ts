@@ -733,6 +733,24 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(error.stderr).toBe(`error: --threads expects an integer, got "x"\n`)
   }, 100_000)
 
+  /** The address a `pagantic serve` child logs ("Listening on ..."), within 40 s. */
+  const listeningAddress = (child: ReturnType<typeof spawn>) =>
+    new Promise<string>((resolve, reject) => {
+      let output = ""
+      const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
+      const read = (chunk: Buffer) => {
+        output += chunk.toString()
+        const match = /Listening on (http:\/\/\S+)/.exec(output)
+        if (match !== null) {
+          clearTimeout(timer)
+          resolve(match[1]!)
+        }
+      }
+      child.stdout?.on("data", read)
+      child.stderr?.on("data", read)
+      child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
+    })
+
   // 127.0.0.2 is loopback on Linux (not on macOS): a host other than the default, without leaving the machine
   it.runIf(process.platform === "linux")("serve --host without --port listens on that host (the port from PAGANTIC_PORT)", async () => {
     const child = spawn(process.execPath, [launcher, "serve", "--host", "127.0.0.2"], {
@@ -741,21 +759,7 @@ describe("bin/pagantic.js (subprocess)", () => {
       stdio: ["ignore", "pipe", "pipe"]
     })
     try {
-      const address = await new Promise<string>((resolve, reject) => {
-        let output = ""
-        const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
-        const read = (chunk: Buffer) => {
-          output += chunk.toString()
-          const match = /Listening on (http:\/\/\S+)/.exec(output)
-          if (match !== null) {
-            clearTimeout(timer)
-            resolve(match[1]!)
-          }
-        }
-        child.stdout.on("data", read)
-        child.stderr.on("data", read)
-        child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
-      })
+      const address = await listeningAddress(child)
       expect(address).toMatch(/^http:\/\/127\.0\.0\.2:\d+$/)
       // it answers there (what it answers is the HTTP adapter's business)
       const health = await fetch(`${address}/health`)
@@ -773,21 +777,7 @@ describe("bin/pagantic.js (subprocess)", () => {
       stdio: ["ignore", "pipe", "pipe"]
     })
     try {
-      const address = await new Promise<string>((resolve, reject) => {
-        let output = ""
-        const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
-        const read = (chunk: Buffer) => {
-          output += chunk.toString()
-          const match = /Listening on (http:\/\/\S+)/.exec(output)
-          if (match !== null) {
-            clearTimeout(timer)
-            resolve(match[1]!)
-          }
-        }
-        child.stdout.on("data", read)
-        child.stderr.on("data", read)
-        child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
-      })
+      const address = await listeningAddress(child)
       const reply = await fetch(`${address}/v1/queries`, {
         method: "POST",
         headers: { "content-type": "application/json" },
