@@ -30,12 +30,24 @@ import { ChatFailure, type OpenAiErrorBody, type RefusalStatus, RunFailure } fro
 import * as Guard from "./Guard.js"
 import { openAiErrorType, statusOfError } from "./Status.js"
 
-/** The routes and their methods (for 404 against 405). */
-const routes: Readonly<Record<string, string>> = {
-  "/v1/run": "POST",
-  "/v1/chat/completions": "POST",
-  "/health": "GET"
-}
+/** The routes and their methods (for 404 against 405), `{x}` a path segment. */
+const routes: ReadonlyArray<readonly [string, string]> = [
+  ["/v1/run", "POST"],
+  ["/v1/chat/completions", "POST"],
+  ["/v1/queries", "POST"],
+  ["/v1/runs", "GET"],
+  ["/v1/runs/{id}", "GET"],
+  ["/v1/runs/{id}/events", "GET"],
+  ["/v1/runs/{id}/cancel", "POST"],
+  ["/v1/runs/{id}/slots/{slot}", "POST"],
+  ["/health", "GET"]
+]
+const routePatterns = routes.map(([route, method]) =>
+  [new RegExp(`^${route.replace(/\{[a-z]+\}/g, "[^/]+")}$`), method] as const
+)
+
+/** The method of the route `path` is, if it is one. */
+const allowedOn = (path: string): string | undefined => routePatterns.find(([pattern]) => pattern.test(path))?.[1]
 
 export interface EdgeOptions {
   /** When set, every route but /health needs `Authorization: Bearer <key>`. */
@@ -266,8 +278,10 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
           const request = yield* HttpServerRequest.HttpServerRequest
           const path = pathOf(request.url)
           if (Option.isSome(failure) && isRouteNotFound(failure.value)) {
-            const allowed = routes[path]
-            return allowed === undefined
+            // a known route asked with its own method matched no handler (a path
+            // parameter past the router's length limit): not found, not a method problem
+            const allowed = allowedOn(path)
+            return allowed === undefined || allowed === request.method
               ? errorResponse(
                 path,
                 404,
@@ -313,10 +327,7 @@ const isRefusal = (e: unknown): boolean => e instanceof RunFailure || e instance
 const isRouteNotFound = (e: unknown): boolean =>
   typeof e === "object" && e !== null && (e as { readonly _tag?: unknown })._tag === "RouteNotFound"
 
-const describeRoutes = () =>
-  Object.entries(routes)
-    .map(([path, method]) => `${method} ${path}`)
-    .join(", ")
+const describeRoutes = () => routes.map(([path, method]) => `${method} ${path}`).join(", ")
 
 const pathOf = (url: string): string => {
   const q = url.indexOf("?")
