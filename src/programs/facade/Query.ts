@@ -23,11 +23,19 @@
  * A run that fails answers with its failure (NO_CONSENSUS naming what was
  * missing, EXPRESSION_FAILED naming the expression...), its details carrying the
  * run id when it was durable.
+ *
+ * The response's `tokenUsage` is what the query's llm responders spent, as every
+ * mode reports it. In memory, each responder's engine is watched, so it is the
+ * exact usage (prompt and output apart, tokens/s). A durable run journals its
+ * CALLs' tokens as one total (prompt and output together), the KNOW's
+ * `_orchestration.tokens`: its `tokenUsage` carries that total as output tokens,
+ * its prompt tokens 0, and the run's CALLs as its calls.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
@@ -38,8 +46,10 @@ import type { SystemRequest } from "../../domain/System.js"
 import { QueryResult } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import { Durable } from "../../services/Durable.js"
+import type * as Engine from "../../services/Engine.js"
 import type { RerankInput } from "../../services/Reranker.js"
 import { Reranker } from "../../services/Reranker.js"
+import type { Responder } from "../../services/ResponderRegistry.js"
 import { ResponderRegistry } from "../../services/ResponderRegistry.js"
 import { Runs } from "../../services/Runs.js"
 import type * as Lifecycle from "../Lifecycle.js"
@@ -158,8 +168,18 @@ export const contentOf = (kind: QueryWire.AnswerKind, answer: unknown): string =
   return typeof answer === "string" ? answer : JSON.stringify(answer) ?? "null"
 }
 
-/** The outcome of a committed answer. */
-export const outcomeOf = (know: Records.Know, runId: string | undefined): Outcome => {
+/** What a KNOW says was spent, as a usage: its total tokens as output tokens (a durable run journals no split). */
+export const usageOfKnow = (know: Records.Know): TokenUsage.TokenUsage => {
+  const spent = know.body._orchestration
+  return new TokenUsage.TokenUsage({
+    ...TokenUsage.empty,
+    outputTokens: Math.max(0, Math.round(spent.tokens)),
+    calls: Math.max(0, Math.round(spent.calls))
+  })
+}
+
+/** The outcome of a committed answer; `usage`: what its responders spent, when it was watched (else the KNOW's total). */
+export const outcomeOf = (know: Records.Know, runId: string | undefined, usage?: TokenUsage.TokenUsage | undefined): Outcome => {
   const body = know.body
   const answer = body._fold.answer
   const spent = body._orchestration
@@ -168,7 +188,7 @@ export const outcomeOf = (know: Records.Know, runId: string | undefined): Outcom
     structuredOutput: answer,
     confidence: body._confidence,
     confidenceSource: "fold",
-    usage: TokenUsage.empty,
+    usage: usage ?? usageOfKnow(know),
     stopReason: spent.status,
     query: new QueryResult({
       ...(runId === undefined ? {} : { runId }),
@@ -232,18 +252,38 @@ const runDurable = (
     )
   })
 
+/** `registry`, its llm responders' engines adding the usage of every inference they answer to `usage`. */
+const watched = (registry: ResponderRegistry["Type"], usage: Ref.Ref<TokenUsage.TokenUsage>): ResponderRegistry["Type"] => {
+  const used = (result: Engine.InferenceResult) => Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
+  const watch = (responder: Responder): Responder =>
+    responder.kind !== "llm" ? responder : {
+      ...responder,
+      engine: {
+        ...responder.engine,
+        infer: (request) => Effect.tap(responder.engine.infer(request), used)
+      }
+    }
+  return {
+    ...registry,
+    responders: Effect.map(registry.responders, (all) => all.map(watch)),
+    get: (id) => Effect.map(registry.get(id), Option.map(watch))
+  }
+}
+
 const runInMemory = (env: Environment, checked: Checked, tracker: Lifecycle.Tracker): Effect.Effect<Outcome, Failure> =>
   Effect.gen(function* () {
     const runId = yield* env.nextId("query")
     const durable = yield* Ephemeral.make(runId)
+    const usage = yield* Ref.make(TokenUsage.empty)
+    const registry = watched(Context.get(checked.context, ResponderRegistry), usage)
     yield* tracker.transition("EXECUTE", `${checked.query.orchestration.pattern} in memory`)
     const own = env.options.queries?.orchestration
     const know = yield* Orchestration.run(checked.query.query, {
       ...own,
-      aliases: { ...(yield* Effect.flatMap(ResponderRegistry, (r) => r.aliases)), ...own?.aliases }
-    }).pipe(Effect.provideService(Durable, durable))
+      aliases: { ...(yield* registry.aliases), ...own?.aliases }
+    }).pipe(Effect.provideService(Durable, durable), Effect.provideService(ResponderRegistry, registry))
     yield* tracker.transition("VALIDATE", `${know.body._orchestration.pattern}: ${know.body._orchestration.status}`)
-    return outcomeOf(know, undefined)
+    return outcomeOf(know, undefined, yield* Ref.get(usage))
   }).pipe(Effect.provide(checked.context))
 
 /** Runs a checked query (PREPARE, EXECUTE, VALIDATE). */
