@@ -1,22 +1,26 @@
 /**
- * DurableState: the durable runs a command opens, on a SQLite state file. This
- * module loads the workflow engine, the cluster runner and the SQLite driver, so
- * the commands import it only when they use it (`RunsState.ts` does, with a
- * dynamic `import()`): `pagantic chat` never pays for them.
+ * DurableState: the durable runs a command opens, on the store `RunsState`
+ * chose: a SQLite state file, or a Postgres database on which this process is
+ * one of the runners. The commands import this module only when they use it
+ * (`RunsState.ts` does, with a dynamic `import()`), and it imports the store's
+ * layer (SqliteRuns or PostgresRuns, with their drivers) only when it builds it:
+ * `pagantic chat` loads neither, a command on SQLite never loads the Postgres
+ * client.
  *
  * The CLI's own run definition is the demo's (`demoRun`: a calculator step and a
  * model step, each journaled); an application embedding the CLI adds its own
  * through `CliRuns`.
  */
+import * as net from "node:net"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { ConfigurationFailure, type OrchestrationFailure } from "../../domain/Failure.js"
+import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import { SystemMessage, UserMessage } from "../../domain/Message.js"
-import * as SqliteRuns from "../../layers/SqliteRuns.js"
 import * as Calculator from "../../layers/tools/Calculator.js"
 import { Durable } from "../../services/Durable.js"
 import { Engine, InferenceRequest } from "../../services/Engine.js"
@@ -24,8 +28,6 @@ import type { AnyDefinition, Runs } from "../../services/Runs.js"
 import * as RunsModule from "../../services/Runs.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../../layers/llama/PaganticChatWrapper.js"
 import { DEMO_REVIEW, SENTIMENT_SYSTEM } from "./commands/DemoData.js"
-
-export const defaultFilename = SqliteRuns.defaultFilename
 
 const Labelled = Schema.parseJson(Schema.Struct({ sentiment: Schema.String }))
 
@@ -74,18 +76,73 @@ export const demoRun = RunsModule.define({
 /** The demo run's input. */
 export const demoPayload = { expression: "12 + 7", review: DEMO_REVIEW }
 
+// ---------------------------------------------------------------------------
+// The store: a SQLite file or a Postgres database
+// ---------------------------------------------------------------------------
+
+/** Where durable runs are kept: a SQLite file, or a Postgres database (`shown` is its URL without the password). */
+export type Store =
+  | { readonly _tag: "Sqlite"; readonly file: string }
+  | { readonly _tag: "Postgres"; readonly url: Redacted.Redacted<string>; readonly shown: string }
+
+/** The password of a Postgres URL ("" when it has none). */
+export const passwordOf = (url: Redacted.Redacted<string>): string =>
+  Either.match(Either.try(() => new URL(Redacted.value(url))), {
+    onLeft: () => "",
+    onRight: (parsed) => decodeURIComponent(parsed.password)
+  })
+
+
+/** The runner a CLI process on Postgres is: where the other runners reach it (default 127.0.0.1:34431). */
+export interface Runner {
+  readonly host?: string | undefined
+  readonly port?: number | undefined
+}
+
+type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>>
+
 /**
- * Durable runs on `filename` for `definitions`, the engine the ones that infer
- * need taken from the context. The runner's notes about runs of definitions it
- * does not have are not printed: a command that only lists runs has none of them.
+ * Durable runs of `definitions` on `store`. The store's driver is imported here,
+ * when the layer is built: a command on a SQLite file never loads the Postgres
+ * client, nor the other way round. On Postgres this process is one of the
+ * database's runners, at `runner`.
+ */
+const runsOn = (
+  store: Store,
+  definitions: ReadonlyArray<AnyDefinition>,
+  runner: Runner | undefined
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
+  store._tag === "Sqlite"
+    ? Layer.unwrapEffect(
+      Effect.map(
+        Effect.promise(() => import("../../layers/SqliteRuns.js")),
+        (SqliteRuns) => SqliteRuns.layer({ filename: store.file, definitions: definitions as Definitions })
+      )
+    )
+    : Layer.unwrapEffect(
+      Effect.map(
+        Effect.promise(() => import("../../layers/PostgresRuns.js")),
+        (PostgresRuns) =>
+          PostgresRuns.layer({
+            url: store.url,
+            definitions: definitions as Definitions,
+            runnerHost: runner?.host,
+            runnerPort: runner?.port
+          })
+      )
+    ).pipe(Layer.mapError((error) => scrubbed(store, error)))
+
+/**
+ * Durable runs on `store` for `definitions`, the engine the ones that infer need
+ * taken from the context. The runner's notes about runs of definitions it does
+ * not have are not printed: a command that only lists runs has none of them.
  */
 export const layerWith = (
-  filename: string,
-  definitions: ReadonlyArray<AnyDefinition>
+  store: Store,
+  definitions: ReadonlyArray<AnyDefinition>,
+  runner?: Runner | undefined
 ): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
-  SqliteRuns.layer({ filename, definitions: definitions as ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>> }).pipe(
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Error))
-  )
+  runsOn(store, definitions, runner).pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Error)))
 
 /**
  * As `layerWith`, for a server: its logs are not turned down (the level a layer
@@ -93,19 +150,59 @@ export const layerWith = (
  * every 5xx must be logged).
  */
 export const serverLayer = (
-  filename: string,
-  definitions: ReadonlyArray<AnyDefinition>
-): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
-  SqliteRuns.layer({ filename, definitions: definitions as ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>> })
+  store: Store,
+  definitions: ReadonlyArray<AnyDefinition>,
+  runner?: Runner | undefined
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> => runsOn(store, definitions, runner)
 
 /** As `layerWith`, on `engine`. */
 export const layer = (
-  filename: string,
+  store: Store,
   definitions: ReadonlyArray<AnyDefinition>,
-  engine: Layer.Layer<Engine>
+  engine: Layer.Layer<Engine>,
+  runner?: Runner | undefined
 ): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure> =>
-  layerWith(filename, definitions).pipe(Layer.provide(engine))
+  layerWith(store, definitions, runner).pipe(Layer.provide(engine))
 
-/** The runs on `filename` with no definitions: its tables created, the runs recorded left as they are. */
-export const bare = (filename: string): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure> =>
-  SqliteRuns.layer({ filename, definitions: [] }).pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Error)))
+/**
+ * Creates the state tables of `store` and says what it did: on a SQLite file its
+ * tables (the runs recorded left as they are); on Postgres the cluster's and the
+ * runs' tables, under the database's migration lock, without starting a runner.
+ */
+export const migrate = (store: Store): Effect.Effect<string, OrchestrationFailure | ConfigurationFailure> =>
+  store._tag === "Sqlite"
+    ? Effect.flatMap(Effect.promise(() => import("../../layers/SqliteRuns.js")), (SqliteRuns) =>
+      // no definitions: the tables are created, and the runs recorded are left as they are
+      Effect.scoped(Layer.build(SqliteRuns.layer({ filename: store.file, definitions: [] }))).pipe(
+        Effect.provide(Logger.minimumLogLevel(LogLevel.Error)),
+        Effect.as(`state tables ready in ${store.file}`)
+      ))
+    : Effect.flatMap(Effect.promise(() => import("../../layers/PostgresRuns.js")), (PostgresRuns) =>
+      PostgresRuns.migrate({ url: store.url }).pipe(
+        Effect.mapError((error) => scrubbed(store, error)),
+        Effect.as(`state tables ready in ${store.shown} (the cluster's and the runs', created under the migration lock where missing)`)
+      ))
+
+/** A Postgres failure's message without the URL's password (a driver may quote its connection string). */
+const scrubbed = <E extends OrchestrationFailure | ConfigurationFailure>(store: Store, error: E): E => {
+  if (store._tag !== "Postgres") return error
+  const password = passwordOf(store.url)
+  if (password === "" || !error.message.includes(password)) return error
+  const message = error.message.split(password).join("***")
+  return (error._tag === "OrchestrationFailure"
+    ? OrchestrationFailure.stateUnavailable(message, { details: error.details })
+    : ConfigurationFailure.invalidRequest(message, { details: error.details })) as E
+}
+
+/** A TCP port free on `host` right now: where a short-lived runner listens. */
+export const freePort = (host: string): Effect.Effect<number, OrchestrationFailure> =>
+  Effect.async<number, OrchestrationFailure>((resume) => {
+    const server = net.createServer()
+    server.once("error", (error) =>
+      resume(Effect.fail(OrchestrationFailure.stateUnavailable(`cannot find a free port for this runner on ${host}: ${error.message}`))))
+    server.listen(0, host, () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resume(Effect.succeed(port)))
+    })
+  })

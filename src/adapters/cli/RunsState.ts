@@ -1,29 +1,38 @@
 /**
- * RunsState: how a command reaches the durable runs. The state file is `--state`,
- * else PAGANTIC_STATE, else `.pagantic/state.db`; the durable layer
- * (`DurableState.ts`: the workflow engine, the runner, SQLite) is imported
- * dynamically when a command opens it, so the other commands never load it.
+ * RunsState: how a command reaches the durable runs, and the one place that
+ * chooses their store. `--state-url URL` (else PAGANTIC_STATE_URL) is a Postgres
+ * database shared by several processes; `--state FILE` (else PAGANTIC_STATE, else
+ * `.pagantic/state.db`) is a SQLite file. A flag wins over the environment; with
+ * both variables set the URL wins; both flags at once are refused. The durable
+ * layer (`DurableState.ts`: the workflow engine, the runner, the store's driver)
+ * is imported dynamically when a command opens it, so the other commands never
+ * load it.
  *
- * One process owns a state file at a time: a command run while a server holds the
- * file fails with ORCHESTRATION_STATE_UNAVAILABLE naming the owner's pid. Opening
- * the file re-drives the runs a killed process left going, for the definitions
- * this CLI has (the demo's, and those an embedding application adds through
- * `CliRuns`); the engine those runs need is loaded only if one of them asks it.
+ * One process owns a SQLite file at a time: a command run while a server holds
+ * the file fails with ORCHESTRATION_STATE_UNAVAILABLE naming the owner's pid. On
+ * Postgres every process is a runner of the database (a command's on a free
+ * port), so a command runs beside a server. Opening the store re-drives the runs
+ * a killed process left going, for the definitions this CLI has (the demo's, and
+ * those an embedding application adds through `CliRuns`); the engine those runs
+ * need is loaded only if one of them asks it. A URL's password is never printed.
  */
 import * as Options from "@effect/cli/Options"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Stream from "effect/Stream"
-import { InferenceFailure } from "../../domain/Failure.js"
+import { ConfigurationFailure, InferenceFailure } from "../../domain/Failure.js"
 import * as Text from "../../domain/Text.js"
 import { Engine } from "../../services/Engine.js"
 import type { AnyDefinition, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { Runs } from "../../services/Runs.js"
-import { CliFailure } from "./CliFailure.js"
+import { CliFailure, fail } from "./CliFailure.js"
+import type { Store } from "./DurableState.js"
 import { textFlag } from "./Flags.js"
 import { CliEngine, type EngineSettings } from "./Wiring.js"
 
@@ -38,19 +47,99 @@ export type DurableModule = typeof import("./DurableState.js")
 /** Loads the durable layer's module (the workflow engine, the runner, SQLite). */
 export const loadDurable: Effect.Effect<DurableModule> = Effect.promise(() => import("./DurableState.js"))
 
-export const stateOption = textFlag("state").pipe(
-  Options.withPseudoName("file.db"),
-  Options.withDescription("the SQLite state file (default: PAGANTIC_STATE, else .pagantic/state.db)"),
-  Options.optional
-)
+/** The SQLite state file when nothing names one. */
+export const defaultStateFile = ".pagantic/state.db"
 
-/** The state file: the flag, else PAGANTIC_STATE, else `.pagantic/state.db`. */
-export const stateFile = (flag: Option.Option<string>, fallback: string): Effect.Effect<string> =>
-  Option.match(flag, {
-    onSome: Effect.succeed,
-    onNone: () =>
-      Effect.orElseSucceed(Config.withDefault(Config.string("PAGANTIC_STATE"), fallback), () => fallback)
+// ---------------------------------------------------------------------------
+// The store
+// ---------------------------------------------------------------------------
+
+/** The store flags as parsed: `--state FILE`, `--state-url URL`. */
+export interface StateFlags {
+  readonly file: Option.Option<string>
+  readonly url: Option.Option<string>
+}
+
+const fileFlag = textFlag("state").pipe(Options.withPseudoName("file.db"), Options.optional)
+const urlFlag = textFlag("state-url").pipe(Options.withPseudoName("postgres://..."), Options.optional)
+
+/** `--state FILE` and `--state-url URL`, for the commands that open the runs. */
+export const stateOption: Options.Options<StateFlags> = Options.all({
+  file: fileFlag.pipe(Options.withDescription("the SQLite state file (default: PAGANTIC_STATE, else .pagantic/state.db)")),
+  url: urlFlag.pipe(Options.withDescription("the Postgres state database, postgres://user:password@host:port/db (default: PAGANTIC_STATE_URL); wins over a SQLite file"))
+})
+
+/** As `stateOption`, for `serve`: without either (and without PAGANTIC_STATE or PAGANTIC_STATE_URL) it keeps no runs. */
+export const serveStateOption: Options.Options<StateFlags> = Options.all({
+  file: fileFlag.pipe(Options.withDescription("keep durable runs in this SQLite file and serve them under /v1/runs (default: PAGANTIC_STATE; none when unset)")),
+  url: urlFlag.pipe(Options.withDescription("keep durable runs in this Postgres database and serve them under /v1/runs (default: PAGANTIC_STATE_URL)"))
+})
+
+/** The store as a user reads it: the file, or the URL without its password. */
+export const where = (store: Store): string => (store._tag === "Sqlite" ? store.file : store.shown)
+
+/** A URL as it may be quoted: scheme, host and path, its user's password hidden, cut short. */
+const masked = (url: URL): string => {
+  const shown = `${url.protocol}//${url.username === "" ? "" : `${url.username}${url.password === "" ? "" : ":***"}@`}${url.host}${url.pathname}`
+  return shown.length > 60 ? `${shown.slice(0, 60)}…` : shown
+}
+
+/**
+ * The Postgres store of `text`, given by `source` (the flag or the variable):
+ * a `postgres://` or `postgresql://` URL with a host. Anything else is
+ * CONFIG_INVALID_REQUEST naming `source`, quoting the URL without its password.
+ */
+export const parseStateUrl = (text: string, source: string): Either.Either<Store, ConfigurationFailure> => {
+  const invalid = (why: string) =>
+    Either.left(ConfigurationFailure.invalidRequest(
+      `${source}: ${why}; expected postgres://user:password@host:port/database`,
+      { details: { field: source } }
+    ))
+  return Either.match(Either.try(() => new URL(text.trim())), {
+    // the text is not quoted: where its password is cannot be told
+    onLeft: () => invalid(`not a URL (${text.length} characters, not shown)`),
+    onRight: (url) =>
+      !/^postgres(ql)?:$/i.test(url.protocol)
+        ? invalid(`not a Postgres URL, got ${JSON.stringify(masked(url))}`)
+        : url.hostname === ""
+        ? invalid(`the URL names no host, got ${JSON.stringify(masked(url))}`)
+        : Either.right({ _tag: "Postgres" as const, url: Redacted.make(text.trim()), shown: masked(url) })
   })
+}
+
+const variable = (name: string): Effect.Effect<Option.Option<string>> =>
+  Effect.orElseSucceed(Config.option(Config.string(name)), () => Option.none<string>()).pipe(
+    Effect.map(Option.filter((value) => value.trim().length > 0))
+  )
+
+const postgres = (text: string, source: string): Effect.Effect<Store, CliFailure> =>
+  Either.match(parseStateUrl(text, source), {
+    onLeft: (error) => Effect.fail(runsFailure(error)),
+    onRight: Effect.succeed
+  })
+
+/**
+ * The store the flags and the environment name, if any: a flag wins over the
+ * environment, PAGANTIC_STATE_URL over PAGANTIC_STATE; both flags are refused.
+ */
+export const chosenStore = (flags: StateFlags): Effect.Effect<Option.Option<Store>, CliFailure> =>
+  Effect.gen(function* () {
+    if (Option.isSome(flags.file) && Option.isSome(flags.url)) {
+      return yield* fail("give --state FILE (SQLite) or --state-url URL (Postgres), not both")
+    }
+    if (Option.isSome(flags.url)) return Option.some(yield* postgres(flags.url.value, "--state-url"))
+    if (Option.isSome(flags.file)) return Option.some<Store>({ _tag: "Sqlite", file: flags.file.value })
+    const url = yield* variable("PAGANTIC_STATE_URL")
+    if (Option.isSome(url)) return Option.some(yield* postgres(url.value, "PAGANTIC_STATE_URL"))
+    return Option.map(yield* variable("PAGANTIC_STATE"), (file): Store => ({ _tag: "Sqlite", file }))
+  })
+
+/** The store a command opens: the one named, else the default SQLite file. */
+export const storeOf = (flags: StateFlags | Option.Option<string>): Effect.Effect<Store, CliFailure> =>
+  Effect.map(
+    chosenStore(Option.isOption(flags) ? { file: flags, url: Option.none() } : flags),
+    Option.getOrElse((): Store => ({ _tag: "Sqlite", file: defaultStateFile }))
+  )
 
 /** The definitions the CLI runs: the demo's and the application's (`CliRuns`). */
 export const definitionsOf = (durable: DurableModule): Effect.Effect<ReadonlyArray<AnyDefinition>> =>
@@ -59,11 +148,19 @@ export const definitionsOf = (durable: DurableModule): Effect.Effect<ReadonlyArr
     ...Option.match(extra, { onNone: () => [], onSome: (e) => e.definitions })
   ])
 
-/** The state file `serve` keeps runs in: the flag, else PAGANTIC_STATE; none when neither is set. */
-export const serveStateFile = (flag: Option.Option<string>): Effect.Effect<Option.Option<string>> =>
-  Option.isSome(flag)
-    ? Effect.succeed(flag)
-    : Effect.orElseSucceed(Config.option(Config.string("PAGANTIC_STATE")), () => Option.none())
+/**
+ * Where a command's runner listens on Postgres: PAGANTIC_RUNNER_HOST (default
+ * 127.0.0.1), on a port free now (a command runs beside a server, whose port is
+ * PAGANTIC_RUNNER_PORT). None on SQLite.
+ */
+export const commandRunner = (durable: DurableModule, store: Store) =>
+  store._tag === "Sqlite"
+    ? Effect.succeed(undefined)
+    : Effect.gen(function* () {
+      const host = Option.getOrElse(yield* variable("PAGANTIC_RUNNER_HOST"), () => "127.0.0.1")
+      const port = yield* Effect.mapError(durable.freePort(host), runsFailure)
+      return { host, port }
+    })
 
 /** A failure of the Runs API as one line for the user. */
 export const runsFailure = (error: RunsError): CliFailure =>
@@ -95,36 +192,39 @@ const lazyEngine = (layer: Layer.Layer<Engine, InferenceFailure | ConfigError.Co
     })
   )
 
-/** What a command gets: the runs, the file they are on and the durable module. */
+/** What a command gets: the runs, the store they are on (and where, as a user reads it) and the durable module. */
 export interface Opened {
   readonly runs: RunsService
   readonly file: string
+  readonly store: Store
   readonly durable: DurableModule
 }
 
 /**
- * Opens the runs on the state file for the scope: the demo's definition and the
- * application's (`CliRuns`), the engine of `settings` loaded only when a run needs
- * it, or `engine` when given (already loaded). A file another process holds is a
- * CliFailure naming it.
+ * Opens the runs on the chosen store for the scope: the demo's definition and the
+ * application's (`CliRuns`), the engine of `settings` loaded only when a run
+ * needs it, or `engine` when given (already loaded). A SQLite file another
+ * process holds, or a database that cannot be reached, is a CliFailure naming it.
+ * `flags` may be a `--state` value alone (the SQLite file, or the environment's choice).
  */
 export const openRuns = (
-  flag: Option.Option<string>,
+  flags: StateFlags | Option.Option<string>,
   settings: EngineSettings,
   engine?: Layer.Layer<Engine> | undefined
 ) =>
   Effect.gen(function* () {
+    const store = yield* storeOf(flags)
     const durable = yield* loadDurable
-    const file = yield* stateFile(flag, durable.defaultFilename)
     const definitions = yield* definitionsOf(durable)
+    const runner = yield* commandRunner(durable, store)
     const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
-    const context = yield* Layer.build(durable.layer(file, definitions, engineLayer)).pipe(Effect.mapError(runsFailure))
-    return { runs: Context.get(context, Runs), file, durable } satisfies Opened
+    const context = yield* Layer.build(durable.layer(store, definitions, engineLayer, runner)).pipe(Effect.mapError(runsFailure))
+    return { runs: Context.get(context, Runs), file: where(store), store, durable } satisfies Opened
   })
 
-/** Runs `program` on the runs of the state file, closed after it. */
+/** Runs `program` on the runs of the chosen store, closed after it. */
 export const withRuns = <A, E, R>(
-  flag: Option.Option<string>,
+  flags: StateFlags | Option.Option<string>,
   settings: EngineSettings,
   program: (opened: Opened) => Effect.Effect<A, E, R>
-) => Effect.scoped(Effect.flatMap(openRuns(flag, settings), program))
+) => Effect.scoped(Effect.flatMap(openRuns(flags, settings), program))

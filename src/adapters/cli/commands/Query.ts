@@ -7,23 +7,33 @@
  * plain model name each become an llm responder of that name, so a query written
  * for several models runs here on one. Pattern, system and actor responders need
  * an application that registers them (the library's ResponderRegistry); here they
- * find no candidate and the query says so. The query runs in memory for this
- * command: a query that asks a human is refused (it needs durable runs).
+ * find no candidate and the query says so.
+ *
+ * Without a store the query runs in memory for this command. With one (`--state
+ * FILE`, `--state-url URL`, or PAGANTIC_STATE / PAGANTIC_STATE_URL: see
+ * RunsState) it is a durable run of that store: its CALLs and DOs are journaled,
+ * the run id is printed, and `pagantic runs show` reads it back. A query that
+ * asks a human is refused either way: this command registers no human
+ * responders, and nobody could answer its slot.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { ConfigurationFailure } from "../../../domain/Failure.js"
 import * as Json from "../../../domain/Json.js"
 import type { SystemResponse } from "../../../domain/System.js"
 import * as InMemoryResponders from "../../../layers/InMemoryResponders.js"
 import * as LexicalReranker from "../../../layers/LexicalReranker.js"
+import * as Orchestration from "../../../programs/Orchestration.js"
 import { Engine } from "../../../services/Engine.js"
 import type { Responder } from "../../../services/ResponderRegistry.js"
 import * as Live from "../../Live.js"
 import { globalOptions, jsonOption } from "../Flags.js"
 import { decodeRequest, readJsonFile } from "../Input.js"
 import { confidence, json, print, respond } from "../Output.js"
+import { chosenStore, commandRunner, definitionsOf, loadDurable, runsFailure, stateOption } from "../RunsState.js"
 import { withEngine } from "../Wiring.js"
 
 /** The largest query file read. */
@@ -59,6 +69,7 @@ export const llmModelsOf = (wire: unknown): ReadonlyArray<string> => {
 const printAnswer = (response: SystemResponse) =>
   Effect.gen(function* () {
     const query = response.query
+    if (query?.runId !== undefined) yield* print(`run: ${query.runId} (${query.status})`)
     if (query === undefined || query.know === undefined) return
     const body = query.know.body
     yield* print(`answer: ${response.content}`)
@@ -76,6 +87,7 @@ export const query = Command.make(
   {
     ...globalOptions,
     json: jsonOption,
+    state: stateOption,
     file: Args.text({ name: "q.json" }).pipe(Args.withDescription("an infer.query.v1 query (JSON file)"))
   },
   (args) =>
@@ -83,17 +95,36 @@ export const query = Command.make(
       const wire = yield* readJsonFile(args.file, "query file", maxQueryBytes)
       const request = yield* decodeRequest({ mode: "query", messages: [], query: wire })
       const models = llmModelsOf(wire)
+      const store = yield* chosenStore(args.state)
       yield* withEngine(args, (engine) =>
         Effect.gen(function* () {
           const service = yield* Effect.provide(Engine, engine)
           const responders = models.map((model): Responder => ({ id: model, kind: "llm", model, engine: service }))
+          const aliases = Object.fromEntries(models.map((m) => [m, m]))
           const registry = Layer.merge(
             // the model names are distinct and the descriptors well formed: registering cannot fail
-            InMemoryResponders.layer({ responders, aliases: Object.fromEntries(models.map((m) => [m, m])) }).pipe(Layer.orDie),
+            InMemoryResponders.layer({ responders, aliases }).pipe(Layer.orDie),
             LexicalReranker.layer()
           )
-          const system = Live.layer({ engine, tools: [], responders: registry }).pipe(Layer.orDie)
-          yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
+          if (Option.isNone(store)) {
+            const system = Live.layer({ engine, tools: [], responders: registry }).pipe(Layer.orDie)
+            return yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
+          }
+          // a durable run of the store: the query's definition beside the CLI's own
+          const queries = Orchestration.definition({ aliases })
+          const durable = yield* loadDurable
+          const runner = yield* commandRunner(durable, store.value)
+          const runs = durable.layerWith(store.value, [...(yield* definitionsOf(durable)), queries], runner)
+          const system = yield* Layer.build(
+            Live.layer({ engine, tools: [], responders: registry, runs, facade: { queries: { definition: queries } } })
+          ).pipe(
+            Effect.mapError((error) =>
+              error._tag === "OrchestrationFailure" || error._tag === "ConfigurationFailure"
+                ? runsFailure(error)
+                : runsFailure(ConfigurationFailure.invalidRequest(String(error)))
+            )
+          )
+          return yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
         }))
     })
-).pipe(Command.withDescription("run an infer.query.v1 query (JSON file) on the engine and print its answer"))
+).pipe(Command.withDescription("run an infer.query.v1 query (JSON file) on the engine and print its answer; with --state or --state-url a durable run"))

@@ -1,21 +1,24 @@
 /**
  * `pagantic serve`: the HTTP API (/v1/run, /v1/chat/completions, /health) on the
  * chosen engine. `--port` and `--host` win over the environment's configuration.
- * With `--state FILE` (or PAGANTIC_STATE set) it also keeps durable runs in that
- * SQLite file and serves them under /v1/runs; the durable layer is imported only
- * then, so a server without state starts without it.
+ * With a store (`--state FILE` or `--state-url URL`, else PAGANTIC_STATE or
+ * PAGANTIC_STATE_URL: see RunsState) its queries are durable runs of that store,
+ * served under /v1/runs; on Postgres the server is a runner of the database at
+ * PAGANTIC_RUNNER_HOST:PAGANTIC_RUNNER_PORT (default 127.0.0.1:34431). The
+ * durable layer is imported only then, so a server without state starts without it.
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import type * as Config from "effect/Config"
+import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import { ConfigurationFailure } from "../../../domain/Failure.js"
 import * as Http from "../../Http.js"
 import * as Orchestration from "../../../programs/Orchestration.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
-import { definitionsOf, loadDurable, runsFailure, serveStateFile, stateOption } from "../RunsState.js"
+import { chosenStore, definitionsOf, loadDurable, runsFailure, serveStateOption } from "../RunsState.js"
 import { CliEngine, settingsOf } from "../Wiring.js"
 
 /** The flags `serve` takes, as parsed. */
@@ -37,6 +40,21 @@ const serveOverrides = (flags: ServeFlags): Http.Options => ({
  */
 export const serveOptions = (flags: ServeFlags): Config.Config<Http.Options> => Http.optionsConfig(serveOverrides(flags))
 
+/**
+ * Where a server's runner listens on Postgres: PAGANTIC_RUNNER_HOST (default
+ * 127.0.0.1) and PAGANTIC_RUNNER_PORT (default 34431); a malformed value is
+ * CONFIG_INVALID_REQUEST naming the variable.
+ */
+const serveRunner = Effect.gen(function* () {
+  const host = yield* Config.option(Config.string("PAGANTIC_RUNNER_HOST")).pipe(
+    Effect.mapError((error) => runsFailure(ConfigurationFailure.invalidRequest(`PAGANTIC_RUNNER_HOST: ${String(error)}`, { details: { field: "PAGANTIC_RUNNER_HOST" } })))
+  )
+  const port = yield* Config.option(Config.port("PAGANTIC_RUNNER_PORT")).pipe(
+    Effect.mapError((error) => runsFailure(ConfigurationFailure.invalidRequest(`PAGANTIC_RUNNER_PORT: ${String(error)}`, { details: { field: "PAGANTIC_RUNNER_PORT" } })))
+  )
+  return { host: Option.getOrUndefined(host), port: Option.getOrUndefined(port) }
+})
+
 export const serve = Command.make(
   "serve",
   {
@@ -49,9 +67,7 @@ export const serve = Command.make(
       Options.withDescription("interface to listen on (default: PAGANTIC_HOST, else 127.0.0.1)"),
       Options.optional
     ),
-    state: stateOption.pipe(
-      Options.withDescription("keep durable runs in this SQLite file and serve them under /v1/runs (default: PAGANTIC_STATE; none when unset)")
-    )
+    state: serveStateOption
   },
   (args) =>
     Effect.gen(function* () {
@@ -59,17 +75,20 @@ export const serve = Command.make(
       const settings = yield* settingsOf(args)
       // the engine as it is (not the recording one): a server runs for long
       const engine = engines.make(settings)
-      const file = yield* serveStateFile(args.state)
-      if (Option.isNone(file)) return yield* Http.serve(Live.layer({ engine }), serveOverrides(args))
+      const store = yield* chosenStore(args.state)
+      if (Option.isNone(store)) return yield* Http.serve(Live.layer({ engine }), serveOverrides(args))
       // with state, queries are durable runs too (their responders: the served engine)
       const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
       const durable = yield* loadDurable
-      const runs = durable.serverLayer(file.value, [...(yield* definitionsOf(durable)), queries])
+      const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
+      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries], runner)
       return yield* Http.serve(Live.layer({ engine, runs, facade: { queries: { definition: queries } } }), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
           ? new CliFailure({ message: `cannot listen: ${String(e.cause)}` })
+          : e._tag === "CliFailure"
+          ? e
           : e._tag === "OrchestrationFailure" || e._tag === "ConfigurationFailure"
           ? runsFailure(e)
           : fromLayerFailure(e)
