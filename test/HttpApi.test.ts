@@ -141,7 +141,7 @@ describe("adapters/Http: a client derived from the contract", () => {
       const payload = Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content: "ping" }] })
       const ok = yield* client.pagantic.run({ payload })
       expect(ok).toBeInstanceOf(SystemResponse)
-      expect(ok.content).toBe("pong")
+      expect((ok as SystemResponse).content).toBe("pong")
       const refused = yield* Effect.flip(client.pagantic.run({ payload }))
       expect(refused).toBeInstanceOf(Api.RunFailure)
       if (refused instanceof Api.RunFailure) {

@@ -1,7 +1,8 @@
 /**
  * The HTTP contract: endpoints, bodies and error shapes, apart from the handlers.
  *
- *   POST /v1/run               a SystemRequest in, the SystemResponse out
+ *   POST /v1/run               a SystemRequest in, the SystemResponse out (or, with
+ *                              `Prefer: respond-async` and durable runs, 202 and its run)
  *   POST /v1/chat/completions  OpenAI-compatible chat completions (JSON or SSE)
  *   POST /v1/queries           an infer.query.v1 query in, its answer (200) or its run (202) out
  *   GET  /health               the engine's model and "ok"
@@ -240,9 +241,23 @@ export const Health = Schema.Struct({
 // The API
 // ---------------------------------------------------------------------------
 
+/**
+ * A request started as a durable run (202, asked with `Prefer: respond-async`):
+ * follow it at `links.self` (its result is the SystemResponse), `links.events`
+ * (SSE), cancel it at `links.cancel`.
+ */
+export const RunAccepted = Schema.Struct({
+  runId: Schema.String,
+  requestId: Schema.String,
+  status: Schema.Literal("running", "suspended", "stale", "completed", "failed", "cancelled"),
+  links: Schema.Struct({ self: Schema.String, events: Schema.String, cancel: Schema.String })
+}).annotations({ identifier: "RunAccepted" })
+export type RunAccepted = typeof RunAccepted.Type
+
 export const run = HttpApiEndpoint.post("run", "/v1/run")
   .setPayload(SystemRequest)
   .addSuccess(SystemResponse)
+  .addSuccess(RunAccepted, { status: 202 })
   .addError(Schema.Union(...refusalStatuses.map(RunFailure.at)))
 
 export const chatCompletions = HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions")

@@ -4,13 +4,40 @@
  * sessions the server holds), adds what only the transport knows (a request id,
  * the W3C `traceparent` trace id, the server's time limit) and hands the envelope
  * to `PaganticSystem.runUnknown`, which decodes and checks it.
+ *
+ * A request may ask not to wait: `Prefer: respond-async` (RFC 7240), optionally
+ * with `wait=N` (seconds). When the server keeps durable runs and offers request
+ * runs (`RequestRun.RequestRuns`), the request is checked (a malformed one is
+ * refused as usual, no run started), then started as a durable run; the answer is
+ * 202 with `{ runId, requestId, status, links }`, `Location: /v1/runs/{id}` and
+ * `Preference-Applied: respond-async`, unless the run ends within `wait` seconds:
+ * then the answer is the response itself (or its refusal), as without the
+ * preference, with the run's id in `x-run-id`. The run goes on in the server (a
+ * client that hangs up does not cancel it); `GET /v1/runs/{id}` gives the
+ * SystemResponse as its result, or the request's error; `POST
+ * /v1/runs/{id}/cancel` cancels it (CANCELLED_SIGNAL). The server's time limit
+ * does not apply to such a run (its own `hints.timeout` does), and its request id
+ * stays in use until it ends. A server without them answers in the request, with
+ * no `Preference-Applied`.
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Json from "../../domain/Json.js"
+import { SystemRequest, SystemResponse, toSystemError } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
+import { RequestRuns } from "../../programs/facade/RequestRun.js"
+import * as Response from "../../programs/facade/Response.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
+import type { RunInfo, RunsError } from "../../services/Runs.js"
+import { Runs } from "../../services/Runs.js"
+import type { RunAccepted } from "./Api.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
@@ -40,6 +67,50 @@ const withTimeout = (hints: unknown, limitMs: number | undefined): unknown => {
 
 const refuse = Edge.refuseRun
 
+// ---------------------------------------------------------------------------
+// Prefer: respond-async
+// ---------------------------------------------------------------------------
+
+/** The longest `wait` honoured, in seconds (a longer one is cut to it, or to the server's limit when shorter). */
+export const maxWaitSeconds = 3_600
+
+/** What a request's `Prefer` header asks of `/v1/run`. */
+export interface Preference {
+  readonly async: boolean
+  /** `wait=N`: how long to answer in the request before answering 202 (0 when not given). */
+  readonly wait: Duration.Duration
+}
+
+/**
+ * Reads `Prefer` (RFC 7240): a comma list of preferences, each a token, an
+ * optional `=value` and `;` parameters, tokens case-insensitive. `respond-async`
+ * and `wait=N` (N whole seconds) are understood; anything else, and a malformed
+ * `wait`, is ignored, as the RFC says of preferences a server does not follow.
+ */
+export const preferenceOf = (header: string | undefined, limitMs: number | undefined): Preference => {
+  let async = false
+  let waitSeconds = 0
+  for (const part of (header ?? "").slice(0, 1_024).split(",")) {
+    const [token = "", value] = (part.split(";")[0] ?? "").split("=").map((p) => p.trim())
+    const name = token.toLowerCase()
+    if (name === "respond-async" && value === undefined) async = true
+    if (name === "wait" && value !== undefined && /^\d{1,9}$/.test(value.replace(/^"(.*)"$/, "$1"))) {
+      waitSeconds = Number(value.replace(/^"(.*)"$/, "$1"))
+    }
+  }
+  const capMs = Math.min(maxWaitSeconds * 1_000, limitMs ?? Infinity)
+  return { async, wait: Duration.millis(Math.min(waitSeconds * 1_000, capMs)) }
+}
+
+const decodeRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })
+const decodeResponse = Schema.decodeUnknown(SystemResponse)
+
+/** The links of an accepted run. */
+const linksOf = (runId: string) => {
+  const self = `/v1/runs/${encodeURIComponent(runId)}`
+  return { self, events: `${self}/events`, cancel: `${self}/cancel` }
+}
+
 /** The handler of `/v1/run`, built once per server (it keeps the ids of the requests running). */
 export const make = (settings: Settings) =>
   Effect.gen(function* () {
@@ -49,6 +120,49 @@ export const make = (settings: Settings) =>
     // never from the IdGenerator: a session id is a capability, it must not be guessable
     const newSessionId = Effect.sync(() => `session_${globalThis.crypto.randomUUID()}`)
     const inFlight = Lifetime.makeInFlight()
+    const runs = yield* Effect.serviceOption(Runs)
+    const requestRuns = yield* Effect.serviceOption(RequestRuns)
+    const durable = Option.isSome(runs) && Option.isSome(requestRuns)
+      ? Option.some({ runs: runs.value, definition: requestRuns.value.definition })
+      : Option.none()
+
+    /**
+     * Starts the envelope as a durable run; its request id stays in use until the
+     * run ends (in a fiber of its own: the client may go away, the run goes on).
+     */
+    const startRun = (
+      service: Runs["Type"],
+      definition: RequestRuns["Type"]["definition"],
+      requestId: string,
+      envelope: unknown
+    ): Effect.Effect<string, RunsError> =>
+      Effect.gen(function* () {
+        const started = yield* Deferred.make<string, RunsError>()
+        const hold = Effect.gen(function* () {
+          const runId = yield* service.start(definition, envelope)
+          yield* Deferred.succeed(started, runId)
+          yield* service.await(runId)
+        }).pipe(Effect.catchAll((error) => Deferred.fail(started, error)), Effect.ignore)
+        yield* Effect.forkDaemon(inFlight.claim(requestId, hold))
+        return yield* Deferred.await(started)
+      })
+
+    /** A run that ended within the wait, answered as the request would have been. */
+    const answerOf = (info: RunInfo, requestId: string) =>
+      Effect.gen(function* () {
+        const header = HttpApp.appendPreResponseHandler((_, reply) =>
+          Effect.succeed(HttpServerResponse.setHeader(reply, "x-run-id", Edge.requestIdHeader(info.id)))
+        )
+        yield* header
+        if (info.status === "completed") {
+          const decoded = yield* Effect.either(decodeResponse(info.result))
+          if (Either.isRight(decoded)) return decoded.right
+        }
+        const error = info.error === undefined
+          ? Edge.invalidRequest(`run ${info.id} ended ${info.status} without a response this server reads`)
+          : toSystemError(info.error)
+        return yield* refuse(error, requestId, statusOfError(error))
+      })
 
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
@@ -84,16 +198,55 @@ export const make = (settings: Settings) =>
           }
         }
         const traceId = traceIdOf(request.headers["traceparent"])
+        const preference = preferenceOf(request.headers["prefer"], settings.limitMs)
         const envelope = {
           ...raw,
           requestId,
           ...(sessionId === undefined ? {} : { sessionId }),
-          ...(raw.traceId === undefined && traceId !== undefined ? { traceId } : {}),
-          hints: withTimeout(raw.hints, settings.limitMs)
+          ...(raw.traceId === undefined && traceId !== undefined ? { traceId } : {})
+        }
+        if (preference.async && Option.isSome(durable)) {
+          // checked before anything starts: a request that does not decode starts no run
+          const decoded = decodeRequest(envelope)
+          if (Either.isLeft(decoded)) {
+            const rejected = Response.rejected(requestId, decoded.left)
+            if (rejected.error !== undefined) return yield* refuse(rejected.error, requestId, statusOfError(rejected.error))
+          }
+          const { definition, runs: service } = durable.value
+          const runId = yield* startRun(service, definition, requestId, envelope).pipe(
+            Effect.catchAll((error) => refuse(toSystemError(error), requestId))
+          )
+          if (Duration.toMillis(preference.wait) > 0) {
+            const ended = yield* Effect.timeoutOption(service.await(runId), preference.wait).pipe(
+              Effect.catchAll(() => Effect.succeed(Option.none<RunInfo>()))
+            )
+            if (Option.isSome(ended)) return yield* answerOf(ended.value, requestId)
+          }
+          const info = yield* Effect.option(service.poll(runId))
+          const links = linksOf(runId)
+          const body: RunAccepted = {
+            runId,
+            requestId,
+            status: Option.isSome(info) ? info.value.status : "running",
+            links
+          }
+          return HttpServerResponse.unsafeJson(body, {
+            status: 202,
+            headers: {
+              location: links.self,
+              "preference-applied": "respond-async",
+              "x-request-id": Edge.requestIdHeader(requestId)
+            }
+          })
         }
         const response = yield* inFlight.claim(
           requestId,
-          Lifetime.runTied(system, requestId, system.runUnknown(envelope), settings.backstop)
+          Lifetime.runTied(
+            system,
+            requestId,
+            system.runUnknown({ ...envelope, hints: withTimeout(raw.hints, settings.limitMs) }),
+            settings.backstop
+          )
         )
         if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
         return response

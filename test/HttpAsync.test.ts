@@ -1,0 +1,189 @@
+/**
+ * `POST /v1/run` with `Prefer: respond-async` (issue #14: a long request can
+ * return 202 with the run id instead of being cancelled), on a real server on
+ * 127.0.0.1 whose facade runs on durable runs in memory: 202 with Location and
+ * Preference-Applied, the run's result the SystemResponse a synchronous call
+ * gives; `wait=N` answered in the request when done in time; no store: the
+ * preference is ignored; a malformed request starts no run; cancel; a failed
+ * request's error; a request id in use.
+ */
+import * as HttpServer from "@effect/platform/HttpServer"
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Http from "../src/adapters/Http.js"
+import { preferenceOf } from "../src/adapters/http/Run.js"
+import * as Live from "../src/adapters/Live.js"
+import { InferenceFailure } from "../src/domain/Failure.js"
+import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as RequestRun from "../src/programs/facade/RequestRun.js"
+import * as Runs from "../src/services/Runs.js"
+import { post, send } from "./support/server.js"
+import * as Duration from "effect/Duration"
+
+const async = { prefer: "respond-async" }
+
+const chat = (content: string, extra: Record<string, unknown> = {}) => ({
+  mode: "chat",
+  messages: [{ role: "user", content }],
+  ...extra
+})
+
+/** A server on `script`; with `durable` (default) its requests may be durable runs, in memory. */
+const withServer = <A, E>(
+  script: ReadonlyArray<ScriptedEngine.Step>,
+  f: (url: string, runs: Runs.Service | undefined) => Effect.Effect<A, E>,
+  options: { readonly durable?: boolean } = {}
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const requests = yield* RequestRun.make
+      const engine = ScriptedEngine.layer(script)
+      const system = options.durable === false
+        ? Live.layer({ engine, tools: [] })
+        : requests.layer.pipe(
+          Layer.provideMerge(
+            Live.layer({ engine, tools: [], runs: InMemoryRuns.layer({ definitions: [requests.definition] }) })
+          )
+        )
+      const context = yield* Layer.build(Http.layer({ port: 0 }).pipe(Layer.provideMerge(system))).pipe(Effect.orDie)
+      const address = Context.get(context, HttpServer.HttpServer).address
+      if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
+      const runs = Context.getOption(context as unknown as Context.Context<Runs.Runs>, Runs.Runs)
+      return yield* f(`http://127.0.0.1:${address.port}`, runs._tag === "Some" ? runs.value : undefined)
+    })
+  ).pipe(Effect.timeout("30 seconds"))
+
+/** Polls a run through HTTP until it ends (bounded by the test's timeout). */
+const ended = (url: string, runId: string) =>
+  Effect.gen(function* () {
+    for (;;) {
+      const reply = yield* send(`${url}/v1/runs/${runId}`)
+      if (["completed", "failed", "cancelled"].includes(reply.json?.status)) return reply
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+const withoutIds = (response: Record<string, unknown>) => {
+  const { requestId: _r, sessionId: _s, ...rest } = response
+  return rest
+}
+
+describe("POST /v1/run, Prefer: respond-async", () => {
+  it.live("202 with the run id, Location and Preference-Applied; the run's result is the SystemResponse a synchronous call gives", () =>
+    withServer([ScriptedEngine.reply("pong"), ScriptedEngine.reply("pong")], (url) =>
+      Effect.gen(function* () {
+        const sync = yield* post(`${url}/v1/run`, chat("ping"))
+        expect(sync.status).toBe(200)
+        expect(sync.headers.get("preference-applied")).toBeNull()
+
+        const reply = yield* post(`${url}/v1/run`, chat("ping", { requestId: "r-async" }), async)
+        expect(reply.status).toBe(202)
+        expect(reply.headers.get("preference-applied")).toBe("respond-async")
+        expect(reply.headers.get("x-request-id")).toBe("r-async")
+        const runId: string = reply.json.runId
+        expect(reply.headers.get("location")).toBe(`/v1/runs/${runId}`)
+        expect(reply.json).toMatchObject({
+          requestId: "r-async",
+          links: { self: `/v1/runs/${runId}`, events: `/v1/runs/${runId}/events`, cancel: `/v1/runs/${runId}/cancel` }
+        })
+        expect(["running", "completed"]).toContain(reply.json.status)
+
+        const done = yield* ended(url, runId)
+        expect(done.json).toMatchObject({ id: runId, definition: RequestRun.name, status: "completed" })
+        expect(done.json.result.requestId).toBe("r-async")
+        expect(done.json.result.content).toBe("pong")
+        expect(withoutIds(done.json.result)).toEqual(withoutIds(sync.json))
+      })))
+
+  it.live("wait=N: a run that ends in time is answered in the request (200, its run id in x-run-id, no Preference-Applied)", () =>
+    withServer([ScriptedEngine.reply("pong")], (url, runs) =>
+      Effect.gen(function* () {
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), { prefer: "respond-async, wait=10" })
+        expect(reply.status).toBe(200)
+        expect(reply.json.content).toBe("pong")
+        expect(reply.headers.get("preference-applied")).toBeNull()
+        const runId = reply.headers.get("x-run-id")!
+        expect((yield* runs!.poll(runId)).status).toBe("completed")
+      })))
+
+  it.live("wait=N: a run still going after N seconds is answered 202", () =>
+    withServer([ScriptedEngine.reply("slow pong", { delay: "3 seconds" })], (url) =>
+      Effect.gen(function* () {
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), { prefer: "wait=1; x=y, respond-async" })
+        expect(reply.status).toBe(202)
+        expect(reply.json.status).toBe("running")
+        const done = yield* ended(url, reply.json.runId)
+        expect(done.json.result.content).toBe("slow pong")
+      })))
+
+  it.live("without durable runs the preference is ignored: answered in the request, no Preference-Applied", () =>
+    withServer([ScriptedEngine.reply("pong")], (url, runs) =>
+      Effect.gen(function* () {
+        expect(runs).toBeUndefined()
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), async)
+        expect(reply.status).toBe(200)
+        expect(reply.json.content).toBe("pong")
+        expect(reply.headers.get("preference-applied")).toBeNull()
+        expect(reply.headers.get("location")).toBeNull()
+      }), { durable: false }))
+
+  it.live("a malformed request with the preference is 400, as JSON naming the field, and no run is recorded", () =>
+    withServer([], (url, runs) =>
+      Effect.gen(function* () {
+        const badMode = yield* post(`${url}/v1/run`, chat("ping", { mode: "bogus" }), async)
+        expect(badMode.status).toBe(400)
+        expect(badMode.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(badMode.json.error.message).toContain("mode")
+        const badMessage = yield* post(`${url}/v1/run`, { mode: "chat", messages: [{ role: "user", content: 5 }] }, async)
+        expect(badMessage.status).toBe(400)
+        expect(badMessage.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+        const notJson = yield* send(`${url}/v1/run`, { body: "{", headers: async })
+        expect(notJson.status).toBe(400)
+        expect(notJson.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(yield* runs!.list()).toEqual([])
+      })))
+
+  it.live("cancel through /v1/runs/{id}/cancel ends the run cancelled, CANCELLED_SIGNAL; its request id is in use until then (409)", () =>
+    withServer([ScriptedEngine.respond(() => Effect.never)], (url) =>
+      Effect.gen(function* () {
+        const reply = yield* post(`${url}/v1/run`, chat("ping", { requestId: "r-long" }), async)
+        expect(reply.status).toBe(202)
+        const runId: string = reply.json.runId
+        const again = yield* post(`${url}/v1/run`, chat("ping", { requestId: "r-long" }))
+        expect(again.status).toBe(409)
+        expect(again.json.error.details.field).toBe("requestId")
+        const cancelled = yield* post(`${url}/v1/runs/${runId}/cancel`, {})
+        expect(cancelled.status).toBe(200)
+        const done = yield* ended(url, runId)
+        expect(done.json.status).toBe("cancelled")
+        expect(done.json.error.code).toBe("CANCELLED_SIGNAL")
+      })))
+
+  it.live("a request that fails ends its run failed with the request's error", () =>
+    withServer([ScriptedEngine.fail(InferenceFailure.modelUnavailable("no model here"))], (url) =>
+      Effect.gen(function* () {
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), async)
+        expect(reply.status).toBe(202)
+        const done = yield* ended(url, reply.json.runId)
+        expect(done.json.status).toBe("failed")
+        expect(done.json.error).toMatchObject({ code: "INFERENCE_MODEL_UNAVAILABLE", category: "InferenceFailure", retryable: false })
+        expect(done.json.error.message).toContain("no model here")
+      })))
+})
+
+describe("Prefer, as read", () => {
+  it("respond-async and wait=N, case-insensitive, other preferences and malformed waits ignored, waits capped", () => {
+    expect(preferenceOf(undefined, undefined)).toEqual({ async: false, wait: Duration.millis(0) })
+    expect(preferenceOf("Respond-Async", undefined).async).toBe(true)
+    expect(preferenceOf("respond-async=1", undefined).async).toBe(false)
+    expect(preferenceOf("return=minimal, respond-async; foo=bar, wait=7", undefined)).toEqual({ async: true, wait: Duration.millis(7_000) })
+    expect(preferenceOf("respond-async, wait=-3", undefined).wait).toEqual(Duration.millis(0))
+    expect(preferenceOf("respond-async, wait=1e9", undefined).wait).toEqual(Duration.millis(0))
+    expect(preferenceOf("respond-async, wait=\"4\"", undefined).wait).toEqual(Duration.millis(4_000))
+    expect(preferenceOf("respond-async, wait=999999999", undefined).wait).toEqual(Duration.seconds(3_600))
+    expect(preferenceOf("respond-async, wait=60", 5_000).wait).toEqual(Duration.millis(5_000))
+  })
+})
