@@ -11,9 +11,11 @@ import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ConfigurationFailure } from "../../../domain/Failure.js"
 import * as Http from "../../Http.js"
+import * as RequestRun from "../../../programs/facade/RequestRun.js"
 import * as Orchestration from "../../../programs/Orchestration.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
@@ -77,12 +79,15 @@ export const serve = Command.make(
       const engine = engines.make(settings)
       const store = yield* chosenStore(args.state)
       if (Option.isNone(store)) return yield* Http.serve(Live.layer({ engine }), serveOverrides(args))
-      // with state, queries are durable runs too (their responders: the served engine)
+      // with state, queries are durable runs too (their responders: the served engine),
+      // and so is a /v1/run request asked with Prefer: respond-async
       const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
+      const requests = yield* RequestRun.make
       const durable = yield* loadDurable
       const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
-      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries], runner)
-      return yield* Http.serve(Live.layer({ engine, runs, facade: { queries: { definition: queries } } }), serveOverrides(args))
+      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner)
+      const system = Live.layer({ engine, runs, facade: { queries: { definition: queries } } })
+      return yield* Http.serve(requests.layer.pipe(Layer.provideMerge(system)), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
