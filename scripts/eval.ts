@@ -21,8 +21,14 @@
  *   voting      at a sampling temperature (default 2, top-p 1: where the bundled
  *               model's replicas disagree now and then), one structured call versus a
  *               RedundantLoop of N=5 with majority voting, on the same reviews
+ *   patterns    single_shot (3 llm responders at different sampling), waterfall and
+ *               verify as infer.query.v1 queries through the facade, on the synthetic
+ *               and unseen-word sets: accuracy, mean CALLs per query and how the
+ *               queries ended (scripts/evalPatterns.ts); the responders asked in the
+ *               bundled model's trained form and with the library's query prompt
+ *               (--prompt trained|query for one of them; --warm T, --hot T)
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --only sentiment,decomposition --verbose --provisional]
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --only sentiment,decomposition,patterns --verbose --provisional]
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -47,6 +53,7 @@ import * as Task from "../src/domain/Task.js"
 import * as Analyzer from "../src/programs/orchestrator/Analyzer.js"
 import * as TaskParser from "../src/programs/orchestrator/TaskParser.js"
 import type { JsonSchema } from "../src/domain/JsonSchema.js"
+import * as EvalPatterns from "./evalPatterns.js"
 
 const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(`--${name}`)
@@ -59,7 +66,7 @@ const votes = Number(arg("n") ?? 5)
 // can matter; sampling from the whole distribution is what makes replicas disagree
 const topP = Number(arg("top-p") ?? 1)
 const modelPath = arg("model")
-/** `--only sentiment,decomposition` runs only those parts (sentiment, calculator, decomposition, voting). */
+/** `--only sentiment,decomposition` runs only those parts (sentiment, calculator, decomposition, voting, patterns). */
 const only = arg("only")?.split(",")
 const runs = (part: string): boolean => only === undefined || only.includes(part)
 
@@ -312,6 +319,30 @@ const program = Effect.gen(function* () {
     const v = yield* voting
     console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)}`)
     console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
+  }
+  if (runs("patterns")) {
+    const prompts = arg("prompt") === undefined ? (["trained", "query"] as const) : [arg("prompt") === "query" ? "query" as const : "trained" as const]
+    for (const prompt of prompts) {
+      const options = {
+        warm: arg("warm") === undefined ? undefined : Number(arg("warm")),
+        hot: arg("hot") === undefined ? undefined : Number(arg("hot")),
+        prompt,
+        verbose
+      }
+      console.log(`orchestration patterns (mode query; llm responders greedy, warm at ${options.warm ?? 1}, hot at ${options.hot ?? 2}; ${prompt} prompt):`)
+      for (const [set, file] of [["held-out synthetic", "sentiment.jsonl"], ["unseen-word", "sentiment-unseen.jsonl"]] as const) {
+        const patternStarted = Date.now()
+        const rows = yield* EvalPatterns.run(readJsonl<EvalPatterns.Review>(file), options)
+        for (const row of rows) {
+          const statuses = Object.entries(row.statuses).map(([s, n]) => `${s} ${n}`).join(", ")
+          console.log(
+            `  ${set}, ${row.pattern.padEnd(11)} ${pct(row.correct, row.total)}, ${(row.calls / Math.max(1, row.total)).toFixed(2)} CALLs/query` +
+              ` (${row.calls} CALLs; ${statuses})`
+          )
+        }
+        console.log(`  (${set}: ${((Date.now() - patternStarted) / 1000).toFixed(1)} s)`)
+      }
+    }
   }
   console.log(`\n(${((Date.now() - started) / 1000).toFixed(1)} s)`)
 })

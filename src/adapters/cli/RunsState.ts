@@ -31,6 +31,7 @@ import * as Text from "../../domain/Text.js"
 import { Engine } from "../../services/Engine.js"
 import type { AnyDefinition, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { Runs } from "../../services/Runs.js"
+import * as DemoQuery from "./commands/DemoQuery.js"
 import { CliFailure, fail } from "./CliFailure.js"
 import type { Store } from "./DurableState.js"
 import { textFlag } from "./Flags.js"
@@ -141,10 +142,11 @@ export const storeOf = (flags: StateFlags | Option.Option<string>): Effect.Effec
     Option.getOrElse((): Store => ({ _tag: "Sqlite", file: defaultStateFile }))
   )
 
-/** The definitions the CLI runs: the demo's and the application's (`CliRuns`). */
+/** The definitions the CLI runs: the demo's (its run and its queries) and the application's (`CliRuns`). */
 export const definitionsOf = (durable: DurableModule): Effect.Effect<ReadonlyArray<AnyDefinition>> =>
   Effect.map(Effect.serviceOption(CliRuns), (extra) => [
     durable.demoRun,
+    DemoQuery.definition(),
     ...Option.match(extra, { onNone: () => [], onSome: (e) => e.definitions })
   ])
 
