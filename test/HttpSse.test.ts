@@ -94,6 +94,17 @@ describe("SSE, client side (layers/openai/Stream)", () => {
     expect(failure?.message).toContain("1000")
   })
 
+  it("an event of many short lines past the size bound fails typed (the parser's own bound, every line within it)", () => {
+    const line = `data: ${"y".repeat(94)}\n`
+    const { failure, parts } = feed([`data: ${chunk({ content: "a" })}\n\n`, line.repeat(20)], { maxEventSize: 1_000 })
+    expect(parts).toEqual([{ _tag: "TextDelta", text: "a" }])
+    expect(failure?.code).toBe("INFERENCE_MALFORMED_RESPONSE")
+    expect(failure?.details.reason).toBe("event_too_large")
+    // the same lines under the bound, closed by a blank line, are one (bad) event, not a size failure
+    const under = feed([line.repeat(5) + "\n"], { maxEventSize: 1_000 })
+    expect(under.failure?.details.reason).not.toBe("event_too_large")
+  })
+
   it("a reply that is not an event stream is malformed, naming its first line; an empty one was cut", () => {
     const html = feed(["<html><body>502 Bad Gateway</body></html>\n"])
     expect(html.failure?.code).toBe("INFERENCE_MALFORMED_RESPONSE")
