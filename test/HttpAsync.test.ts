@@ -5,7 +5,8 @@
  * Preference-Applied, the run's result the SystemResponse a synchronous call
  * gives; `wait=N` answered in the request when done in time; no store: the
  * preference is ignored; a malformed request starts no run; cancel; a failed
- * request's error; a request id in use.
+ * request's error; a request id in use; a server SIGKILLed mid-request finishes
+ * the run once started again on its state file.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
 import { describe, expect, it } from "@effect/vitest"
@@ -20,8 +21,13 @@ import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as RequestRun from "../src/programs/facade/RequestRun.js"
 import * as Runs from "../src/services/Runs.js"
-import { post, send } from "./support/server.js"
 import * as Duration from "effect/Duration"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { root, spawnLines } from "./support/child.js"
+import { waitForFile } from "./support/durable-spawn.js"
+import { post, send } from "./support/server.js"
 
 const async = { prefer: "respond-async" }
 
@@ -186,4 +192,66 @@ describe("Prefer, as read", () => {
     expect(preferenceOf("respond-async, wait=999999999", undefined).wait).toEqual(Duration.seconds(3_600))
     expect(preferenceOf("respond-async, wait=60", 5_000).wait).toEqual(Duration.millis(5_000))
   })
+})
+
+describe("a request run across a crash", () => {
+  const child = path.join(root, "test", "support", "async-child.ts")
+  const start = (config: { readonly db: string; readonly counter: string; readonly pause: boolean }) =>
+    spawnLines<{ event: string; url?: string }>(["--import", "tsx", child, JSON.stringify(config)], { consume: false })
+
+  const poll = async (url: string, runId: string, timeoutMs: number) => {
+    const started = Date.now()
+    for (;;) {
+      const reply = await fetch(`${url}/v1/runs/${runId}`, { signal: AbortSignal.timeout(5_000) })
+      const body = await reply.json() as { status: string; result?: { content?: string } }
+      if (body.status === "completed" || body.status === "failed" || body.status === "cancelled") return body
+      if (Date.now() - started > timeoutMs) throw new Error(`run ${runId} still ${body.status} after ${timeoutMs} ms`)
+      await new Promise((resolve) => setTimeout(resolve, 50))
+    }
+  }
+
+  it("a server SIGKILLed mid-request, started again on its state file, finishes the run (the request asked once more); a finished run is not asked again", async () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-async-"))
+    const db = path.join(dir, "state.db")
+    const counter = path.join(dir, "counter.txt")
+    const engineLines = () => (fs.existsSync(counter) ? fs.readFileSync(counter, "utf8") : "").split("\n").filter((l) => l !== "")
+
+    const first = start({ db, counter, pause: true })
+    let runId: string
+    try {
+      const { url } = await first.next("listening", 60_000)
+      const reply = await fetch(`${url}/v1/run`, {
+        method: "POST",
+        headers: { "content-type": "application/json", prefer: "respond-async" },
+        body: JSON.stringify(chat("ping", { requestId: "r-crash" })),
+        signal: AbortSignal.timeout(10_000)
+      })
+      expect(reply.status).toBe(202)
+      runId = ((await reply.json()) as { runId: string }).runId
+      await waitForFile(counter, (text) => text.includes(`engine ${first.pid}`), 20_000)
+    } finally {
+      await first.kill()
+    }
+
+    const second = start({ db, counter, pause: false })
+    try {
+      const { url } = await second.next("listening", 60_000)
+      const done = await poll(url!, runId, 30_000)
+      expect(done).toMatchObject({ status: "completed", result: { requestId: "r-crash", content: "answered after the crash" } })
+      expect(engineLines()).toEqual([`engine ${first.pid}`, `engine ${second.pid}`])
+    } finally {
+      await second.kill()
+    }
+
+    const third = start({ db, counter, pause: false })
+    try {
+      const { url } = await third.next("listening", 60_000)
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      const again = await poll(url!, runId, 5_000)
+      expect(again.status).toBe("completed")
+      expect(engineLines()).toHaveLength(2)
+    } finally {
+      await third.kill()
+    }
+  }, 180_000)
 })
