@@ -18,217 +18,20 @@
  *
  * Values follow CEL's JSON mapping: numbers in answers and metadata are doubles,
  * counters and indexes (`index`, `attempt`, `stage`, `valid`...) are ints.
+ *
+ * This module compiles and runs; the variables are in cel/Views and the places
+ * with their environments in cel/Places.
  */
 import type { ASTNode, TypeCheckResult } from "@marcbachmann/cel-js"
-import { Environment } from "@marcbachmann/cel-js"
 import * as Either from "effect/Either"
 import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
 import * as Text from "../domain/Text.js"
+import type { Place, ResultOf, VariablesOf } from "./cel/Places.js"
+import { acceptedTypes, environment, limits, places } from "./cel/Places.js"
 
-// ---------------------------------------------------------------------------
-// The variables: what an expression sees
-// ---------------------------------------------------------------------------
-
-/** A candidate responder, as a predicate sees it. */
-export class ResponderView {
-  constructor(
-    readonly id: string,
-    readonly kind: string,
-    readonly name: string,
-    readonly capabilities: ReadonlyArray<string>,
-    readonly model: string,
-    readonly did: string,
-    readonly description: string,
-    readonly tags: ReadonlyArray<string>,
-    /** `status`, `hours`, `typical_response_delay_s`, `last_seen_at` when known. */
-    readonly availability: Readonly<Record<string, unknown>>,
-    readonly metadata: Readonly<Record<string, unknown>>
-  ) {}
-}
-
-/** One response, as a weight or a fold expression sees it. */
-export class ResponseView {
-  constructor(
-    /** Position among the valid responses, in canonical order. */
-    readonly index: bigint,
-    readonly responder: string,
-    readonly kind: string,
-    readonly attempt: bigint,
-    readonly stage: bigint,
-    readonly record_id: string,
-    /** The answer (the body without its `_` keys). */
-    readonly answer: unknown,
-    readonly confidence: number,
-    readonly rationale: string
-  ) {}
-}
-
-/** The answer a fold chose. */
-export class AnswerView {
-  constructor(
-    readonly value: unknown,
-    /** The fold's confidence in it. */
-    readonly confidence: number,
-    readonly rationale: string,
-    readonly responder: string,
-    readonly record_id: string
-  ) {}
-}
-
-/** A fold's output, as a threshold sees it (`fold.answer.confidence >= 0.85`). */
-export class FoldView {
-  readonly function: string
-  readonly answer: AnswerView
-  /** Responses that agreed with (or chose) the answer. */
-  readonly support: bigint
-  readonly valid: bigint
-  readonly total: bigint
-  constructor(fields: {
-    readonly function: string
-    readonly answer: AnswerView
-    readonly support: bigint
-    readonly valid: bigint
-    readonly total: bigint
-  }) {
-    this.function = fields.function
-    this.answer = fields.answer
-    this.support = fields.support
-    this.valid = fields.valid
-    this.total = fields.total
-  }
-}
-
-/** An auditor's verdict (`audit.approved == true`). */
-export class AuditView {
-  constructor(
-    readonly approved: boolean,
-    readonly rationale: string,
-    readonly verdict: unknown,
-    readonly responder: string
-  ) {}
-}
-
-// ---------------------------------------------------------------------------
-// The places
-// ---------------------------------------------------------------------------
-
-interface Variables {
-  readonly responder: ResponderView
-  readonly response: ResponseView
-  readonly responses: ReadonlyArray<ResponseView>
-  readonly fold: FoldView
-  readonly audit: AuditView
-}
-type Variable = keyof Variables
-
-/** Where an expression stands, what it sees and what it must yield. */
-export const places = {
-  /** `responders[].expression`: is this candidate wanted? */
-  predicate: { variables: ["responder"], returns: "bool" },
-  /** `fold.weight_expression`: the weight of one response. */
-  weight: { variables: ["response"], returns: "number" },
-  /** `fold.expression`: the index of the chosen response. */
-  choice: { variables: ["responses"], returns: "int" },
-  /** `verify.agreement_threshold`: the agreement needed, from the two responses. */
-  agreement: { variables: ["responses"], returns: "number" },
-  /** retry, escalate and waterfall expressions: a decision on the fold. */
-  decision: { variables: ["fold"], returns: "bool" },
-  /** `ensemble_with_audit.audit_expression`: the auditor approved. */
-  audit: { variables: ["audit", "fold"], returns: "bool" }
-} as const satisfies Record<string, { readonly variables: ReadonlyArray<Variable>; readonly returns: "bool" | "number" | "int" }>
-
-export type Place = keyof typeof places
-type Returns = { readonly bool: boolean; readonly number: number; readonly int: number }
-export type ResultOf<P extends Place> = Returns[(typeof places)[P]["returns"]]
-export type VariablesOf<P extends Place> = Pick<Variables, (typeof places)[P]["variables"][number]>
-
-const acceptedTypes: Record<"bool" | "number" | "int", ReadonlyArray<string>> = {
-  bool: ["bool", "dyn"],
-  number: ["double", "int", "uint", "dyn"],
-  int: ["int", "uint", "dyn"]
-}
-
-/** Bounds on one expression beyond its length (the wire bounds that). */
-export const limits = {
-  maxAstNodes: 256,
-  maxDepth: 24,
-  /** Comprehensions (all, exists, map, filter...) nested in each other. */
-  maxComprehensionNesting: 2
-} as const
-
-const comprehensions = new Set(["all", "exists", "exists_one", "map", "filter"])
-
-const declare = (variables: ReadonlyArray<Variable>): Environment => {
-  const env = new Environment({
-    limits: { maxAstNodes: limits.maxAstNodes, maxDepth: limits.maxDepth, maxListElements: 64, maxMapEntries: 64 }
-  })
-  const has = (v: Variable) => variables.includes(v)
-  if (has("responder")) {
-    env.registerType("Responder", {
-      ctor: ResponderView,
-      fields: {
-        id: "string",
-        kind: "string",
-        name: "string",
-        capabilities: "list<string>",
-        model: "string",
-        did: "string",
-        description: "string",
-        tags: "list<string>",
-        availability: "map<string, dyn>",
-        metadata: "map<string, dyn>"
-      }
-    })
-    env.registerVariable("responder", "Responder")
-  }
-  if (has("response") || has("responses")) {
-    env.registerType("Response", {
-      ctor: ResponseView,
-      fields: {
-        index: "int",
-        responder: "string",
-        kind: "string",
-        attempt: "int",
-        stage: "int",
-        record_id: "string",
-        answer: "dyn",
-        confidence: "double",
-        rationale: "string"
-      }
-    })
-    if (has("response")) env.registerVariable("response", "Response")
-    if (has("responses")) env.registerVariable("responses", "list<Response>")
-  }
-  if (has("fold")) {
-    env.registerType("Answer", {
-      ctor: AnswerView,
-      fields: { value: "dyn", confidence: "double", rationale: "string", responder: "string", record_id: "string" }
-    })
-    env.registerType("Fold", {
-      ctor: FoldView,
-      fields: { function: "string", answer: "Answer", support: "int", valid: "int", total: "int" }
-    })
-    env.registerVariable("fold", "Fold")
-  }
-  if (has("audit")) {
-    env.registerType("Audit", {
-      ctor: AuditView,
-      fields: { approved: "bool", rationale: "string", verdict: "dyn", responder: "string" }
-    })
-    env.registerVariable("audit", "Audit")
-  }
-  return env
-}
-
-// Building an environment is the expensive part: one per place, on first use.
-const environments = new Map<Place, Environment>()
-const environment = (place: Place): Environment => {
-  const known = environments.get(place)
-  if (known !== undefined) return known
-  const made = declare(places[place].variables)
-  environments.set(place, made)
-  return made
-}
+export type { Place, ResultOf, VariablesOf } from "./cel/Places.js"
+export { limits, places }
+export { AnswerView, AuditView, FoldView, ResponderView, ResponseView } from "./cel/Views.js"
 
 // ---------------------------------------------------------------------------
 // Compiling
@@ -285,6 +88,9 @@ const refuse = (field: string, source: string, problem: string, range: CelErrorL
 const refusedFunctions: ReadonlyMap<string, string> = new Map([
   ["matches", "matches() is not allowed: JavaScript regular expressions can backtrack without bound (use contains, startsWith, endsWith)"]
 ])
+
+/** The CEL macros that iterate (what the nesting bound counts). */
+const comprehensions = new Set(["all", "exists", "exists_one", "map", "filter"])
 
 interface Scan {
   /** The deepest nesting of comprehensions, and where the deepest one starts. */
