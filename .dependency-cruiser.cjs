@@ -6,7 +6,7 @@
  *   programs import services and domain, never layers or adapters
  *   layers   do not import each other (each implements one concept; a consumer
  *            defines the small interface it needs): a layer file imports only its
- *            own folder (llama/, openai/, tools/, durable/); the one exception is the
+ *            own folder (llama/, openai/, tools/, durable/, observe/); the one exception is the
  *            observe band, whose OpenTelemetry layer builds on the in-memory one
  *   adapters may compose everything
  *   only layers (and adapters) import the durable engine's storage: cluster, sql,
@@ -48,7 +48,14 @@ module.exports = {
       comment: "a layer does not import another layer (the middle band stays apart): only its own folder",
       severity: "error",
       from: { path: "^src/layers/([^/]+)\\.ts$", pathNot: "^src/layers/Telemetry\\.ts$" },
-      to: { path: "^src/layers/", pathNot: "^src/layers/(llama|openai|tools|durable)/" }
+      to: { path: "^src/layers/", pathNot: "^src/layers/(llama|openai|tools|durable|observe)/" }
+    },
+    {
+      name: "observe-parts-private",
+      comment: "observe/ holds the in-memory observe layer's parts: only InMemoryObserve (and its own folder) imports them",
+      severity: "error",
+      from: { path: "^src/layers/", pathNot: "^src/layers/(InMemoryObserve\\.ts|observe/)" },
+      to: { path: "^src/layers/observe/" }
     },
     {
       name: "layers-apart-observe",

@@ -11,400 +11,46 @@
  * layer and at most `maxNames` distinct layers and counters. Recording is O(1);
  * each write is one synchronous step, so it is atomic between fibers, and reads
  * are copies, so no caller can alias another's view.
+ *
+ * This module is the public face; the parts are in observe/: the ring (Ring),
+ * the event log and how it bounds an event (EventLog), the metrics (Metrics)
+ * and the cost tracker (CostTracker).
  */
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Ref from "effect/Ref"
-import type { Event } from "../domain/Event.js"
-import { CorrelationContext } from "../domain/System.js"
-import type { TokenUsage } from "../domain/TokenUsage.js"
-import type { Service as CostTrackerService } from "../services/CostTracker.js"
-import type { Service as EventLogService } from "../services/EventLog.js"
-import type { Service as MetricsService, Snapshot as MetricsSnapshot } from "../services/Metrics.js"
-import { CostTracker } from "../services/CostTracker.js"
-import { EventLog } from "../services/EventLog.js"
-import { Metrics } from "../services/Metrics.js"
+import type { CostTracker } from "../services/CostTracker.js"
+import type { EventLog } from "../services/EventLog.js"
+import type { Metrics } from "../services/Metrics.js"
+import type { Price } from "./observe/CostTracker.js"
+import { costTrackerMemory, costTrackerNoop } from "./observe/CostTracker.js"
+import { eventLogMemory, eventLogNoop } from "./observe/EventLog.js"
+import { metricsMemory, metricsNoop } from "./observe/Metrics.js"
 
-// ---------------------------------------------------------------------------
-// Ring
-// ---------------------------------------------------------------------------
-
-/** A fixed-capacity FIFO: O(1) push and shift, the oldest overwritten when full. */
-class Ring<A> {
-  private readonly items: Array<A | undefined> = []
-  private head = 0
-  size = 0
-  constructor(readonly capacity: number) {}
-
-  /** Appends `item`; returns the item that fell out when the ring was full. */
-  push(item: A): A | undefined {
-    const evicted = this.size === this.capacity ? this.shift() : undefined
-    // Until the first wrap, head + size is the array's length, so this appends.
-    this.items[(this.head + this.size) % this.capacity] = item
-    this.size++
-    return evicted
-  }
-
-  shift(): A | undefined {
-    if (this.size === 0) return undefined
-    const item = this.items[this.head]
-    this.items[this.head] = undefined
-    this.head = (this.head + 1) % this.capacity
-    this.size--
-    return item
-  }
-
-  toArray(): Array<A> {
-    const out = new Array<A>(this.size)
-    for (let i = 0; i < this.size; i++) out[i] = this.items[(this.head + i) % this.capacity]!
-    return out
-  }
-}
-
-const positive = (n: number | undefined, fallback: number): number =>
-  n === undefined || !(n >= 1) ? fallback : Math.floor(n)
-
-// ---------------------------------------------------------------------------
-// EventLog
-// ---------------------------------------------------------------------------
-
-/** Bounds of the in-memory event log. */
-export interface EventLogOptions {
-  /** Events kept at most; past it the oldest is dropped. Default 10,000. */
-  readonly maxEvents?: number | undefined
-  /** Approximate bytes kept at most (see `approximateEventBytes`); past it the oldest are dropped. Default 16 MiB. */
-  readonly maxBytes?: number | undefined
-  /** A longer string in an event is kept as an excerpt of this many characters. Default 2,048. */
-  readonly maxStringLength?: number | undefined
-}
-
-/** The bounds `eventLogMemory` and `makeEventLog` use. */
-export const eventLogDefaults = {
-  maxEvents: 10_000,
-  maxBytes: 16 * 1024 * 1024,
-  maxStringLength: 2_048
-} as const
-
-/** Values of a Custom event's data visited at most, and how deep; the rest becomes a marker. */
-const DATA_NODES = 64
-const DATA_DEPTH = 8
-/** What a number, a boolean, an object's slot or an event's fixed fields count for. */
-const SLOT_BYTES = 8
-const EVENT_BYTES = 128
-const ELIDED = "…"
-
-/** `text` cut to `max` characters (never inside a surrogate pair), marked with how much went. */
-export const excerpt = (text: string, max: number): string => {
-  if (text.length <= max) return text
-  const code = text.charCodeAt(max - 1)
-  const cut = code >= 0xd800 && code <= 0xdbff ? max - 1 : max
-  return `${text.slice(0, cut)}${ELIDED} [${text.length - cut} more characters]`
-}
-
-const isPlainObject = (value: object): value is Record<string, unknown> => {
-  const proto = Object.getPrototypeOf(value)
-  return proto === Object.prototype || proto === null
-}
-
-interface Budget {
-  nodes: number
-  bytes: number
-}
-
-/**
- * `value` with long strings cut to excerpts, arrays and plain objects walked at
- * most DATA_NODES values and DATA_DEPTH levels deep (what lies beyond becomes a
- * marker); copied only where something changed. Other objects are kept as they
- * are and counted as one slot: Custom data comes from code, not from clients.
- */
-const boundData = (value: unknown, max: number, budget: Budget, depth: number): unknown => {
-  if (typeof value === "string") {
-    const kept = excerpt(value, max)
-    budget.bytes += kept.length
-    return kept
-  }
-  if (typeof value !== "object" || value === null || !(Array.isArray(value) || isPlainObject(value))) {
-    budget.bytes += SLOT_BYTES
-    return value
-  }
-  if (depth >= DATA_DEPTH || budget.nodes <= 0) {
-    budget.bytes += ELIDED.length
-    return ELIDED
-  }
-  if (Array.isArray(value)) {
-    let out: Array<unknown> | undefined
-    const n = Math.min(value.length, budget.nodes)
-    for (let i = 0; i < n; i++) {
-      budget.nodes--
-      budget.bytes += SLOT_BYTES
-      const v = boundData(value[i], max, budget, depth + 1)
-      if (v !== value[i]) (out ??= value.slice(0, i)).push(v)
-      else out?.push(v)
-    }
-    if (n < value.length) {
-      budget.bytes += ELIDED.length
-      return [...(out ?? value.slice(0, n)), ELIDED]
-    }
-    return out ?? value
-  }
-  const keys = Object.keys(value)
-  const n = Math.min(keys.length, budget.nodes)
-  let out: Record<string, unknown> | undefined
-  for (let i = 0; i < n; i++) {
-    budget.nodes--
-    const key = keys[i]!
-    const k = excerpt(key, max)
-    budget.bytes += SLOT_BYTES + k.length
-    const v = boundData(value[key], max, budget, depth + 1)
-    if (out === undefined && (k !== key || v !== value[key])) {
-      out = {}
-      for (let j = 0; j < i; j++) define(out, keys[j]!, value[keys[j]!])
-    }
-    if (out !== undefined) define(out, k, v)
-  }
-  if (n < keys.length) {
-    out ??= Object.fromEntries(keys.slice(0, n).map((k) => [k, value[k]]))
-    define(out, ELIDED, `${keys.length - n} more keys`)
-    budget.bytes += ELIDED.length + SLOT_BYTES
-  }
-  return out ?? value
-}
-
-/** An own data property, even for a key such as `__proto__`. */
-const define = (target: Record<string, unknown>, key: string, value: unknown): void =>
-  void Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
-
-/** The correlation with every string field cut to `max` characters; the same value when none is longer. */
-const boundCorrelation = (correlation: CorrelationContext, max: number, budget: Budget): CorrelationContext => {
-  let changed = false
-  const fields: Record<string, unknown> = {}
-  for (const [key, value] of Object.entries(correlation)) {
-    if (typeof value === "string") {
-      const kept = excerpt(value, max)
-      budget.bytes += SLOT_BYTES + kept.length
-      changed ||= kept !== value
-      fields[key] = kept
-    } else fields[key] = value
-  }
-  return changed ? new CorrelationContext(fields as ConstructorParameters<typeof CorrelationContext>[0], true) : correlation
-}
-
-/**
- * The event as the log keeps it, with its approximate size: every string field
- * (of the event, of its correlation, inside a Custom event's data) longer than
- * `maxStringLength` cut to an excerpt, and the size counted as one byte per kept
- * character plus a fixed amount per field and per event. Bounded work whatever
- * the event holds: no serialization, and data walked at most 64 values deep.
- * The same instance comes back when nothing was cut.
- */
-export const boundEvent = (event: Event, maxStringLength: number): { readonly event: Event; readonly bytes: number } => {
-  const budget: Budget = { nodes: DATA_NODES, bytes: EVENT_BYTES }
-  let fields: Record<string, unknown> | undefined
-  const set = (key: string, original: unknown, kept: unknown) => {
-    if (kept !== original) (fields ??= { ...event })[key] = kept
-  }
-  for (const [key, value] of Object.entries(event)) {
-    if (key === "_tag") continue
-    if (typeof value === "string") {
-      const kept = excerpt(value, maxStringLength)
-      budget.bytes += SLOT_BYTES + kept.length
-      set(key, value, kept)
-    } else if (key === "correlation" && value instanceof CorrelationContext) {
-      set(key, value, boundCorrelation(value, maxStringLength, budget))
-    } else if (key === "data") {
-      set(key, value, boundData(value, maxStringLength, budget, 0))
-    } else budget.bytes += SLOT_BYTES
-  }
-  if (fields === undefined) return { event, bytes: budget.bytes }
-  const { _tag: _, ...props } = fields
-  const Constructor = event.constructor as new (props: unknown, disableValidation: boolean) => Event
-  return { event: new Constructor(props, true), bytes: budget.bytes }
-}
-
-/** The approximate size the log counts for an event (see `boundEvent`). */
-export const approximateEventBytes = (event: Event, maxStringLength: number = eventLogDefaults.maxStringLength): number =>
-  boundEvent(event, maxStringLength).bytes
-
-/** An in-memory event log within `options`' bounds; `events` is a copy, oldest first. */
-export const makeEventLogBounded = (options: EventLogOptions = {}): Effect.Effect<EventLogService> =>
-  Effect.sync(() => {
-    const maxEvents = positive(options.maxEvents, eventLogDefaults.maxEvents)
-    const maxBytes = positive(options.maxBytes, eventLogDefaults.maxBytes)
-    const maxStringLength = positive(options.maxStringLength, eventLogDefaults.maxStringLength)
-    const ring = new Ring<{ readonly event: Event; readonly bytes: number }>(maxEvents)
-    let bytes = 0
-    return {
-      record: (event) =>
-        Effect.sync(() => {
-          const entry = boundEvent(event, maxStringLength)
-          bytes += entry.bytes - (ring.push(entry)?.bytes ?? 0)
-          while (bytes > maxBytes && ring.size > 0) bytes -= ring.shift()!.bytes
-        }),
-      events: Effect.sync(() => ring.toArray().map((entry) => entry.event))
-    } satisfies EventLogService
-  })
-
-/** An in-memory event log with the default bounds (`eventLogDefaults`). */
-export const makeEventLog: Effect.Effect<EventLogService> = makeEventLogBounded()
-
-export const eventLogMemory: Layer.Layer<EventLog> = Layer.effect(EventLog, makeEventLog)
-
-/** An in-memory event log within `options`' bounds. */
-export const eventLogBounded = (options: EventLogOptions): Layer.Layer<EventLog> =>
-  Layer.effect(EventLog, makeEventLogBounded(options))
-
-export const eventLogNoop: Layer.Layer<EventLog> = Layer.succeed(EventLog, {
-  enabled: false,
-  record: () => Effect.void,
-  events: Effect.succeed([])
-})
-
-// ---------------------------------------------------------------------------
-// Metrics
-// ---------------------------------------------------------------------------
-
-/** Bounds of the in-memory metrics. */
-export interface MetricsOptions {
-  /** Latency samples kept per layer, the most recent. Default 1,024. */
-  readonly maxSamples?: number | undefined
-  /**
-   * Distinct latency layers, and distinct counter names, kept at most; the
-   * samples and counts of any further name go to `otherName`. Default 256.
-   */
-  readonly maxNames?: number | undefined
-}
-
-/** The bounds `metricsMemory` and `makeMetrics` use. */
-export const metricsDefaults = { maxSamples: 1_024, maxNames: 256 } as const
-
-/** Where latencies and counts of names past `maxNames` are kept. */
-export const otherName = "(other)"
-
-const emptySnapshot: MetricsSnapshot = { latencies: {}, counters: {}, promptTokens: 0, outputTokens: 0 }
-
-/**
- * Names within `options.maxNames`: a name seen before, or a new one while fewer
- * than `maxNames` are known, is itself; any further name is `otherName`.
- */
-export const makeNameSlots = (options: MetricsOptions = {}): ((name: string) => string) => {
-  const maxNames = positive(options.maxNames, metricsDefaults.maxNames)
-  const known = new Set<string>()
-  return (name) => {
-    if (known.has(name)) return name
-    if (known.size >= maxNames) return otherName
-    known.add(name)
-    return name
-  }
-}
-
-/** The most recent latency samples per layer, within `options`' bounds. */
-export interface LatencySamples {
-  /** Records a sample; returns the name it was kept under (`otherName` past `maxNames`). */
-  readonly record: (layer: string, millis: number) => string
-  /** Per layer, the kept samples, oldest first (copies). */
-  readonly snapshot: () => Record<string, ReadonlyArray<number>>
-}
-
-/** Per layer a ring of the last `maxSamples` latencies, at most `maxNames` layers. */
-export const makeLatencySamples = (options: MetricsOptions = {}): LatencySamples => {
-  const maxSamples = positive(options.maxSamples, metricsDefaults.maxSamples)
-  const slot = makeNameSlots(options)
-  const rings = new Map<string, Ring<number>>()
-  return {
-    record: (layer, millis) => {
-      const key = slot(layer)
-      let ring = rings.get(key)
-      if (ring === undefined) rings.set(key, (ring = new Ring(maxSamples)))
-      ring.push(millis)
-      return key
-    },
-    snapshot: () => Object.fromEntries([...rings].map(([layer, ring]) => [layer, ring.toArray()]))
-  }
-}
-
-/**
- * In-memory metrics within `options`' bounds: per layer a ring of the last
- * `maxSamples` latencies (the snapshot lists them oldest first), counters summed
- * per name, token totals.
- */
-export const makeMetricsBounded = (options: MetricsOptions = {}): Effect.Effect<MetricsService> =>
-  Effect.sync(() => {
-    const latencies = makeLatencySamples(options)
-    const slot = makeNameSlots(options)
-    const counters = new Map<string, number>()
-    let promptTokens = 0
-    let outputTokens = 0
-    return {
-      recordLatency: (layer, millis) => Effect.sync(() => void latencies.record(layer, millis)),
-      recordTokens: (usage: TokenUsage) =>
-        Effect.sync(() => {
-          promptTokens += usage.promptTokens
-          outputTokens += usage.outputTokens
-        }),
-      increment: (name, delta = 1) =>
-        Effect.sync(() => {
-          const key = slot(name)
-          counters.set(key, (counters.get(key) ?? 0) + delta)
-        }),
-      snapshot: Effect.sync(() => ({
-        latencies: latencies.snapshot(),
-        counters: Object.fromEntries(counters),
-        promptTokens,
-        outputTokens
-      }))
-    } satisfies MetricsService
-  })
-
-/** In-memory metrics with the default bounds (`metricsDefaults`). */
-export const makeMetrics: Effect.Effect<MetricsService> = makeMetricsBounded()
-
-export const metricsMemory: Layer.Layer<Metrics> = Layer.effect(Metrics, makeMetrics)
-
-/** In-memory metrics within `options`' bounds. */
-export const metricsBounded = (options: MetricsOptions): Layer.Layer<Metrics> =>
-  Layer.effect(Metrics, makeMetricsBounded(options))
-
-export const metricsNoop: Layer.Layer<Metrics> = Layer.succeed(Metrics, {
-  recordLatency: () => Effect.void,
-  recordTokens: () => Effect.void,
-  increment: () => Effect.void,
-  snapshot: Effect.succeed(emptySnapshot)
-})
-
-// ---------------------------------------------------------------------------
-// CostTracker
-// ---------------------------------------------------------------------------
-
-/** Price per million tokens, per model. A model missing from the table costs nothing. */
-export interface Price {
-  readonly promptPerMillion: number
-  readonly outputPerMillion: number
-}
-
-/** What `usage` on `model` costs by `prices` (0 for a model missing from the table). */
-export const costOf = (prices: Readonly<Record<string, Price>>, model: string, usage: TokenUsage): number => {
-  const price = prices[model]
-  return price === undefined
-    ? 0
-    : (usage.promptTokens * price.promptPerMillion + usage.outputTokens * price.outputPerMillion) / 1_000_000
-}
-
-export const makeCostTracker = (prices: Readonly<Record<string, Price>>): Effect.Effect<CostTrackerService> =>
-  Effect.map(Ref.make(0), (total) => ({
-    recordUsage: (model, usage) => {
-      const cost = costOf(prices, model, usage)
-      return cost === 0 ? Effect.void : Ref.update(total, (t) => t + cost)
-    },
-    totalCost: Ref.get(total)
-  }))
-
-export const costTrackerMemory = (prices: Readonly<Record<string, Price>> = {}): Layer.Layer<CostTracker> =>
-  Layer.effect(CostTracker, makeCostTracker(prices))
-
-export const costTrackerNoop: Layer.Layer<CostTracker> = Layer.succeed(CostTracker, {
-  recordUsage: () => Effect.void,
-  totalCost: Effect.succeed(0)
-})
+export { costOf, costTrackerMemory, costTrackerNoop, makeCostTracker, type Price } from "./observe/CostTracker.js"
+export {
+  approximateEventBytes,
+  boundEvent,
+  eventLogBounded,
+  eventLogDefaults,
+  eventLogMemory,
+  eventLogNoop,
+  type EventLogOptions,
+  excerpt,
+  makeEventLog,
+  makeEventLogBounded
+} from "./observe/EventLog.js"
+export {
+  type LatencySamples,
+  makeLatencySamples,
+  makeMetrics,
+  makeMetricsBounded,
+  makeNameSlots,
+  metricsBounded,
+  metricsDefaults,
+  metricsMemory,
+  metricsNoop,
+  type MetricsOptions,
+  otherName
+} from "./observe/Metrics.js"
 
 /** All three in memory. */
 export const layerMemory = (prices: Readonly<Record<string, Price>> = {}): Layer.Layer<EventLog | Metrics | CostTracker> =>
