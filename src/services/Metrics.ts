@@ -1,5 +1,16 @@
 /**
- * Layer 10: observability, metrics: latencies per layer, counters and token totals.
+ * Metrics: latencies per layer, counters and token totals, with a snapshot that
+ * reads them back.
+ *
+ * Two implementations, one store each. The exporting one (Telemetry's
+ * `metrics`) records into Effect's `Metric` and nowhere else, and its snapshot
+ * reads Effect's registry back, so what is exported and what is read cannot
+ * drift. The in-memory one (InMemoryObserve's `metricsMemory`) keeps its own
+ * counts: Effect's registry is global to the process, so counts kept there
+ * would be shared by every layer built in the process, and a test (or a second
+ * server in one process) could no longer read what its own layer saw. A
+ * histogram keeps buckets, not samples, so the snapshot's latency lists are
+ * recent samples kept beside it by either implementation.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
