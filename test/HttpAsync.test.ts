@@ -136,7 +136,7 @@ describe("POST /v1/run, Prefer: respond-async", () => {
         expect(reply.headers.get("location")).toBeNull()
       }), { durable: false }))
 
-  it.live("a malformed request with the preference is 400, as JSON naming the field, and no run is recorded", () =>
+  it.live("a malformed request with the preference is 400, as JSON naming the field (the facade's INIT checks too), and no run is recorded", () =>
     withServer([], (url, runs) =>
       Effect.gen(function* () {
         const badMode = yield* post(`${url}/v1/run`, chat("ping", { mode: "bogus" }), async)
@@ -149,6 +149,10 @@ describe("POST /v1/run, Prefer: respond-async", () => {
         const notJson = yield* send(`${url}/v1/run`, { body: "{", headers: async })
         expect(notJson.status).toBe(400)
         expect(notJson.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+        // the facade's INIT checks too: a structured request without a schema
+        const noSchema = yield* post(`${url}/v1/run`, chat("ping", { mode: "structured" }), async)
+        expect(noSchema.status).toBe(400)
+        expect(noSchema.json.error.code).toBe("CONFIG_SCHEMA_REQUIRED")
         expect(yield* runs!.list()).toEqual([])
       })))
 

@@ -24,9 +24,10 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { SystemRequest } from "../domain/System.js"
+import { SystemRequest, toSystemError } from "../domain/System.js"
 import type { Constraint } from "../services/Constraint.js"
 import * as Cancellations from "./facade/Cancellations.js"
+import * as Check from "./facade/Check.js"
 import * as Environment from "./facade/Environment.js"
 import * as Response from "./facade/Response.js"
 import * as Run from "./facade/Run.js"
@@ -62,9 +63,17 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
         })
       })
 
+    const check: Facade["check"] = (input) =>
+      Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest, { errors: "all" })(input)), (decoded) =>
+        decoded._tag === "Left"
+          ? Effect.succeed(Response.rejected("", decoded.left).error)
+          : Effect.map(Check.check(env, decoded.right), (admission) =>
+            admission.checked._tag === "Left" ? toSystemError(admission.checked.left) : undefined))
+
     return {
       run: (request, runOptions) => Effect.map(execute(request, runOptions), (e) => e.response),
       runUnknown,
+      check,
       execute,
       cancel: cancellations.cancel
     } satisfies Facade

@@ -7,8 +7,9 @@
  *
  * A request may ask not to wait: `Prefer: respond-async` (RFC 7240), optionally
  * with `wait=N` (seconds). When the server keeps durable runs and offers request
- * runs (`RequestRun.RequestRuns`), the request is checked (a malformed one is
- * refused as usual, no run started), then started as a durable run; the answer is
+ * runs (`RequestRun.RequestRuns`), the request is checked (decoded and the
+ * facade's INIT checks: a bad one is refused as usual and no run is started),
+ * then started as a durable run; the answer is
  * 202 with `{ runId, requestId, status, links }`, `Location: /v1/runs/{id}` and
  * `Preference-Applied: respond-async`, unless the run ends within `wait` seconds:
  * then the answer is the response itself (or its refusal), as without the
@@ -30,10 +31,9 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Json from "../../domain/Json.js"
-import { SystemRequest, SystemResponse, toSystemError } from "../../domain/System.js"
+import { SystemResponse, toSystemError } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { RequestRuns } from "../../programs/facade/RequestRun.js"
-import * as Response from "../../programs/facade/Response.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import type { RunInfo, RunsError } from "../../services/Runs.js"
 import { Runs } from "../../services/Runs.js"
@@ -102,7 +102,6 @@ export const preferenceOf = (header: string | undefined, limitMs: number | undef
   return { async, wait: Duration.millis(Math.min(waitSeconds * 1_000, capMs)) }
 }
 
-const decodeRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })
 const decodeResponse = Schema.decodeUnknown(SystemResponse)
 
 /** The links of an accepted run. */
@@ -206,12 +205,9 @@ export const make = (settings: Settings) =>
           ...(raw.traceId === undefined && traceId !== undefined ? { traceId } : {})
         }
         if (preference.async && Option.isSome(durable)) {
-          // checked before anything starts: a request that does not decode starts no run
-          const decoded = decodeRequest(envelope)
-          if (Either.isLeft(decoded)) {
-            const rejected = Response.rejected(requestId, decoded.left)
-            if (rejected.error !== undefined) return yield* refuse(rejected.error, requestId, statusOfError(rejected.error))
-          }
+          // checked before anything starts (decoded, then the facade's INIT checks): a bad request starts no run
+          const refused = yield* system.check(envelope)
+          if (refused !== undefined) return yield* refuse(refused, requestId, statusOfError(refused))
           const { definition, runs: service } = durable.value
           const runId = yield* startRun(service, definition, requestId, envelope).pipe(
             Effect.catchAll((error) => refuse(toSystemError(error), requestId))

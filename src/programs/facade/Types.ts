@@ -8,7 +8,7 @@ import type * as Effect from "effect/Effect"
 import type { ExecutionState } from "../../domain/Lifecycle.js"
 import type * as Message from "../../domain/Message.js"
 import type * as Plan from "../../domain/Plan.js"
-import type { ConfidenceSource, QueryResult, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
+import type { ConfidenceSource, QueryResult, SystemError, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
 import type { OrchestratorResult } from "../../domain/Task.js"
 import type * as TokenUsage from "../../domain/TokenUsage.js"
 import type { AnalyzerConfig } from "../orchestrator/Analyzer.js"
@@ -90,6 +90,13 @@ export interface Facade {
   readonly run: (request: SystemRequest, options?: RunOptions) => Effect.Effect<SystemResponse>
   /** Decodes an untrusted envelope (JSON), then runs it; a bad envelope is CONFIG_INVALID_REQUEST. */
   readonly runUnknown: (input: unknown, options?: RunOptions) => Effect.Effect<SystemResponse>
+  /**
+   * The INIT checks alone, running nothing: decodes an untrusted envelope and
+   * checks it as `runUnknown` would. The error it would answer with at INIT, or
+   * undefined when the request would start (for adapters that start a request
+   * elsewhere, as a durable run, and must refuse a bad one first).
+   */
+  readonly check: (input: unknown) => Effect.Effect<SystemError | undefined>
   /** `run`, also returning the ExecutionState and the lifecycle moves. */
   readonly execute: (request: SystemRequest, options?: RunOptions) => Effect.Effect<Execution>
   /**
