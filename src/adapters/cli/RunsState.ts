@@ -100,10 +100,11 @@ export const parseStateUrl = (text: string, source: string): Either.Either<Store
     // the text is not quoted: where its password is cannot be told
     onLeft: () => invalid(`not a URL (${text.length} characters, not shown)`),
     onRight: (url) =>
+      // nothing but the scheme is quoted: without a host the password's place is not known
       !/^postgres(ql)?:$/i.test(url.protocol)
-        ? invalid(`not a Postgres URL, got ${JSON.stringify(masked(url))}`)
+        ? invalid(`not a Postgres URL (its scheme is ${JSON.stringify(url.protocol.slice(0, 20))})`)
         : url.hostname === ""
-        ? invalid(`the URL names no host, got ${JSON.stringify(masked(url))}`)
+        ? invalid("the URL names no host")
         : Either.right({ _tag: "Postgres" as const, url: Redacted.make(text.trim()), shown: masked(url) })
   })
 }

@@ -1,0 +1,238 @@
+/**
+ * The CLI's choice of durable store, as real processes (bin/pagantic.js): a
+ * Postgres database (`--state-url`, PAGANTIC_STATE_URL) for `migrate`, `runs`
+ * and `serve`, on a throwaway embedded Postgres (test/support/postgres.ts; those
+ * cases skip, with the reason printed, only where none can start); the refusals
+ * (both flags, a malformed URL, an unreachable database: the password never
+ * printed); `pagantic query --state FILE` as a durable run of a SQLite file; and
+ * the CLI module loading neither SQLite nor the Postgres client.
+ */
+import { execFile, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
+import { afterAll, describe, expect, it } from "vitest"
+import * as Postgres from "./support/postgres.js"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+const launcher = path.join(root, "bin", "pagantic.js")
+
+interface Completed {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/** The variables that choose a store, unset: each case sets its own. */
+const clean = { PAGANTIC_STATE: undefined, PAGANTIC_STATE_URL: undefined, NO_COLOR: "1" }
+
+const launch = (args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}, timeout = 60_000): Promise<Completed> =>
+  new Promise((resolve) => {
+    const merged: Record<string, string | undefined> = { ...process.env, ...clean, ...env }
+    for (const key of Object.keys(merged)) if (merged[key] === undefined) delete merged[key]
+    execFile(process.execPath, [launcher, ...args], { cwd: root, timeout, env: merged }, (error, stdout, stderr) => {
+      const code = error === null ? 0 : typeof error.code === "number" ? error.code : null
+      resolve({ code, stdout, stderr })
+    })
+  })
+
+const tempDir = (name: string) => fs.mkdtempSync(path.join(os.tmpdir(), `pagantic-${name}-`))
+
+/** A query the bundled model answers (a sentiment label), as `serve` and `pagantic query` take it. */
+const sentimentQuery = {
+  kind: "infer.query.v1",
+  input: { inline: "The soup was cold." },
+  responders: [{ kind: "llm", model: "~model" }],
+  answer_shape: { kind: "core.classification.v1", labels: ["positive", "negative", "neutral"] }
+}
+
+/** Every module URL resolved while `entry` (a file under src/) loads, in a fresh Node process. */
+const loaded = async (entry: string): Promise<ReadonlyArray<string>> => {
+  const { stdout } = await promisify(execFile)(
+    process.execPath,
+    ["--import", "tsx", path.join(root, "test/support/loads.mjs"), path.join(root, "src", entry)],
+    { cwd: root, timeout: 60_000, maxBuffer: 64 * 1024 * 1024 }
+  )
+  return JSON.parse(stdout) as ReadonlyArray<string>
+}
+
+const sqliteModules = (urls: ReadonlyArray<string>) =>
+  urls.filter((u) => /\/node_modules\/(@effect\/sql-sqlite-node|better-sqlite3)\//.test(u))
+const pgModules = (urls: ReadonlyArray<string>) => urls.filter((u) => /\/node_modules\/(@effect\/sql-pg|pg|pg-pool|postgres)\//.test(u))
+
+describe("the store choice (subprocess, no database needed)", () => {
+  it("both flags at once: exit 1, one line naming both, nothing opened", async () => {
+    const dir = tempDir("both")
+    const run = await launch(["runs", "list", "--state", path.join(dir, "s.db"), "--state-url", "postgres://u:hunter2pw@127.0.0.1/db"])
+    expect({ code: run.code, stderr: run.stderr, stdout: run.stdout }).toEqual({
+      code: 1,
+      stderr: "error: give --state FILE (SQLite) or --state-url URL (Postgres), not both\n",
+      stdout: ""
+    })
+    expect(fs.existsSync(path.join(dir, "s.db"))).toBe(false)
+  }, 90_000)
+
+  it("a malformed URL, from the flag or the variable: CONFIG_INVALID_REQUEST naming it, the password not shown", async () => {
+    const cases: ReadonlyArray<readonly [ReadonlyArray<string>, Record<string, string>, string]> = [
+      [["migrate", "--state-url", "mysql://admin:hunter2pw@db.example/x"], {}, "error: CONFIG_INVALID_REQUEST: --state-url: not a Postgres URL (its scheme is \"mysql:\")"],
+      [["runs", "list"], { PAGANTIC_STATE_URL: "postgres://admin:hunter2pw@/x" }, "error: CONFIG_INVALID_REQUEST: PAGANTIC_STATE_URL: not a URL (29 characters, not shown)"],
+      [["runs", "list", "--state-url", "postgres:///x"], {}, "error: CONFIG_INVALID_REQUEST: --state-url: the URL names no host"],
+      // parsed as a URL of scheme "admin:": only the scheme is quoted
+      [["runs", "list", "--state-url", "admin:hunter2pw at db"], {}, "error: CONFIG_INVALID_REQUEST: --state-url: not a Postgres URL (its scheme is \"admin:\")"],
+      [["runs", "list", "--state-url", "postgres:admin:hunter2pw@db"], {}, "error: CONFIG_INVALID_REQUEST: --state-url: the URL names no host"]
+    ]
+    for (const [args, env, message] of cases) {
+      const run = await launch(args, env)
+      expect({ args, code: run.code }).toEqual({ args, code: 1 })
+      expect(run.stderr).toContain(message)
+      expect(run.stderr + run.stdout).not.toContain("hunter2pw")
+    }
+  }, 150_000)
+
+  it("an unreachable database: ORCHESTRATION_STATE_UNAVAILABLE, no stack, the password not shown", async () => {
+    const port = await Postgres.freePort()
+    const run = await launch(["runs", "list", "--state-url", `postgres://admin:hunter2pw@127.0.0.1:${port}/x`])
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/^error: ORCHESTRATION_STATE_UNAVAILABLE: cannot connect to the Postgres state database/)
+    expect(run.stderr.trim().split("\n")).toHaveLength(1)
+    expect(run.stderr + run.stdout).not.toContain("hunter2pw")
+  }, 90_000)
+
+  it("--state wins over PAGANTIC_STATE_URL (a flag over the environment)", async () => {
+    const file = path.join(tempDir("flag-wins"), "s.db")
+    const run = await launch(["migrate", "--state", file], { PAGANTIC_STATE_URL: "postgres://admin:hunter2pw@127.0.0.1:1/x" })
+    expect(run.stderr).toBe("")
+    expect(run.stdout).toBe(`state tables ready in ${file}\n`)
+    expect(fs.existsSync(file)).toBe(true)
+  }, 90_000)
+
+  it("importing the CLI loads neither SQLite nor the Postgres client (the check can fail: PostgresRuns loads pg)", async () => {
+    const cli = await loaded("adapters/Cli.ts")
+    expect(cli.some((u) => u.endsWith("/src/adapters/cli/RunsState.ts"))).toBe(true)
+    expect(sqliteModules(cli)).toEqual([])
+    expect(pgModules(cli)).toEqual([])
+    expect(cli.filter((u) => u.endsWith("/src/adapters/cli/DurableState.ts"))).toEqual([])
+    expect(pgModules(await loaded("layers/PostgresRuns.ts")).length).toBeGreaterThan(0)
+  }, 150_000)
+})
+
+describe("pagantic query --state FILE (subprocess, bundled model)", () => {
+  it("is a durable run of the SQLite file: its id printed, runs show finds it completed", async () => {
+    const dir = tempDir("query-state")
+    const file = path.join(dir, "s.db")
+    const queryFile = path.join(dir, "q.json")
+    fs.writeFileSync(queryFile, JSON.stringify(sentimentQuery))
+    const run = await launch(["query", "--threads", "1", "--state", file, queryFile], {}, 90_000)
+    expect(run.stderr).not.toContain("error:")
+    expect(run.code).toBe(0)
+    const runId = /^run: (\S+) \(completed\)$/m.exec(run.stdout)?.[1]
+    expect(runId, run.stdout).toEqual(expect.any(String))
+    expect(run.stdout).toMatch(/^answer: (positive|negative|neutral)$/m)
+    const shown = await launch(["runs", "show", "--state", file, "--json", runId!])
+    expect(shown.stderr).toBe("")
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: runId, status: "completed", definition: "infer.query.v1" })
+  }, 200_000)
+
+  it("without a store it runs in memory: no run id", async () => {
+    const dir = tempDir("query-memory")
+    const queryFile = path.join(dir, "q.json")
+    fs.writeFileSync(queryFile, JSON.stringify(sentimentQuery))
+    const run = await launch(["query", "--threads", "1", queryFile], {}, 90_000)
+    expect(run.code).toBe(0)
+    expect(run.stdout).toMatch(/^answer: /m)
+    expect(run.stdout).not.toMatch(/^run: /m)
+  }, 120_000)
+})
+
+// ---------------------------------------------------------------------------
+// On Postgres
+// ---------------------------------------------------------------------------
+
+const server = await Postgres.start()
+const skipped = "skipped" in server ? server.skipped : undefined
+if (skipped !== undefined) console.warn(`CliPostgres: the Postgres cases are SKIPPED: ${skipped}`)
+const pg = "skipped" in server ? undefined : server
+afterAll(() => pg?.stop(), 30_000)
+
+/** The URL as the CLI shows it: the password hidden. */
+const shown = (url: string) => url.replace(/:[^:@/]*@/, ":***@")
+const passwordOf = (url: string) => new URL(url).password
+
+/** The address a `pagantic serve` child logs ("Listening on ..."), within 60 s. */
+const listeningAddress = (child: ReturnType<typeof spawn>, output: { text: string }) =>
+  new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address logged in 60s: ${output.text}`)), 60_000)
+    const read = (chunk: Buffer) => {
+      output.text += chunk.toString()
+      const match = /Listening on (http:\/\/\S+)/.exec(output.text)
+      if (match !== null) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }
+    child.stdout?.on("data", read)
+    child.stderr?.on("data", read)
+    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output.text}`)))
+  })
+
+describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)", () => {
+  it("migrate --state-url creates the tables and says where (password hidden); runs list through PAGANTIC_STATE_URL", async () => {
+    const url = await Postgres.createDatabase(pg!, "cli_migrate")
+    expect(await Postgres.tables(url)).toEqual([])
+    const run = await launch(["migrate", "--state-url", url])
+    expect(run.stderr).toBe("")
+    expect(run.code).toBe(0)
+    expect(run.stdout).toContain(`state tables ready in ${shown(url)}`)
+    expect(run.stdout).not.toContain(passwordOf(url))
+    const tables = await Postgres.tables(url)
+    expect(tables.length).toBeGreaterThan(3)
+    expect(tables.some((t) => t.includes("runs"))).toBe(true)
+    expect(tables.some((t) => t.includes("messages"))).toBe(true)
+    // again: nothing to create, the same answer
+    expect((await launch(["migrate", "--state-url", url])).code).toBe(0)
+    const listed = await launch(["runs", "list"], { PAGANTIC_STATE_URL: url })
+    expect(listed.stderr).toBe("")
+    expect(listed.stdout).toBe(`no runs in ${shown(url)}\n`)
+  }, 200_000)
+
+  it("serve --state-url: a query is a durable run on Postgres, read under /v1/runs and by pagantic runs beside the server", async () => {
+    const url = await Postgres.createDatabase(pg!, "cli_serve")
+    const runnerPort = await Postgres.freePort()
+    const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--state-url", url], {
+      cwd: root,
+      env: { ...process.env, ...clean, PAGANTIC_STATE: "", PAGANTIC_STATE_URL: "", PAGANTIC_PORT: "0", PAGANTIC_RUNNER_PORT: String(runnerPort) },
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const output = { text: "" }
+    try {
+      const address = await listeningAddress(child, output)
+      const reply = await fetch(`${address}/v1/queries`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(sentimentQuery),
+        signal: AbortSignal.timeout(60_000)
+      })
+      const body = await reply.json() as { query?: { runId?: string }; error?: unknown }
+      expect(reply.status, JSON.stringify(body).slice(0, 900)).toBe(200)
+      const runId = body.query?.runId
+      expect(runId).toEqual(expect.any(String))
+      const list = await fetch(`${address}/v1/runs`, { signal: AbortSignal.timeout(10_000) })
+      expect(list.status).toBe(200)
+      expect(JSON.stringify(await list.json())).toContain(runId!)
+      const one = await fetch(`${address}/v1/runs/${runId}`, { signal: AbortSignal.timeout(10_000) })
+      expect(await one.json()).toMatchObject({ id: runId, status: "completed" })
+      // recorded in the database itself
+      const rows = await Postgres.query<{ n: number }>(url, "SELECT COUNT(*)::int AS n FROM pagantic_runs WHERE id = $1", [runId])
+      expect(rows[0]?.n).toBe(1)
+      // another process, a runner of the same database beside the server
+      const listed = await launch(["runs", "list", "--state-url", url], {}, 90_000)
+      expect(listed.stderr).toBe("")
+      expect(listed.stdout).toContain(`${runId}  completed  infer.query.v1`)
+      expect(output.text).not.toContain(passwordOf(url))
+    } finally {
+      child.kill("SIGTERM")
+    }
+  }, 300_000)
+})
