@@ -24,10 +24,8 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type { Failure } from "../domain/Failure.js"
-import { ConfigurationFailure } from "../domain/Failure.js"
 import * as Query from "../domain/Query.js"
 import * as Records from "../domain/Records.js"
-import * as Text from "../domain/Text.js"
 import { Durable } from "../services/Durable.js"
 import type { Reranker } from "../services/Reranker.js"
 import type { ResponderRegistry } from "../services/ResponderRegistry.js"
@@ -73,14 +71,12 @@ export const run: (
   function* (query: Query.Query, options: Options = {}) {
     const checked = yield* Check.checkDecoded(query, options)
     const durable = yield* Durable
-    const input = checked.input._tag === "Inline"
-      ? checked.input.text
-      : options.recordText === undefined
-      ? yield* ConfigurationFailure.invalidRequest(
-        `input.record_id: this orchestration has no recordText option to read ${JSON.stringify(Text.excerpt(checked.input.recordId, 80))} with`,
-        { details: { field: "input.record_id" } }
-      )
-      : yield* durable.step("input", Schema.String, options.recordText(checked.input.recordId))
+    const recordText = options.recordText
+    const input = yield* Check.inputText(
+      checked.input,
+      recordText === undefined ? undefined : (recordId) => durable.step("input", Schema.String, recordText(recordId)),
+      (recordId) => `this orchestration has no recordText option to read ${recordId} with`
+    )
     const thread: Round.Thread = {
       durable,
       runId: durable.runId,

@@ -77,6 +77,26 @@ export type Orchestration =
 export type Input = { readonly _tag: "Inline"; readonly text: string } | { readonly _tag: "Record"; readonly recordId: string }
 
 /** A query ready to run. */
+/**
+ * The query's input as text: an inline input as it is, a record input read by
+ * `read`. Without a reader a record input is CONFIG_INVALID_REQUEST naming
+ * `input.record_id`; `missing` says what has none ("this runner has no record
+ * store to read <id> from"), given the record id quoted.
+ */
+export const inputText = <E, R>(
+  input: Input,
+  read: ((recordId: string) => Effect.Effect<string, E, R>) | undefined,
+  missing: (quotedRecordId: string) => string
+): Effect.Effect<string, E | ConfigurationFailure, R> =>
+  input._tag === "Inline"
+    ? Effect.succeed(input.text)
+    : read === undefined
+    ? ConfigurationFailure.invalidRequest(
+      `input.record_id: ${missing(JSON.stringify(Text.excerpt(input.recordId, 80)))}`,
+      { details: { field: "input.record_id" } }
+    )
+    : read(input.recordId)
+
 export interface Checked {
   /** The query as decoded. */
   readonly query: Query.Query

@@ -30,7 +30,7 @@ import { InferenceRequest } from "../../services/Engine.js"
 import type { RerankFailure, Reranker } from "../../services/Reranker.js"
 import type { Request, ResponderRegistry } from "../../services/ResponderRegistry.js"
 import * as Folds from "../Folds.js"
-import type * as Check from "./Check.js"
+import * as Check from "./Check.js"
 import * as Select from "./Select.js"
 
 export interface Options {
@@ -63,14 +63,11 @@ export const run: (
   checked: Check.Checked,
   options: Options = {}
 ) {
-  const input = checked.input._tag === "Inline"
-    ? checked.input.text
-    : options.recordText === undefined
-    ? yield* ConfigurationFailure.invalidRequest(
-      `input.record_id: this runner has no record store to read ${JSON.stringify(Text.excerpt(checked.input.recordId, 80))} from`,
-      { details: { field: "input.record_id" } }
-    )
-    : yield* options.recordText(checked.input.recordId)
+  const input = yield* Check.inputText(
+    checked.input,
+    options.recordText,
+    (recordId) => `this runner has no record store to read ${recordId} from`
+  )
   const calls = checked.budget?.calls
   const topK = calls === undefined ? checked.topK : Math.min(checked.topK, calls)
   const selection = yield* Select.select(checked.responders, {
