@@ -42,7 +42,6 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { Cancellation, ValidationFailure } from "../domain/Failure.js"
@@ -65,6 +64,7 @@ import type {
 } from "./agent/Types.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
+import * as EventStream from "./internal/EventStream.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Run from "./run/Loop.js"
@@ -159,17 +159,12 @@ const chat = (loop: Loop, message: string, turn: TurnOptions): Effect.Effect<Tur
   )
 
 const chatStream = (loop: Loop, message: string, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
-  Stream.unwrapScoped(
-    Effect.gen(function* () {
-      const mailbox = yield* Mailbox.make<AgentEvent, AgentLoopError>()
-      yield* turnEffect(loop, message, turn, (e) => Effect.asVoid(mailbox.offer(e)), true).pipe(
-        Effect.withSpan("AgentLoop.chatStream", { attributes: sessionAttributes(loop) }),
-        Effect.tap((result) => mailbox.offer({ _tag: "TurnFinished", result })),
-        Mailbox.into(mailbox),
-        Effect.forkScoped
-      )
-      return Mailbox.toStream(mailbox)
-    })
+  EventStream.fromEmitting(
+    (emit) =>
+      turnEffect(loop, message, turn, emit, true).pipe(
+        Effect.withSpan("AgentLoop.chatStream", { attributes: sessionAttributes(loop) })
+      ),
+    (result): AgentEvent => ({ _tag: "TurnFinished", result })
   )
 
 /** A structured turn, committed (the message and the accepted answer) only when it completes. */

@@ -27,7 +27,6 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
@@ -37,6 +36,7 @@ import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
+import * as EventStream from "./internal/EventStream.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
 import * as SpecializedLoop from "./SpecializedLoop.js"
@@ -131,17 +131,9 @@ export const runStream = <A>(
   prompt: string,
   options: Options<A>
 ): Stream.Stream<Progress<A>, RedundantLoopError, Engine | Constraint> =>
-  Stream.unwrapScoped(
-    Effect.gen(function* () {
-      const mailbox = yield* Mailbox.make<Progress<A>, RedundantLoopError>()
-      yield* runWith(prompt, options, (p) => Effect.asVoid(mailbox.offer(p))).pipe(
-        Effect.withSpan("RedundantLoop.runStream"),
-        Effect.tap((result) => mailbox.offer({ _tag: "Finished", result })),
-        Mailbox.into(mailbox),
-        Effect.forkScoped
-      )
-      return Mailbox.toStream(mailbox)
-    })
+  EventStream.fromEmitting(
+    (emit) => runWith(prompt, options, emit).pipe(Effect.withSpan("RedundantLoop.runStream")),
+    (result): Progress<A> => ({ _tag: "Finished", result })
   )
 
 const runWith = <A>(

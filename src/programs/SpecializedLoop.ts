@@ -24,7 +24,6 @@
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import type { Cancellation, ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
@@ -40,6 +39,7 @@ import * as AgentLoop from "./AgentLoop.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
+import * as EventStream from "./internal/EventStream.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Structured from "./Structured.js"
 
@@ -137,17 +137,9 @@ export const callStream = <A, EV extends ValidationFailure = never>(
   prompt: string,
   options: Options<A, EV>
 ): Stream.Stream<Progress<A, EV>, SpecializedLoopError<EV>, Engine | Constraint> =>
-  Stream.unwrapScoped(
-    Effect.gen(function* () {
-      const mailbox = yield* Mailbox.make<Progress<A, EV>, SpecializedLoopError<EV>>()
-      yield* callWith(prompt, options, (p) => Effect.asVoid(mailbox.offer(p))).pipe(
-        Effect.withSpan("SpecializedLoop.callStream"),
-        Effect.tap((result) => mailbox.offer({ _tag: "Finished", result })),
-        Mailbox.into(mailbox),
-        Effect.forkScoped
-      )
-      return Mailbox.toStream(mailbox)
-    })
+  EventStream.fromEmitting(
+    (emit) => callWith(prompt, options, emit).pipe(Effect.withSpan("SpecializedLoop.callStream")),
+    (result): Progress<A, EV> => ({ _tag: "Finished", result })
   )
 
 const callWith = <A, EV extends ValidationFailure = never>(
