@@ -33,15 +33,19 @@ import * as Folds from "../Folds.js"
 import * as Check from "./Check.js"
 import * as Select from "./Select.js"
 
-export interface Options {
+/** How a query's candidates are asked, in memory or in a durable round. */
+export interface Dispatch {
   /** all (default): wait for every candidate; quorum: fold once `min_quorum` valid answers are in. */
   readonly awaiting?: "all" | "quorum" | undefined
-  /** The text of a record input (`input.record_id`); the in-memory path has no record store. */
-  readonly recordText?: ((recordId: string) => Effect.Effect<string, OrchestrationFailure>) | undefined
   /** Temperature for LLM responders at dial 1 (the dial scales it). Default 1. */
   readonly maxTemperature?: number | undefined
   /** See Select. */
   readonly staleAfterSecs?: number | undefined
+}
+
+export interface Options extends Dispatch {
+  /** The text of a record input (`input.record_id`); the in-memory path has no record store. */
+  readonly recordText?: ((recordId: string) => Effect.Effect<string, OrchestrationFailure>) | undefined
 }
 
 export interface Result {

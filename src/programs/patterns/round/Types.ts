@@ -12,6 +12,7 @@ import type { Service as DurableService, Slot } from "../../../services/Durable.
 import type { Responder } from "../../../services/ResponderRegistry.js"
 import type * as Folds from "../../Folds.js"
 import type * as Check from "../../query/Check.js"
+import type * as SingleShot from "../../query/SingleShot.js"
 import type { Journaled } from "./Forms.js"
 
 /** What a human responder is told: where to answer, what, by when. */
@@ -23,15 +24,9 @@ export interface Notice {
   readonly input: string
 }
 
-export interface Options {
-  /** all (default): wait for every candidate; quorum: fold once `min_quorum` valid answers are in. */
-  readonly awaiting?: "all" | "quorum" | undefined
+export interface Options extends SingleShot.Dispatch {
   /** Hands a human slot (its secret and deadline) to the human; runs once per slot. Without it nobody can answer a human CALL. */
   readonly notify?: ((notice: Notice) => Effect.Effect<void, Failure>) | undefined
-  /** Temperature for llm responders at dial 1 (the dial scales it). Default 1. */
-  readonly maxTemperature?: number | undefined
-  /** See Select. */
-  readonly staleAfterSecs?: number | undefined
 }
 
 /** What every round of one run shares. */
