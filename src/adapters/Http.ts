@@ -6,6 +6,7 @@
  *   POST /v1/queries           an infer.query.v1 query, answered or started (`http/Queries.ts`)
  *   GET  /health               the engine's model and "ok"
  *   /v1/runs...                the durable runs, when the server has `Runs` (`http/Runs.ts`)
+ *   GET  /v1/responders/{id}/inbox  a human responder's slots (SSE), when it has `Notifications` (`http/Inbox.ts`)
  *
  * The contract is `http/Api.ts`; each endpoint has its handler here. A handler
  * adds what only the transport knows and hands the envelope to `PaganticSystem`;
@@ -45,6 +46,7 @@ import { PaganticApi } from "./http/Api.js"
 import * as ChatCompletions from "./http/ChatCompletions.js"
 import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config.js"
 import * as Edge from "./http/Edge.js"
+import * as Inbox from "./http/Inbox.js"
 import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
 import * as RunsHttp from "./http/Runs.js"
@@ -81,6 +83,10 @@ const runsHandlers = (options: Options) =>
         .handleRaw("cancelRun", ({ path }) => runs.cancel(path.id))
         .handleRaw("respondToSlot", ({ path, request }) => runs.respond(request, path.id, path.slot))))
 
+/** A responder's inbox: served on the `Notifications` in context, a 404 saying so without it. */
+const respondersHandlers = HttpApiBuilder.group(PaganticApi, "responders", (handlers) =>
+  Effect.map(Inbox.make, (inbox) => handlers.handleRaw("responderInbox", ({ path, request }) => inbox(request, path.id))))
+
 /**
  * The API with its handlers and its edge (host and key checks, JSON 404/405/500,
  * CORS when configured), without a server: for `HttpApiBuilder.toWebHandler` or a
@@ -102,6 +108,7 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
   return HttpApiBuilder.api(PaganticApi).pipe(
     Layer.provide(handlers(options)),
     Layer.provide(runsHandlers(options)),
+    Layer.provide(respondersHandlers),
     Layer.provide(HttpApiBuilder.middleware((app) => (cors === undefined ? edge(app) : cors(edge(app)))))
   )
 }

@@ -8,6 +8,7 @@
  *   GET  /health               the engine's model and "ok"
  *   GET  /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events (SSE)
  *   POST /v1/runs/{id}/cancel, /v1/runs/{id}/slots/{slot}   durable runs
+ *   GET  /v1/responders/{id}/inbox (SSE)   a human responder's slots as they are sent
  *
  * A refused request is one typed error per endpoint, carrying the status it is
  * sent with: `RunFailure` (the full SystemResponse: request id, partial output,
@@ -359,4 +360,20 @@ export class RunsGroup extends HttpApiGroup.make("runs")
   .add(respondToSlot)
 {}
 
-export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup).add(RunsGroup) {}
+// ---------------------------------------------------------------------------
+// Human responders
+// ---------------------------------------------------------------------------
+
+/**
+ * A responder's inbox as server-sent events: `open`, then a `slot` event for each
+ * slot the responder is asked to answer (run, slot, secret, deadline, question,
+ * links). Served when the server has Notifications (a 404 naming what is missing otherwise).
+ */
+export const responderInbox = HttpApiEndpoint.get("responderInbox", "/v1/responders/:id/inbox")
+  .setPath(RunId)
+  .addSuccess(Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/event-stream" })))
+  .addError(runRefusals)
+
+export class RespondersGroup extends HttpApiGroup.make("responders").add(responderInbox) {}
+
+export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup).add(RunsGroup).add(RespondersGroup) {}

@@ -40,6 +40,7 @@ const routes: ReadonlyArray<readonly [string, string]> = [
   ["/v1/runs/{id}/events", "GET"],
   ["/v1/runs/{id}/cancel", "POST"],
   ["/v1/runs/{id}/slots/{slot}", "POST"],
+  ["/v1/responders/{id}/inbox", "GET"],
   ["/health", "GET"]
 ]
 const routePatterns = routes.map(([route, method]) =>

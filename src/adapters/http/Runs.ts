@@ -55,8 +55,8 @@ const printable = /^[\x21-\x7e]+$/
 
 const quote = (value: string) => JSON.stringify(Text.excerpt(value, 60))
 
-/** A run id or slot key from the path: 1 to 256 printable ASCII characters. */
-const checkKey = (value: string, field: string): Guard.Problem | undefined =>
+/** A run id, slot key or responder id from the path: 1 to `maxIdLength` printable ASCII characters. */
+export const checkKey = (value: string, field: string): Guard.Problem | undefined =>
   value.length === 0 || value.length > maxIdLength || !printable.test(value)
     ? { field, message: `expected 1 to ${maxIdLength} printable characters without spaces, got ${quote(value)}` }
     : undefined
