@@ -1,7 +1,8 @@
 /**
  * A streamed completion: the server-sent events of `/v1/chat/completions` turned
  * into StreamParts. The events are assembled by `@effect/experimental`'s SSE
- * parser, fed one line at a time (see `StreamAccumulator.lines`): any chunking,
+ * parser, fed one line at a time (see `StreamAccumulator.lines`; not through
+ * `Sse.makeChannel`, which feeds the parser each piece whole): any chunking,
  * CR/LF/CRLF, comments, multi-line data; an event past 10 MiB fails instead of
  * growing without bound. Text deltas go out as they arrive;
  * tool-call deltas are accumulated by index and emitted, with `Finish`, when the
