@@ -41,7 +41,7 @@ const chat = (content: string, extra: Record<string, unknown> = {}) => ({
 const withServer = <A, E>(
   script: ReadonlyArray<ScriptedEngine.Step>,
   f: (url: string, runs: Runs.Service | undefined) => Effect.Effect<A, E>,
-  options: { readonly durable?: boolean } = {}
+  options: { readonly durable?: boolean; readonly http?: Http.Options } = {}
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -54,7 +54,7 @@ const withServer = <A, E>(
             Live.layer({ engine, tools: [], runs: InMemoryRuns.layer({ definitions: [requests.definition] }) })
           )
         )
-      const context = yield* Layer.build(Http.layer({ port: 0 }).pipe(Layer.provideMerge(system))).pipe(Effect.orDie)
+      const context = yield* Layer.build(Http.layer({ port: 0, ...options.http }).pipe(Layer.provideMerge(system))).pipe(Effect.orDie)
       const address = Context.get(context, HttpServer.HttpServer).address
       if (address._tag !== "TcpAddress") return yield* Effect.dieMessage("expected a TCP address")
       const runs = Context.getOption(context as unknown as Context.Context<Runs.Runs>, Runs.Runs)
@@ -171,6 +171,22 @@ describe("POST /v1/run, Prefer: respond-async", () => {
         expect(done.json.status).toBe("cancelled")
         expect(done.json.error.code).toBe("CANCELLED_SIGNAL")
       })))
+
+  it.live("CORS: a page may send Prefer (preflight) and read Location, Preference-Applied, x-request-id and x-run-id", () =>
+    withServer([ScriptedEngine.reply("pong")], (url) =>
+      Effect.gen(function* () {
+        const origin = "http://app.example"
+        const preflight = yield* send(`${url}/v1/run`, {
+          method: "OPTIONS",
+          headers: { origin, "access-control-request-method": "POST", "access-control-request-headers": "content-type, prefer" }
+        })
+        expect(preflight.status).toBeLessThan(300)
+        expect(preflight.headers.get("access-control-allow-headers")).toContain("prefer")
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), { ...async, origin })
+        expect(reply.status).toBe(202)
+        const exposed = (reply.headers.get("access-control-expose-headers") ?? "").split(",").map((h) => h.trim())
+        expect(exposed).toEqual(expect.arrayContaining(["location", "preference-applied", "x-request-id", "x-run-id"]))
+      }), { http: { corsOrigins: ["http://app.example"] } }))
 
   it.live("a request that fails ends its run failed with the request's error", () =>
     withServer([ScriptedEngine.fail(InferenceFailure.modelUnavailable("no model here"))], (url) =>

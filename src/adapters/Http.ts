@@ -101,7 +101,8 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
   const cors = options.corsOrigins !== undefined && options.corsOrigins.length > 0
     ? HttpMiddleware.cors({
       allowedOrigins: options.corsOrigins,
-      allowedHeaders: ["authorization", "content-type", "traceparent"],
+      allowedHeaders: ["authorization", "content-type", "traceparent", "prefer", "last-event-id"],
+      exposedHeaders: ["x-request-id", "x-run-id", "location", "preference-applied"],
       allowedMethods: ["GET", "POST"]
     })
     : undefined
