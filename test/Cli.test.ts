@@ -401,7 +401,7 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(chat.requests).toEqual([])
     }))
 
-  it.effect("demo: every part runs through the facade and reports what happened", () =>
+  it.live("demo: every part runs through the facade and reports what happened", () =>
     Effect.gen(function* () {
       const run = yield* runCli(["demo"], {
         script: [
@@ -420,7 +420,15 @@ describe("Cli (in process, ScriptedEngine)", () => {
           })),
           ScriptedEngine.reply(`{"sentiment": "negative"}`),
           ScriptedEngine.reply(`{"sentiment": "negative"}`),
-          ScriptedEngine.reply(`{"sentiment": "positive"}`)
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          // the waterfall: stage 1's two responders disagree, stage 2's three samples vote
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "negative"}`),
+          // the escalation's first tier: the greedy model
+          ScriptedEngine.reply(`{"sentiment": "negative"}`)
         ]
       }).pipe(withTempState)
       expect(Exit.isSuccess(run.exit)).toBe(true)
@@ -441,19 +449,39 @@ describe("Cli (in process, ScriptedEngine)", () => {
       expect(run.out).toContain(`t1 (sentiment): {"sentiment":"negative"}`)
       expect(run.out).toContain("t3 (calculator): 49")
       expect(run.requests[9]!.messages[0]).toMatchObject({ role: "system", content: "Break the request into tasks." })
-      expect(run.requests).toHaveLength(13)
+      // the waterfall query: stage 1 did not agree, stage 2 voted; the answers as the model gave them
+      expect(run.out).toContain("accept_expression: fold.answer.confidence > 0.5")
+      expect(run.out).toMatch(/stage 1 \(greedy, warm\): (greedy neutral, warm positive|warm positive, greedy neutral) -> not accepted/)
+      expect(run.out).toMatch(/stage 2 \(hot x3, temperature 2\): hot-\d \w+, hot-\d \w+, hot-\d \w+/)
+      expect(run.out).toContain("stages tried: 2 of 2")
+      expect(run.out).toContain(`answer: {"category":"neutral"}, confidence 0.67 (consensus, 3 of 3 valid); waterfall accepted, from stage 2, 5 CALLs`)
+      // the responders are asked the way the bundled model was trained, at their own sampling
+      expect(run.requests.slice(13, 18).every((r) => r.messages[0]?.content === "Classify the sentiment of the review.")).toBe(true)
+      expect(run.requests.slice(13, 18).map((r) => r.temperature).sort()).toEqual([0, 1, 2, 2, 2])
+      // the escalation: the model's tier, then the human's slot, answered by a child pagantic respond; the KNOW read back
+      const waiting = run.out.match(/run (\S+) waits for the human did:example:reviewer on slot (\S+)/)
+      expect(waiting).not.toBeNull()
+      const [, runId, slot] = waiting!
+      expect(run.out).toMatch(new RegExp(`\\$ pagantic respond ${runId} ${slot.replace(/\//g, "\\/")} --secret \\S+ --submit '\\{"kind":"core.classification.v1","category":"neutral"`))
+      expect(run.out).toContain(`| submit: Accepted (run ${runId}, slot ${slot})`)
+      expect(run.out).toContain("|   status: completed")
+      expect(run.out).toMatch(new RegExp(`run ${runId} on \\S+state\\.db: completed`))
+      expect(run.out).toMatch(/DO tier-0\/do\/0: \{"kind":"core.classification.v1".*"category":"negative"/)
+      expect(run.out).toContain("answer: {\"category\":\"neutral\"}, confidence 0.95 (best_of, 1 of 1 valid); escalate accepted, from tier 2, 2 CALLs")
+      expect(run.out).toContain("rationale: a clean room, unfriendly staff: mixed, so neutral")
+      expect(run.requests).toHaveLength(19)
       // the structured parts are asked with the system prompt the bundled model was trained on
       expect(run.requests[2]!.messages[0]).toMatchObject({ role: "system", content: "Classify the sentiment of the review." })
       expect(run.requests.slice(3, 8).every((r) => r.temperature === 0.8)).toBe(true)
       expect(run.loads).toHaveLength(1)
-    }))
+    }), 90_000)
 
-  it.effect("demo: a failing part makes the demo fail", () =>
+  it.live("demo: a failing part makes the demo fail", () =>
     Effect.gen(function* () {
       const run = yield* runCli(["demo"], { script: Array.from({ length: 10 }, () => ScriptedEngine.fail(boom)) }).pipe(withTempState)
       expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
       expect(run.out).toContain("failed: INFERENCE_ENGINE_ERROR")
-    }))
+    }), 60_000)
 })
 
 // ---------------------------------------------------------------------------
@@ -846,6 +874,16 @@ describe("bin/pagantic.js (subprocess)", () => {
     // the durable run on the state file: two journaled steps, the model's label
     expect(run.stdout).toMatch(/run \S+ on \S+state\.db: completed/)
     expect(run.stdout).toMatch(/DO classify: (positive|negative|neutral)\n/)
+    // the waterfall query: the model's labels per stage, then the committed answer
+    expect(run.stdout).toMatch(/stage 1 \(greedy, warm\): (greedy|warm) (positive|negative|neutral), (greedy|warm) (positive|negative|neutral)/)
+    expect(run.stdout).toMatch(/stages tried: [12] of 2/)
+    expect(run.stdout).toMatch(/answer: \{"category":"(positive|negative|neutral)"\}, confidence \d\.\d\d \(consensus, \d of \d valid\); waterfall (accepted|not_accepted), from stage [12], [25] CALLs/)
+    // the escalation: the model's tier, the human's slot answered by a child `pagantic respond`, the KNOW read back
+    expect(run.stdout).toMatch(/run \S+ waits for the human did:example:reviewer on slot tier-1\/slot\/0\/1/)
+    expect(run.stdout).toMatch(/\$ pagantic respond \S+ tier-1\/slot\/0\/1 --secret \S+ --submit '/)
+    expect(run.stdout).toMatch(/\| submit: Accepted \(run \S+, slot tier-1\/slot\/0\/1\)/)
+    expect(run.stdout).toMatch(/DO tier-0\/do\/0: \{"kind":"core.classification.v1","category":"(positive|negative|neutral)"\}/)
+    expect(run.stdout).toContain(`answer: {"category":"neutral"}, confidence 0.95 (best_of, 1 of 1 valid); escalate accepted, from tier 2, 2 CALLs`)
     expect(Date.now() - started).toBeLessThan(50_000)
   }, 60_000)
 })

@@ -197,13 +197,18 @@ describe("pagantic migrate | runs | thread | respond (in process, a temporary st
           analysis: "1 review to classify",
           tasks: [{ id: "t1", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "Fine.", metadata: {} }]
         })),
+        ScriptedEngine.reply(`{"sentiment": "positive"}`),
+        // the waterfall query (in memory): stage 1's two responders agree
+        ScriptedEngine.reply(`{"sentiment": "positive"}`),
         ScriptedEngine.reply(`{"sentiment": "positive"}`)
       ]).pipe(Effect.ensuring(Effect.sync(() => {
         if (previous === undefined) delete process.env.PAGANTIC_STATE
         else process.env.PAGANTIC_STATE = previous
       })))
       expect(demo.failure).toBeUndefined()
-      expect(demo.out).toMatch(/skipped: ORCHESTRATION_STATE_UNAVAILABLE: the state file .* is owned by process/)
+      // the durable run and the escalation's durable query are both skipped; the waterfall runs in memory
+      expect(demo.out.match(/skipped: ORCHESTRATION_STATE_UNAVAILABLE: the state file .* is owned by process/g)).toHaveLength(2)
+      expect(demo.out).toContain("waterfall accepted, from stage 1, 2 CALLs")
     }), 60_000)
 })
 

@@ -33,3 +33,15 @@ export const DEMO_TASK =
 export const DEMO_REVIEW = "The pasta was absolutely delicious and the waiter was lovely."
 export const DEMO_VOTE_REVIEW = "The hotel was fine. Nothing special."
 export const DEMO_TEMPERATURE = 0.8
+/** The labels the demo's queries classify into (the bundled model's sentiment labels). */
+export const DEMO_LABELS = ["positive", "negative", "neutral"] as const
+/** The waterfall's review: plain enough that the samples may disagree. */
+export const DEMO_WATERFALL_REVIEW = "The hotel was fine. Nothing special."
+/** The escalation's review, and what the demo's human reviewer answers (the demo plays the human). */
+export const DEMO_ESCALATE_REVIEW = "The room was clean but the staff never smiled."
+export const DEMO_HUMAN_ANSWER = {
+  kind: "core.classification.v1",
+  category: "neutral",
+  _confidence: 0.95,
+  _rationale: "a clean room, unfriendly staff: mixed, so neutral"
+} as const
