@@ -7,10 +7,21 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type { Failure } from "../../domain/Failure.js"
+import type * as Records from "../../domain/Records.js"
+import type { Slot } from "../../services/Durable.js"
 import type { Service as NotificationsService } from "../../services/Notifications.js"
-import type { Notice } from "../patterns/Round.js"
+import type { Responder } from "../../services/ResponderRegistry.js"
 
 export { type Channel, digestAfterSecs, type Reach, selectChannel } from "../../services/Notifications.js"
+
+/** What a human responder is told of a CALL: where to answer, what, by when. */
+export interface Notice {
+  readonly slot: Slot
+  readonly call: Records.Call
+  readonly responder: Responder
+  /** The question as the responder sees it. */
+  readonly input: string
+}
 
 /**
  * The `notify` option of an orchestration that hands every human CALL to a

@@ -1,28 +1,22 @@
 /**
  * The shapes a round is made of: what every round of a run shares (`Thread`),
  * what one round asks (`Spec`), what it returns (`Round`), and the options a
- * pattern passes down (`Options`, with the human `Notice`).
+ * pattern passes down (`Options`, whose `notify` hands a human the `Notice`
+ * that query/Notification defines).
  */
 import type * as Effect from "effect/Effect"
 import type * as Ref from "effect/Ref"
 import type * as AnswerShape from "../../../domain/AnswerShape.js"
 import type { Failure } from "../../../domain/Failure.js"
 import type * as Records from "../../../domain/Records.js"
-import type { Service as DurableService, Slot } from "../../../services/Durable.js"
-import type { Responder } from "../../../services/ResponderRegistry.js"
+import type { Service as DurableService } from "../../../services/Durable.js"
 import type * as Folds from "../../Folds.js"
 import type * as Check from "../../query/Check.js"
+import type { Notice } from "../../query/Notification.js"
 import type * as SingleShot from "../../query/SingleShot.js"
 import type { Journaled } from "./Forms.js"
 
-/** What a human responder is told: where to answer, what, by when. */
-export interface Notice {
-  readonly slot: Slot
-  readonly call: Records.Call
-  readonly responder: Responder
-  /** The question as the responder sees it. */
-  readonly input: string
-}
+export type { Notice }
 
 export interface Options extends SingleShot.Dispatch {
   /** Hands a human slot (its secret and deadline) to the human; runs once per slot. Without it nobody can answer a human CALL. */
