@@ -31,6 +31,8 @@ import { post, send } from "./support/server.js"
 
 const async = { prefer: "respond-async" }
 
+const noModel = ScriptedEngine.fail(InferenceFailure.modelUnavailable("no model here"))
+
 const chat = (content: string, extra: Record<string, unknown> = {}) => ({
   mode: "chat",
   messages: [{ role: "user", content }],
@@ -188,9 +190,15 @@ describe("POST /v1/run, Prefer: respond-async", () => {
         expect(exposed).toEqual(expect.arrayContaining(["location", "preference-applied", "x-request-id", "x-run-id"]))
       }), { http: { corsOrigins: ["http://app.example"] } }))
 
-  it.live("a request that fails ends its run failed with the request's error", () =>
-    withServer([ScriptedEngine.fail(InferenceFailure.modelUnavailable("no model here"))], (url) =>
+  it.live("a request that fails ends its run failed with the request's error (within wait=N: refused with it, as in the request)", () =>
+    withServer([noModel, noModel], (url) =>
       Effect.gen(function* () {
+        const waited = yield* post(`${url}/v1/run`, chat("ping"), { prefer: "respond-async, wait=10" })
+        expect(waited.status).toBe(503)
+        expect(waited.json.error.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(waited.headers.get("x-run-id")).toEqual(expect.any(String))
+        expect((yield* ended(url, waited.headers.get("x-run-id")!)).json.status).toBe("failed")
+
         const reply = yield* post(`${url}/v1/run`, chat("ping"), async)
         expect(reply.status).toBe(202)
         const done = yield* ended(url, reply.json.runId)

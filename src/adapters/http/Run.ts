@@ -30,6 +30,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { OrchestrationFailure } from "../../domain/Failure.js"
 import * as Json from "../../domain/Json.js"
 import { SystemResponse, toSystemError } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
@@ -149,17 +150,19 @@ export const make = (settings: Settings) =>
     /** A run that ended within the wait, answered as the request would have been. */
     const answerOf = (info: RunInfo, requestId: string) =>
       Effect.gen(function* () {
-        const header = HttpApp.appendPreResponseHandler((_, reply) =>
+        yield* HttpApp.appendPreResponseHandler((_, reply) =>
           Effect.succeed(HttpServerResponse.setHeader(reply, "x-run-id", Edge.requestIdHeader(info.id)))
         )
-        yield* header
         if (info.status === "completed") {
           const decoded = yield* Effect.either(decodeResponse(info.result))
           if (Either.isRight(decoded)) return decoded.right
         }
-        const error = info.error === undefined
-          ? Edge.invalidRequest(`run ${info.id} ended ${info.status} without a response this server reads`)
-          : toSystemError(info.error)
+        const error = toSystemError(
+          info.error ??
+            OrchestrationFailure.defect(`run ${info.id} ended ${info.status} without a response this server reads`, {
+              details: { runId: info.id }
+            })
+        )
         return yield* refuse(error, requestId, statusOfError(error))
       })
 
