@@ -192,9 +192,13 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
     expect(tables.some((t) => t.includes("messages"))).toBe(true)
     // again: nothing to create, the same answer
     expect((await launch(["migrate", "--state-url", url])).code).toBe(0)
-    const listed = await launch(["runs", "list"], { PAGANTIC_STATE_URL: url })
+    // a command's runner leaves: the process exits by itself (a connection left open kept it alive)
+    const started = Date.now()
+    const listed = await launch(["runs", "list"], { PAGANTIC_STATE_URL: url }, 40_000)
     expect(listed.stderr).toBe("")
     expect(listed.stdout).toBe(`no runs in ${shown(url)}\n`)
+    expect(listed.code).toBe(0)
+    expect(Date.now() - started).toBeLessThan(40_000)
   }, 200_000)
 
   it("serve --state-url: a query is a durable run on Postgres, read under /v1/runs and by pagantic runs beside the server", async () => {
@@ -227,9 +231,13 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
       const rows = await Postgres.query<{ n: number }>(url, "SELECT COUNT(*)::int AS n FROM pagantic_runs WHERE id = $1", [runId])
       expect(rows[0]?.n).toBe(1)
       // another process, a runner of the same database beside the server
-      const listed = await launch(["runs", "list", "--state-url", url], {}, 90_000)
+      const listed = await launch(["runs", "list", "--state-url", url], {}, 40_000)
       expect(listed.stderr).toBe("")
       expect(listed.stdout).toContain(`${runId}  completed  infer.query.v1`)
+      expect(listed.code).toBe(0)
+      const one2 = await launch(["runs", "show", "--state-url", url, runId!], {}, 40_000)
+      expect(one2.stdout).toContain("status: completed")
+      expect(one2.code).toBe(0)
       expect(output.text).not.toContain(passwordOf(url))
     } finally {
       child.kill("SIGTERM")

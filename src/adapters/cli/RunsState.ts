@@ -17,6 +17,7 @@
  * need is loaded only if one of them asks it. A URL's password is never printed.
  */
 import * as Options from "@effect/cli/Options"
+import * as Clock from "effect/Clock"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
@@ -195,6 +196,9 @@ const lazyEngine = (layer: Layer.Layer<Engine, InferenceFailure | ConfigError.Co
     })
   )
 
+/** How long a command's runner stays on Postgres at least (see `openRuns`). */
+const minimumRunnerMillis = 1_500
+
 /** What a command gets: the runs, the store they are on (and where, as a user reads it) and the durable module. */
 export interface Opened {
   readonly runs: RunsService
@@ -222,6 +226,14 @@ export const openRuns = (
     const runner = yield* commandRunner(durable, store)
     const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
     const context = yield* Layer.build(durable.layer(store, definitions, engineLayer, runner)).pipe(Effect.mapError(runsFailure))
+    if (store._tag === "Postgres") {
+      // a runner that leaves within a second of joining can leave a database connection
+      // open (a race in the cluster's start), and the command's process would not exit
+      const joined = yield* Clock.currentTimeMillis
+      yield* Effect.addFinalizer(() =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, joined + minimumRunnerMillis - now)))
+      )
+    }
     return { runs: Context.get(context, Runs), file: where(store), store, durable } satisfies Opened
   })
 
