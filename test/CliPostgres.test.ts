@@ -135,6 +135,18 @@ describe("pagantic query --state FILE (subprocess, bundled model)", () => {
     expect(JSON.parse(shown.stdout)).toMatchObject({ id: runId, status: "completed", definition: "infer.query.v1" })
   }, 200_000)
 
+  it("a query that asks a human is refused before anything is recorded (nobody could answer its slot)", async () => {
+    const dir = tempDir("query-human")
+    const file = path.join(dir, "s.db")
+    const queryFile = path.join(dir, "q.json")
+    fs.writeFileSync(queryFile, JSON.stringify({ ...sentimentQuery, responders: [{ kind: "actor", did: "did:example:alice" }] }))
+    const run = await launch(["query", "--state", file, queryFile])
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain("error: the query asks a human (an actor responder)")
+    expect(run.stdout).toBe("")
+    expect(fs.existsSync(file)).toBe(false)
+  }, 90_000)
+
   it("without a store it runs in memory: no run id", async () => {
     const dir = tempDir("query-memory")
     const queryFile = path.join(dir, "q.json")

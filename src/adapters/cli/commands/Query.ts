@@ -13,8 +13,8 @@
  * FILE`, `--state-url URL`, or PAGANTIC_STATE / PAGANTIC_STATE_URL: see
  * RunsState) it is a durable run of that store: its CALLs and DOs are journaled,
  * the run id is printed, and `pagantic runs show` reads it back. A query that
- * asks a human is refused either way: this command registers no human
- * responders, and nobody could answer its slot.
+ * asks a human is refused either way, before anything is recorded: this command
+ * registers no human responders, and nobody could answer its slot.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -30,6 +30,7 @@ import * as Orchestration from "../../../programs/Orchestration.js"
 import { Engine } from "../../../services/Engine.js"
 import type { Responder } from "../../../services/ResponderRegistry.js"
 import * as Live from "../../Live.js"
+import { fail } from "../CliFailure.js"
 import { globalOptions, jsonOption } from "../Flags.js"
 import { decodeRequest, readJsonFile } from "../Input.js"
 import { confidence, json, print, respond } from "../Output.js"
@@ -66,6 +67,22 @@ export const llmModelsOf = (wire: unknown): ReadonlyArray<string> => {
   return Array.from(found)
 }
 
+/** Whether a query as written names a human (`kind: "actor"`) responder; bounded, without recursion. */
+export const asksHuman = (wire: unknown): boolean => {
+  const stack: Array<unknown> = [wire]
+  for (let seen = 0; stack.length > 0 && seen < maxWalk; seen++) {
+    const value = stack.pop()
+    if (Array.isArray(value)) {
+      stack.push(...value)
+      continue
+    }
+    if (!Json.isObject(value)) continue
+    if (value.kind === "actor") return true
+    for (const [key, child] of Object.entries(value)) if (key !== "schema") stack.push(child)
+  }
+  return false
+}
+
 const printAnswer = (response: SystemResponse) =>
   Effect.gen(function* () {
     const query = response.query
@@ -96,6 +113,12 @@ export const query = Command.make(
       const request = yield* decodeRequest({ mode: "query", messages: [], query: wire })
       const models = llmModelsOf(wire)
       const store = yield* chosenStore(args.state)
+      if (Option.isSome(store) && asksHuman(wire)) {
+        // in memory the facade refuses it, naming the field; a durable run would wait for an answer nobody can send
+        return yield* fail(
+          "the query asks a human (an actor responder): pagantic query registers no humans and could hand the slot to nobody; run it from an application that registers its responders"
+        )
+      }
       yield* withEngine(args, (engine) =>
         Effect.gen(function* () {
           const service = yield* Effect.provide(Engine, engine)
