@@ -5,8 +5,9 @@
  * nothing. A submitted answer must match the slot's answer shape (else it is
  * refused and the slot stays open); an accept moves the deadline to at least
  * now + eta; a decline closes the slot with its reason. After a submit or a
- * decline the run goes on in this process (which holds the state file) until it
- * ends or waits for another answer, and is printed.
+ * decline the command waits until the run ends or waits for another answer, and
+ * prints it: on a SQLite file the run goes on in this process (which holds the
+ * file); on Postgres in whichever runner holds its shard (this one, or a server).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -85,7 +86,7 @@ export const respond = Command.make(
           ).pipe(Effect.mapError(runsFailure))
           yield* print(`${response.kind}: ${outcome} (run ${args.id}, slot ${args.slot})`)
           if (response.kind === "accept") return
-          // this process holds the state file: the run goes on here until it ends or waits for another answer
+          // the run goes on (here on a SQLite file, in its shard's runner on Postgres) until it ends or waits for another answer
           const info = yield* Effect.zipLeft(runs.poll(args.id), Effect.sleep("50 millis")).pipe(
             Effect.repeat({
               until: (info) => terminalStatuses.has(info.status) || (info.status === "suspended" && info.waitingOn !== args.slot)

@@ -1,7 +1,7 @@
 /**
- * `pagantic runs list | show | resume | cancel | prune`: the durable runs of a
- * state file (`--state`, else PAGANTIC_STATE, else `.pagantic/state.db`), read and
- * moved through the Runs API. `resume` re-drives a suspended or stale run in this
+ * `pagantic runs list | show | resume | cancel | prune`: the durable runs of the
+ * chosen store (a SQLite file or a Postgres database: `--state`, `--state-url`,
+ * see RunsState), read and moved through the Runs API. `resume` re-drives a suspended or stale run in this
  * process and waits until it ends or waits for an answer again.
  */
 import * as Args from "@effect/cli/Args"
@@ -155,7 +155,7 @@ const prune = Command.make(
 ).pipe(Command.withDescription("delete the records of runs that ended long ago"))
 
 export const runs = Command.make("runs").pipe(
-  Command.withDescription("durable runs on the state file: list, show, resume, cancel, prune"),
+  Command.withDescription("durable runs (SQLite file or Postgres): list, show, resume, cancel, prune"),
   Command.withSubcommands([list, show, resume, cancel, prune])
 )
 

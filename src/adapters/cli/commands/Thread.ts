@@ -1,7 +1,7 @@
 /**
  * `pagantic thread export RUN` and `pagantic thread import FILE`: a run's thread
  * (its payload, records and slots, never a slot's secret) as JSON, to move a run
- * to another state file. An imported thread is re-driven here: the steps whose
+ * to another store (a SQLite file or a Postgres database, see RunsState). An imported thread is re-driven here: the steps whose
  * responses it holds are not run again, so a completed thread comes to the same
  * result without calling anything; the command waits until the run ends or
  * waits for an answer.
@@ -75,7 +75,7 @@ const importThread = Command.make(
 ).pipe(Command.withDescription("record an exported thread here and re-drive it (recorded responses are not asked again)"))
 
 export const thread = Command.make("thread").pipe(
-  Command.withDescription("move a run's thread between state files: export, import"),
+  Command.withDescription("move a run's thread between stores: export, import"),
   Command.withSubcommands([exportThread, importThread])
 )
 
