@@ -71,6 +71,16 @@ const runCli = (args: ReadonlyArray<string>): Effect.Effect<Ran> =>
     return { ok: Exit.isSuccess(exit), out: yield* Ref.get(out), err: yield* Ref.get(err) }
   })
 
+describe("PostgresRuns: a URL of another scheme", () => {
+  it.effect("is ORCHESTRATION_STATE_UNAVAILABLE quoting only its scheme, never its password", () =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(Effect.provide(Runs.Runs, PostgresRuns.layer({ url: "my://a:hunter2@h/x", definitions: [Ticket] })))
+      const message = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause))?.message : undefined
+      expect(message).toContain(`its scheme is "my:"`)
+      expect(message).not.toContain("hunte")
+    }))
+})
+
 const server = await Postgres.start()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`CliPostgresRespond: the Postgres cases are SKIPPED: ${skipped}`)

@@ -99,7 +99,8 @@ const client = (url: Redacted.Redacted<string> | string, maxConnections: number 
     }).pipe(Layer.mapError(unavailable("cannot connect to the Postgres state database")))
     : Layer.fail(
       OrchestrationFailure.stateUnavailable(
-        `the state URL is no Postgres URL (postgres://user:password@host:port/database), it starts "${value.slice(0, 12)}"`
+        // only the scheme is quoted: the rest may hold the password
+        `the state URL is no Postgres URL (postgres://user:password@host:port/database), its scheme is "${(/^[a-z][a-z0-9+.-]{0,19}:/i.exec(value.trim())?.[0]) ?? "none"}"`
       )
     )
 }
