@@ -100,6 +100,14 @@ describe("the store choice (subprocess, no database needed)", () => {
     expect(run.stderr + run.stdout).not.toContain("hunter2pw")
   }, 90_000)
 
+  it("serve --state-url with a malformed PAGANTIC_RUNNER_PORT: CONFIG_INVALID_REQUEST naming it, before anything starts", async () => {
+    const run = await launch(["serve", "--state-url", "postgres://admin:hunter2pw@127.0.0.1:1/x"], { PAGANTIC_RUNNER_PORT: "eighty", PAGANTIC_PORT: "0" })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toMatch(/^error: CONFIG_INVALID_REQUEST: PAGANTIC_RUNNER_PORT: /)
+    expect(run.stderr + run.stdout).not.toContain("hunter2pw")
+    expect(run.stdout).not.toContain("Listening on")
+  }, 90_000)
+
   it("--state wins over PAGANTIC_STATE_URL (a flag over the environment)", async () => {
     const file = path.join(tempDir("flag-wins"), "s.db")
     const run = await launch(["migrate", "--state", file], { PAGANTIC_STATE_URL: "postgres://admin:hunter2pw@127.0.0.1:1/x" })
