@@ -126,7 +126,7 @@ describe("the store choice (subprocess, no database needed)", () => {
   }, 150_000)
 })
 
-describe("pagantic query --state FILE (subprocess, bundled model)", () => {
+describe("pagantic query | task --state FILE (subprocess, bundled model)", () => {
   it("is a durable run of the SQLite file: its id printed, runs show finds it completed", async () => {
     const dir = tempDir("query-state")
     const file = path.join(dir, "s.db")
@@ -154,6 +154,22 @@ describe("pagantic query --state FILE (subprocess, bundled model)", () => {
     expect(run.stdout).toBe("")
     expect(fs.existsSync(file)).toBe(false)
   }, 90_000)
+
+  it("task --state FILE: the request is a durable run (pagantic.request), its id printed, the tasks as without it", async () => {
+    const file = path.join(tempDir("task-state"), "s.db")
+    const run = await launch(
+      ["task", "--threads", "1", "--state", file, 'Is this review positive or negative: "The soup was cold." and then add 5 and 8.'],
+      {},
+      90_000
+    )
+    expect(run.stderr).not.toContain("error:")
+    expect(run.code).toBe(0)
+    const runId = /^run: (\S+)$/m.exec(run.stdout)?.[1]
+    expect(runId, run.stdout).toEqual(expect.any(String))
+    expect(run.stdout).toContain("t2 (calculator): 13")
+    const shown = await launch(["runs", "show", "--state", file, "--json", runId!])
+    expect(JSON.parse(shown.stdout)).toMatchObject({ id: runId, status: "completed", definition: "pagantic.request" })
+  }, 200_000)
 
   it("without a store it runs in memory: no run id", async () => {
     const dir = tempDir("query-memory")

@@ -35,6 +35,7 @@ import { Runs } from "../../services/Runs.js"
 import * as DemoQuery from "./commands/DemoQuery.js"
 import { CliFailure, fail } from "./CliFailure.js"
 import type { Store } from "./DurableState.js"
+export type { Store } from "./DurableState.js"
 import { textFlag } from "./Flags.js"
 import { CliEngine, type EngineSettings } from "./Wiring.js"
 

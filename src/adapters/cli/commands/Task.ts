@@ -4,6 +4,12 @@
  * the phases, then each task with its output, its failure or why it was skipped.
  * On the bundled model the processors are `sentiment` and `calculator`
  * (BundledTasks); on another model, the facade's default `infer`.
+ *
+ * With a store (`--state FILE`, `--state-url URL`, or PAGANTIC_STATE /
+ * PAGANTIC_STATE_URL: see RunsState) the request is a durable run of that store
+ * (RequestRun's definition): its id is printed first, and `pagantic runs show`
+ * reads its response back. The whole request is one journaled step: a crash
+ * re-runs it at most once more, a recorded response is never asked again.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -11,14 +17,21 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type { SystemResponse } from "../../../domain/System.js"
+import * as Context from "effect/Context"
+import * as Schema from "effect/Schema"
+import { SystemResponse } from "../../../domain/System.js"
+import type * as Facade from "../../../programs/Facade.js"
+import * as RequestRun from "../../../programs/facade/RequestRun.js"
+import { Runs } from "../../../services/Runs.js"
 import { isBundledModelName } from "../../../layers/llama/PaganticChatWrapper.js"
 import { Engine } from "../../../services/Engine.js"
 import * as BundledTasks from "../../BundledTasks.js"
 import * as Live from "../../Live.js"
 import { globalOptions, integerIn, jsonOption, maxTokensOption } from "../Flags.js"
 import { decodeRequest, hints, messages, messageText } from "../Input.js"
+import { fail } from "../CliFailure.js"
 import { formatUsage, json, print, respond } from "../Output.js"
+import { chosenStore, commandRunner, definitionsOf, loadDurable, runsFailure, stateOption, type Store } from "../RunsState.js"
 import { withEngine } from "../Wiring.js"
 
 /** The orchestration of a task response, task by task. */
@@ -32,6 +45,43 @@ export const printTasks = (response: SystemResponse, options: { readonly usage?:
     for (const t of result.failed) yield* print(`  ${t.id} (${t.processor}): failed: ${t.error.code}: ${t.error.message}`)
     for (const t of result.skipped) yield* print(`  ${t.id} (${t.processor}): skipped (${t.reason}): ${t.message}`)
     if (options.usage !== false) yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
+  })
+
+/**
+ * The request as a durable run of `store` (the request-run definition: the facade
+ * answers it in one journaled step, so a crash re-runs it at most once more and a
+ * recorded response is never asked again); prints the run id, then the tasks.
+ */
+const durableTask = (
+  store: Store,
+  wire: unknown,
+  engine: Layer.Layer<Engine>,
+  facade: Facade.Options,
+  asJson: boolean
+) =>
+  Effect.gen(function* () {
+    const requests = yield* RequestRun.make
+    const durable = yield* loadDurable
+    const runner = yield* commandRunner(durable, store)
+    // the runs first (their definitions need only the engine), then the facade on them
+    const runs = yield* Layer.build(durable.layer(store, [...(yield* definitionsOf(durable)), requests.definition], engine, runner)).pipe(
+      Effect.mapError(runsFailure)
+    )
+    const service = Context.get(runs, Runs)
+    // the engine is already built and the runs open: composing the facade around them cannot fail
+    yield* Layer.build(
+      requests.layer.pipe(Layer.provideMerge(Live.layer({ engine, tools: [], facade, runs: Layer.succeedContext(runs) })))
+    ).pipe(Effect.orDie)
+    const runId = yield* service.start(requests.definition, wire).pipe(Effect.mapError(runsFailure))
+    if (!asJson) yield* print(`run: ${runId}`)
+    const info = yield* service.await(runId).pipe(Effect.mapError(runsFailure))
+    if (info.status !== "completed") {
+      return yield* fail(`run ${runId} ${info.status}${info.error === undefined ? "" : `: ${info.error.code}: ${info.error.message}`}`)
+    }
+    // the run's result is the facade's response, encoded: it decodes back
+    const response = yield* Effect.orDie(Schema.decodeUnknown(SystemResponse)(info.result))
+    if (asJson) return yield* print(JSON.stringify(info.result, null, 2))
+    yield* printTasks(response)
   })
 
 export const task = Command.make(
@@ -48,12 +98,13 @@ export const task = Command.make(
     maxConcurrent: integerIn("max-concurrent", 1, 32).pipe(Options.withDescription("tasks at once"), Options.optional),
     maxTokens: maxTokensOption,
     json: jsonOption,
+    state: stateOption,
     text: Args.text({ name: "text" }).pipe(Args.atLeast(1))
   },
   (args) =>
     Effect.gen(function* () {
       const text = yield* messageText(args.text)
-      const request = yield* decodeRequest({
+      const wire = {
         mode: "task",
         messages: messages(text, Option.none()),
         hints: hints({ maxTokens: args.maxTokens }),
@@ -63,7 +114,9 @@ export const task = Command.make(
           failurePolicy: args.keepGoing ? "continue" : "fail-fast",
           ...(Option.isSome(args.maxConcurrent) ? { maxConcurrent: args.maxConcurrent.value } : {})
         }
-      })
+      }
+      const request = yield* decodeRequest(wire)
+      const store = yield* chosenStore(args.state)
       // on the bundled model: the analyzer configuration it was taught and its two
       // processors (sentiment, calculator); on any other model the facade's defaults
       yield* withEngine(args, (engine) =>
@@ -72,9 +125,12 @@ export const task = Command.make(
           const facade = isBundledModelName(info.name)
             ? { taskProcessors: BundledTasks.processors(engine), taskAnalyzer: BundledTasks.analyzer }
             : {}
-          return yield* respond(request, args.json, printTasks).pipe(
-            Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
-          )
+          if (Option.isNone(store)) {
+            return yield* respond(request, args.json, printTasks).pipe(
+              Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
+            )
+          }
+          return yield* durableTask(store.value, wire, engine, facade, args.json)
         }))
     })
 ).pipe(Command.withDescription("task mode: the request broken into tasks by the model, run by phase"))
