@@ -29,7 +29,9 @@ import type { Responder } from "../src/services/ResponderRegistry.js"
 import * as Runs from "../src/services/Runs.js"
 import { post, send } from "./support/server.js"
 
-const responders: ReadonlyArray<Responder> = [{ id: "alice", kind: "actor", did: "did:example:alice" }]
+const responders: ReadonlyArray<Responder> = [
+  { id: "alice", kind: "actor", did: "did:example:alice", availability: { typicalResponseDelaySecs: 60 } }
+]
 
 const humanQuery = {
   kind: "infer.query.v1",
@@ -200,6 +202,29 @@ describe("GET /v1/responders/{id}/inbox", () => {
         })
         expect(answered.status).toBe(200)
         expect((yield* ended(url, runId)).json.result.body.category).toBe("news")
+      }))))
+
+  it.live("a slot left for polling (a short wait) comes on every connection until it is answered, then no more", () =>
+    withServer((url, runs) =>
+      Effect.scoped(Effect.gen(function* () {
+        const asked = yield* post(`${url}/v1/queries`, { ...humanQuery, max_latency_secs: 600 })
+        expect(asked.status, asked.text).toBe(202)
+        const runId: string = asked.json.query.runId
+        expect((yield* runs.await(runId, { untilSuspended: true })).status).toBe("suspended")
+        const first = yield* listen(`${url}/v1/responders/alice/inbox`)
+        expect(yield* first.nth(0)).toMatchObject({ event: "open", data: { pending: 1 } })
+        const slot = yield* first.nth(1)
+        expect(Date.parse(slot.data.deadline)).toBeLessThan(Date.now() + 601_000)
+        const again = yield* listen(`${url}/v1/responders/alice/inbox`)
+        expect(yield* again.nth(0)).toMatchObject({ event: "open", data: { pending: 1 } })
+        const answered = yield* post(`${url}${slot.data.links.respond}`, {
+          secret: slot.data.secret,
+          response: { kind: "submit", answer: { kind: "core.classification.v1", category: "research" } }
+        })
+        expect(answered.status, answered.text).toBe(200)
+        yield* ended(url, runId)
+        const after = yield* listen(`${url}/v1/responders/alice/inbox`)
+        expect(yield* after.nth(0)).toMatchObject({ event: "open", data: { pending: 0 } })
       }))))
 
   it.live("refusals as JSON: no Notifications is 404 saying so; a malformed id 400 naming it; the API key guards it", () =>

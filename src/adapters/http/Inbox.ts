@@ -8,7 +8,7 @@
  * Notifications rule sends their notices here rather than to a push channel or
  * polling. The stream starts with one `open` event (`{ responder, pending }`),
  * then a `slot` event for each notice sent while nobody listened: those left for
- * polling (not yet past their deadline; they may have been answered since, and come
+ * polling (not yet past their deadline nor, as their run shows, closed; they come
  * again on each connection) and the digest's (taken: they come once); then a `slot`
  * event for each notice as it is sent. A comment line every 15 seconds keeps the
  * connection up. A `slot` event's data is what answering takes: the run and slot,
@@ -51,6 +51,8 @@ export const keepAliveEvery = "15 seconds"
 export interface Shape {
   readonly shape?: string | undefined
   readonly answerShape?: unknown
+  /** The slot's status in its run (unknown when the server does not have the run). */
+  readonly status?: string | undefined
 }
 
 /** A notice as a `slot` event's data. */
@@ -84,18 +86,18 @@ export const make = Effect.gen(function* () {
   const shapeOf = (notice: Notice): Effect.Effect<Shape> =>
     Option.isNone(runs) ? Effect.succeed({}) : runs.value.exportThread(notice.runId).pipe(
       Effect.map((thread): Shape => {
-        const shape = thread.slots.find((slot) => slot.key === notice.slot)?.shape
+        const slot = thread.slots.find((s) => s.key === notice.slot)
         const payload = thread.payload
         return {
-          shape,
+          shape: slot?.shape,
+          status: slot?.status,
           answerShape: Json.isObject(payload) && Json.isObject(payload.answer_shape) ? payload.answer_shape : undefined
         }
       }),
       Effect.orElseSucceed((): Shape => ({}))
     )
 
-  const slotEvent = (notice: Notice) =>
-    Effect.map(shapeOf(notice), (shape) => sseEvent("slot", eventOf(notice, shape), `${notice.runId} ${notice.slot}`))
+  const slotEvent = (notice: Notice, shape: Shape) => sseEvent("slot", eventOf(notice, shape), `${notice.runId} ${notice.slot}`)
 
   return (_request: HttpServerRequest.HttpServerRequest, responder: string) =>
     Effect.gen(function* () {
@@ -114,16 +116,22 @@ export const make = Effect.gen(function* () {
       if (bad !== undefined) return yield* Edge.refuseRun(Edge.fromProblem(bad), requestId)
       const service = notifications.value
       // what went out while nobody listened: the notices left for polling (kept) and the digest (taken)
-      const pending = [...(yield* service.pending(responder)), ...(yield* service.takeDigest(responder))]
-      const opening = Stream.concat(
-        Stream.succeed(sseEvent("open", { responder, pending: pending.length })),
-        Stream.mapEffect(Stream.fromIterable(pending), slotEvent)
-      )
+      // (a slot its run shows closed since, answered or expired, is left out)
+      const sent = [...(yield* service.pending(responder)), ...(yield* service.takeDigest(responder))]
+      const pending = (yield* Effect.forEach(sent, (notice) => Effect.map(shapeOf(notice), (shape) => [notice, shape] as const)))
+        .filter(([, shape]) => shape.status === undefined || shape.status === "open")
+      const opening = Stream.fromIterable([
+        sseEvent("open", { responder, pending: pending.length }),
+        ...pending.map(([notice, shape]) => slotEvent(notice, shape))
+      ])
       const keepAlive = Stream.repeatEffectWithSchedule(Effect.succeed(": keep-alive\n\n"), Schedule.spaced(keepAliveEvery)).pipe(
         Stream.drop(1)
       )
       // the inbox is consumed (the responder connected) from the moment the merge starts
-      const body = Stream.merge(Stream.mapEffect(service.inbox(responder), slotEvent), Stream.concat(opening, keepAlive)).pipe(
+      const body = Stream.merge(
+        Stream.mapEffect(service.inbox(responder), (notice) => Effect.map(shapeOf(notice), (shape) => slotEvent(notice, shape))),
+        Stream.concat(opening, keepAlive)
+      ).pipe(
         Stream.encodeText
       )
       return HttpServerResponse.stream(body, {
