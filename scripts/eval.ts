@@ -25,8 +25,8 @@
  *               verify as infer.query.v1 queries through the facade, on the synthetic
  *               and unseen-word sets: accuracy, mean CALLs per query and how the
  *               queries ended (scripts/evalPatterns.ts); the responders asked in the
- *               bundled model's trained form and with the library's query prompt
- *               (--prompt trained|query for one of them; --warm T, --hot T)
+ *               bundled model's trained form (default) or with the library's query
+ *               prompt (--prompt query, or both; --warm T, --hot T)
  *
  * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --only sentiment,decomposition,patterns --verbose --provisional]
  */
@@ -321,7 +321,10 @@ const program = Effect.gen(function* () {
     console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
   }
   if (runs("patterns")) {
-    const prompts = arg("prompt") === undefined ? (["trained", "query"] as const) : [arg("prompt") === "query" ? "query" as const : "trained" as const]
+    // the query prompt's rows take about four times as long (the model writes past the label): asked for
+    const prompts = arg("prompt") === "both"
+      ? (["trained", "query"] as const)
+      : [arg("prompt") === "query" ? "query" as const : "trained" as const]
     for (const prompt of prompts) {
       const options = {
         warm: arg("warm") === undefined ? undefined : Number(arg("warm")),
