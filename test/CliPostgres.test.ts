@@ -276,7 +276,12 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
       expect(one2.code).toBe(0)
       expect(output.text).not.toContain(passwordOf(url))
     } finally {
+      // stopped before the database is: a server whose database went away first may never finish shutting down
+      const exited = new Promise<void>((resolve) => (child.exitCode !== null ? resolve() : child.once("exit", () => resolve())))
       child.kill("SIGTERM")
+      const stopped = await Promise.race([exited.then(() => true), new Promise<boolean>((resolve) => setTimeout(() => resolve(false), 15_000))])
+      if (!stopped) child.kill("SIGKILL")
+      expect(stopped, "serve exits within 15 s of SIGTERM").toBe(true)
     }
   }, 300_000)
 })
