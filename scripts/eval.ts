@@ -339,8 +339,8 @@ const program = Effect.gen(function* () {
         for (const row of rows) {
           const statuses = Object.entries(row.statuses).map(([s, n]) => `${s} ${n}`).join(", ")
           console.log(
-            `  ${set}, ${row.pattern.padEnd(11)} ${pct(row.correct, row.total)}, ${(row.calls / Math.max(1, row.total)).toFixed(2)} CALLs/query` +
-              ` (${row.calls} CALLs; ${statuses})`
+            `  ${set}, ${row.pattern.padEnd(11)} ${pct(row.correct, row.total)}, ${(row.calls / Math.max(1, row.completed)).toFixed(2)} CALLs/query` +
+              ` (${row.calls} CALLs over the ${row.completed} completed; ${statuses})`
           )
         }
         console.log(`  (${set}: ${((Date.now() - patternStarted) / 1000).toFixed(1)} s)`)

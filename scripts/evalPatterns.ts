@@ -51,7 +51,9 @@ export interface Row {
   readonly correct: number
   readonly failed: number
   readonly total: number
+  /** CALLs of the queries that completed (a failed query's response does not say its CALLs). */
   readonly calls: number
+  readonly completed: number
   /** How the queries ended: accepted, not_accepted... */
   readonly statuses: Readonly<Record<string, number>>
 }
@@ -112,7 +114,7 @@ export const run = (reviews: ReadonlyArray<Review>, options: Options = {}) =>
   Effect.gen(function* () {
     const engine = yield* Engine
     const trained = options.prompt === "trained"
-    const rows = new Map<string, { correct: number; failed: number; calls: number; statuses: Record<string, number> }>()
+    const rows = new Map<string, { correct: number; failed: number; calls: number; completed: number; statuses: Record<string, number> }>()
     for (const [index, r] of reviews.entries()) {
       const samplings: Record<string, Sampling> = {
         greedy: { temperature: 0 },
@@ -130,14 +132,17 @@ export const run = (reviews: ReadonlyArray<Review>, options: Options = {}) =>
       const facade = yield* Effect.provide(Facade.make(), Layer.orDie(registry))
       for (const [pattern, request] of patternQueries(r.review)) {
         const response = yield* facade.runUnknown(request)
-        const row = rows.get(pattern) ?? { correct: 0, failed: 0, calls: 0, statuses: {} }
+        const row = rows.get(pattern) ?? { correct: 0, failed: 0, calls: 0, completed: 0, statuses: {} }
         const category = (response.structuredOutput as { category?: unknown } | undefined)?.category
         if (response.error !== undefined) {
           row.failed++
           if (options.verbose === true) console.log(`  ${pattern} failed: ${r.review}: ${response.error.code}: ${response.error.message.slice(0, 200)}`)
         } else if (category === r.label) row.correct++
         else if (options.verbose === true) console.log(`  ${pattern} miss: ${r.review}: ${String(category)} (want ${r.label})`)
-        row.calls += response.query?.calls ?? 0
+        if (response.query?.calls !== undefined) {
+          row.calls += response.query.calls
+          row.completed++
+        }
         const status = response.error?.code ?? response.stopReason ?? "?"
         row.statuses[status] = (row.statuses[status] ?? 0) + 1
         rows.set(pattern, row)
