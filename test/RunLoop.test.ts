@@ -265,10 +265,29 @@ describe("RunLoop", () => {
         yield* loop.run([Message.user("hi")])
         expect(yield* loop.finished).toBe(true)
         const error = yield* Effect.flip(loop.run([Message.user("again")]))
-        expect(error.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(error).toBeInstanceOf(RunLoop.LoopFinished)
+        expect(error._tag).toBe("LoopFinished")
+        if (error._tag !== "LoopFinished") return
+        expect(error.phase).toBe("finished")
+        expect(error.stopReason).toBe("finish")
         expect(error.message).toContain("has finished (stop reason finish)")
         expect(yield* ScriptedEngine.requests).toHaveLength(1)
       }).pipe(Effect.provide(engine([ScriptedEngine.reply("hello"), ScriptedEngine.reply("again")]))))
+
+    it.effect("running a loop while its run is going is LoopFinished with phase running, and the first run goes on", () =>
+      Effect.gen(function* () {
+        const loop = yield* RunLoop.make()
+        const first = yield* Effect.fork(loop.run([Message.user("slow")]))
+        yield* TestClock.adjust("1 second")
+        const error = yield* Effect.flip(loop.run([Message.user("again")]))
+        expect(error._tag).toBe("LoopFinished")
+        if (error._tag !== "LoopFinished") return
+        expect(error.phase).toBe("running")
+        expect(error.stopReason).toBeUndefined()
+        yield* TestClock.adjust("1 minute")
+        expect((yield* Fiber.join(first)).output).toEqual(Option.some("late"))
+        expect(yield* ScriptedEngine.requests).toHaveLength(1)
+      }).pipe(Effect.provide(engine([ScriptedEngine.reply("late", { delay: "1 minute" }), ScriptedEngine.reply("again")]))), 10_000)
 
     it.effect("transformContext runs before every request, and its result is what is sent", () =>
       Effect.gen(function* () {

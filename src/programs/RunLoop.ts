@@ -35,8 +35,8 @@ import * as Mailbox from "effect/Mailbox"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
-import { ConfigurationFailure, isFailure } from "../domain/Failure.js"
-import type { InferenceFailure } from "../domain/Failure.js"
+import { isFailure } from "../domain/Failure.js"
+import type { ConfigurationFailure, InferenceFailure } from "../domain/Failure.js"
 import { Durable } from "../services/Durable.js"
 import type * as Engine from "../services/Engine.js"
 import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
@@ -44,12 +44,13 @@ import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as DurableLoop from "./run/Durable.js"
 import * as Loop from "./run/Loop.js"
 import type { Input } from "./run/Message.js"
+import { LoopFinished } from "./run/Types.js"
 import type { LoopConfig, LoopEvent, LoopResult, StopReason } from "./run/Types.js"
 
 export * as RunMessage from "./run/Message.js"
 export { nativeTools, react, ReactAction, reactGrammar, reactInstructions, reactSchema, structured } from "./run/Strategies.js"
 export type { NativeToolsOptions } from "./run/Strategies.js"
-export { StopReasons } from "./run/Types.js"
+export { LoopFinished, StopReasons } from "./run/Types.js"
 export type {
   AbortTrigger,
   Budget,
@@ -78,8 +79,8 @@ export type { DurableError, DurableOptions } from "./run/Durable.js"
 export const isContextOverflow = (error: unknown): error is InferenceFailure =>
   isFailure(error) && error.code === "INFERENCE_CONTEXT_EXCEEDED"
 
-/** What a run can fail with: a bad configuration or input, a finished loop run again, or the transform's own failure. */
-export type RunLoopError<E> = ConfigurationFailure | E
+/** What a run can fail with: a bad configuration or input, a loop run a second time (LoopFinished), or the transform's own failure. */
+export type RunLoopError<E> = ConfigurationFailure | LoopFinished | E
 
 /** A loop made once, run once. */
 export interface RunLoop<Out, E = never> {
@@ -108,15 +109,18 @@ export const make: <Out = string, E = never>(
   const phase = yield* Ref.make<Phase>({ _tag: "Idle" })
 
   const begin = Effect.flatten(
-    Ref.modify(phase, (p): readonly [Effect.Effect<void, ConfigurationFailure>, Phase] =>
+    Ref.modify(phase, (p): readonly [Effect.Effect<void, LoopFinished>, Phase] =>
       p._tag === "Idle"
         ? [Effect.void, { _tag: "Running" }]
         : [
-          ConfigurationFailure.invalidRequest(
+          Effect.fail(
             p._tag === "Running"
-              ? "This run loop is already running; make a new loop for another run"
-              : `This run loop has finished (stop reason ${p.stopReason}); make a new loop to run again`,
-            { details: { phase: p._tag } }
+              ? new LoopFinished({ phase: "running", message: "This run loop is already running; make a new loop for another run" })
+              : new LoopFinished({
+                phase: "finished",
+                stopReason: p.stopReason,
+                message: `This run loop has finished (stop reason ${p.stopReason}); make a new loop to run again`
+              })
           ),
           p
         ]
@@ -161,15 +165,15 @@ export const make: <Out = string, E = never>(
 export const run = <Out = string, E = never>(
   messages: ReadonlyArray<Input>,
   config: LoopConfig<Out, E> = {}
-): Effect.Effect<LoopResult<Out>, RunLoopError<E>, Engine.Engine> =>
-  Effect.flatMap(make(config), (loop) => loop.run(messages))
+): Effect.Effect<LoopResult<Out>, ConfigurationFailure | E, Engine.Engine> =>
+  Effect.flatMap(make(config), (loop) => onlyRun(loop.run(messages)))
 
 /** Runs `messages` once with `config`, as a stream of events ending with `LoopFinished`. */
 export const runStream = <Out = string, E = never>(
   messages: ReadonlyArray<Input>,
   config: LoopConfig<Out, E> = {}
-): Stream.Stream<LoopEvent<Out>, RunLoopError<E>, Engine.Engine> =>
-  Stream.unwrap(Effect.map(make(config), (loop) => loop.runStream(messages)))
+): Stream.Stream<LoopEvent<Out>, ConfigurationFailure | E, Engine.Engine> =>
+  Stream.unwrap(Effect.map(make(config), (loop) => Stream.catchAll(loop.runStream(messages), (e) => Stream.fromEffect(onlyRun(Effect.fail(e))))))
 
 /**
  * Runs `messages` once with `config`; inside a durable run (the Durable service in
@@ -181,7 +185,7 @@ export const runStream = <Out = string, E = never>(
 export const runDurable = <Out = string, E = never>(
   messages: ReadonlyArray<Input>,
   config: LoopConfig<Out, E> & { readonly durable?: DurableLoop.DurableOptions | undefined } = {}
-): Effect.Effect<LoopResult<Out>, RunLoopError<E> | DurableLoop.DurableError, Engine.Engine> =>
+): Effect.Effect<LoopResult<Out>, ConfigurationFailure | E | DurableLoop.DurableError, Engine.Engine> =>
   Effect.gen(function* () {
     const durable = yield* Effect.serviceOption(Durable)
     if (Option.isNone(durable)) return yield* run(messages, config)
@@ -191,6 +195,10 @@ export const runDurable = <Out = string, E = never>(
   })
 
 const noEmit = () => Effect.void
+
+/** A loop made for one run cannot be finished already: LoopFinished there would be a defect. */
+const onlyRun = <A, E>(effect: Effect.Effect<A, E | LoopFinished>): Effect.Effect<A, Exclude<E, LoopFinished>> =>
+  Effect.catchIf(effect, (e): e is LoopFinished => e instanceof LoopFinished, Effect.die) as Effect.Effect<A, Exclude<E, LoopFinished>>
 
 /** The caller's onEvent, then the stream's. */
 const withEmit = <Out, E>(settings: Loop.Settings<Out, E>, emit: (e: LoopEvent<Out>) => Effect.Effect<void>): Loop.Settings<Out, E> =>

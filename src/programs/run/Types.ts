@@ -8,6 +8,7 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
 import type {
   ConfigurationFailure,
   ConstraintFailure,
@@ -52,6 +53,18 @@ export const StopReasons = {
   BudgetExhausted: "budget_exhausted",
   FinishOverBudget: "finish_over_budget"
 } as const satisfies Record<string, StopReason>
+
+/**
+ * A loop asked to run again: a RunLoop runs once (the Go original's
+ * ErrAgentFinished). `phase` is "running" when its one run is still going and
+ * "finished" when it stopped (with `stopReason`). Make a new loop for another
+ * run; nothing was sent to the engine.
+ */
+export class LoopFinished extends Schema.TaggedError<LoopFinished>()("LoopFinished", {
+  phase: Schema.Literal("running", "finished"),
+  stopReason: Schema.optional(Schema.String),
+  message: Schema.String
+}) {}
 
 // ---------------------------------------------------------------------------
 // Strategy
