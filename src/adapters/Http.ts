@@ -54,6 +54,7 @@ import * as RunsHttp from "./http/Runs.js"
 export * as Api from "./http/Api.js"
 export { type Options, optionsConfig } from "./http/Config.js"
 export * as Guard from "./http/Guard.js"
+export * as Inbox from "./http/Inbox.js"
 export { statusOf, statusOfError, traceIdOf } from "./http/Status.js"
 
 const handlers = (options: Options) =>
