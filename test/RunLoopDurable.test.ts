@@ -12,6 +12,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Message from "../src/domain/Message.js"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
@@ -60,6 +61,25 @@ const Agent = Runs.define({
     ).pipe(Effect.catchTag("ConfigurationFailure", Effect.die))
 })
 
+/** The same agent, streamed: the tags of its events and the final output. */
+const StreamedAgent = Runs.define({
+  name: "agent-stream",
+  payload: Schema.Struct({ prompt: Schema.String }),
+  success: Schema.Struct({ tags: Schema.Array(Schema.String), output: Schema.String }),
+  program: ({ prompt }) =>
+    Effect.map(
+      Stream.runCollect(RunLoop.runDurableStream([Message.user(prompt)], { durable: { key: "agent" } })),
+      (events) => {
+        const all = Array.from(events)
+        const last = all[all.length - 1]
+        return {
+          tags: all.map((e) => e._tag),
+          output: last?._tag === "LoopFinished" ? Option.getOrElse(last.result.output, () => "") : ""
+        }
+      }
+    ).pipe(Effect.catchTag("ConfigurationFailure", Effect.die))
+})
+
 const script = [
   ScriptedEngine.toolCalls([{ name: "charge", arguments: { amount: 5 } }]),
   ScriptedEngine.reply("charged")
@@ -71,7 +91,7 @@ const services = (steps: ReadonlyArray<ScriptedEngine.Step>, idempotent = false)
 const withRuns = <A, E>(
   layer: Layer.Layer<any, never, never>,
   body: Effect.Effect<A, E, Runs.Runs | ScriptedEngine.ScriptedEngineControl>
-) => Effect.scoped(Effect.provide(body, InMemoryRuns.layer({ definitions: [Agent] }).pipe(Layer.provideMerge(layer))))
+) => Effect.scoped(Effect.provide(body, InMemoryRuns.layer({ definitions: [Agent, StreamedAgent] }).pipe(Layer.provideMerge(layer))))
 
 /** The first run: completed, its thread and the requests its engine received. */
 const firstRun = (idempotent = false) =>
@@ -167,5 +187,52 @@ describe("RunLoop durable mode", () => {
       expect(seen.calls).toBe(2)
       // the same key both times: the service behind the tool can deduplicate
       expect(seen.keys[1]).toEqual(seen.keys[0])
+    }), { timeout: 20_000 })
+
+  it.live("runDurableStream: the streamed run is journaled; re-driven from its thread it emits the loop's events again and the same result, with no engine request or tool call", () =>
+    Effect.gen(function* () {
+      seen.calls = 0
+      const first = yield* withRuns(
+        services(script),
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const id = yield* runs.start(StreamedAgent, { prompt: "charge 5" }, { id: "agent-stream-run" })
+          const info = yield* runs.await(id)
+          return { info, thread: yield* runs.exportThread(id), requests: yield* ScriptedEngine.requests }
+        })
+      )
+      expect(first.info.status).toBe("completed")
+      const result = first.info.result as { tags: ReadonlyArray<string>; output: string }
+      expect(result.output).toBe("charged")
+      expect(result.tags.filter((t) => t !== "TextDelta")).toEqual([
+        "IterationStarted",
+        "ModelResponded",
+        "ToolCallRequested",
+        "ToolResultReady",
+        "IterationStarted",
+        "ModelResponded",
+        "LoopFinished"
+      ])
+      expect(first.requests).toHaveLength(2)
+      expect(seen.calls).toBe(1)
+      expect(first.thread.records.filter((r) => r.kind === "DO").map((r) => r.key)).toEqual([
+        "agent/model/0.0",
+        "agent/tool/0.0",
+        "agent/model/1.0"
+      ])
+      const replay = yield* withRuns(
+        services([]),
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const info = yield* runs.await(yield* runs.importThread(first.thread))
+          return { info, requests: yield* ScriptedEngine.requests }
+        })
+      )
+      expect(replay.info.status).toBe("completed")
+      const again = replay.info.result as { tags: ReadonlyArray<string>; output: string }
+      expect(again.output).toBe("charged")
+      expect(again.tags.filter((t) => t !== "TextDelta")).toEqual(result.tags.filter((t) => t !== "TextDelta"))
+      expect(replay.requests).toHaveLength(0)
+      expect(seen.calls).toBe(1)
     }), { timeout: 20_000 })
 })

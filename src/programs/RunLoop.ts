@@ -194,6 +194,28 @@ export const runDurable = <Out = string, E = never>(
     return yield* DurableLoop.surfaceJournalFailures(run(messages, { ...config, steps }))
   })
 
+/**
+ * `runDurable` as a stream of the run's events, ending with `LoopFinished`. Inside
+ * a durable run the model and tool calls are journaled steps: a stream re-driven
+ * after a crash emits the loop's events again from the journal (iterations, the
+ * model's replies, tool calls and results) and ends with the same result, but a
+ * replayed model call streams no text deltas (they went to the process that made
+ * the call). Outside a durable run it is `runStream`.
+ */
+export const runDurableStream = <Out = string, E = never>(
+  messages: ReadonlyArray<Input>,
+  config: LoopConfig<Out, E> & { readonly durable?: DurableLoop.DurableOptions | undefined } = {}
+): Stream.Stream<LoopEvent<Out>, ConfigurationFailure | E | DurableLoop.DurableError, Engine.Engine> =>
+  Stream.unwrap(
+    Effect.gen(function* () {
+      const durable = yield* Effect.serviceOption(Durable)
+      if (Option.isNone(durable)) return runStream(messages, config)
+      const registry = yield* Effect.serviceOption(ToolRegistry)
+      const steps = DurableLoop.durableSteps(durable.value, config.durable, registry)
+      return DurableLoop.surfaceJournalFailuresStream(runStream(messages, { ...config, steps }))
+    })
+  )
+
 const noEmit = () => Effect.void
 
 /** A loop made for one run cannot be finished already: LoopFinished there would be a defect. */

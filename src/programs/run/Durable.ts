@@ -22,9 +22,11 @@
  * its inference and tool events and spans. Tool results are journaled as JSON,
  * so a handler's raw value must be a JSON value to come back the same.
  */
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { Cancellation, Failure, InferenceFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import { ToolFailure } from "../../domain/Failure.js"
 import { ToolCallRecord } from "../../domain/System.js"
@@ -125,3 +127,11 @@ const journalFailure = (defect: unknown): Option.Option<DurableError> =>
 /** `effect` with the journal failures its durable steps died with as typed failures. */
 export const surfaceJournalFailures = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | DurableError, R> =>
   Effect.catchSomeDefect(effect, (defect) => Option.map(journalFailure(defect), (failure) => Effect.fail(failure)))
+
+/** `stream` with the journal failures its durable steps died with as typed failures. */
+export const surfaceJournalFailuresStream = <A, E, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E | DurableError, R> =>
+  Stream.catchAllCause(stream, (cause) =>
+    Option.match(Option.flatMap(Cause.dieOption(cause), journalFailure), {
+      onNone: (): Stream.Stream<A, E | DurableError> => Stream.failCause(cause),
+      onSome: (failure): Stream.Stream<A, E | DurableError> => Stream.fail(failure)
+    }))
