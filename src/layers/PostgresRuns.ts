@@ -12,6 +12,11 @@
  * journal: completed steps are not run again. Any runner can start, await, answer
  * or cancel any run; waiters follow runs going elsewhere through LISTEN/NOTIFY.
  *
+ * A process may also join as a client (`role: "client"`): it registers as no
+ * runner and holds no shard, so the runs in flight never move to it; it reads the
+ * runs' tables and sends to the runs' entities (start, resume, answer a slot,
+ * cancel), which the runner holding their shard executes. Short commands join so.
+ *
  * The tables (the cluster's and the runs') are created by `migrate`, under an
  * advisory lock, before the runner starts: several processes starting at once on
  * an empty database all come up.
@@ -28,8 +33,10 @@ import * as SocketRunner from "@effect/cluster/SocketRunner"
 import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import type * as SocketServer from "@effect/platform/SocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
@@ -78,6 +85,13 @@ export interface Options<Defs extends AnyDefinition> {
   readonly pollInterval?: Duration.DurationInput | undefined
   /** The most connections this process opens to the database (default 10). */
   readonly maxConnections?: number | undefined
+  /**
+   * `runner` (default): this process holds shards and executes runs. `client`: it
+   * holds none, listens on no port and executes no run; what it starts, resumes,
+   * answers or cancels is executed by the runners (a run started while none is up
+   * waits for one). The runner's address, retention and rescan options do not apply.
+   */
+  readonly role?: "runner" | "client" | undefined
 }
 
 const unavailable = (what: string) => (error: { readonly message: string }) =>
@@ -187,10 +201,11 @@ export const migrate = (options: {
 // Layers
 // ---------------------------------------------------------------------------
 
-/** Durable runs of `definitions` on the Postgres database at `url`, this process one of its runners. */
+/** Durable runs of `definitions` on the Postgres database at `url`, this process one of its runners (or a client, see `role`). */
 export const layer = <Defs extends AnyDefinition>(
   options: Options<Defs>
 ): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Requirements<Defs>> => {
+  const isClient = options.role === "client"
   const config = shardingConfig(options)
   const host = Option.getOrThrow(config.runnerAddress)
   const database = Layer.effectDiscard(migrateWith).pipe(
@@ -200,17 +215,31 @@ export const layer = <Defs extends AnyDefinition>(
     Layer.provide(Runners.layerRpc),
     Layer.provide(NodeClusterSocket.layerClientProtocol)
   )
-  const sharding = SocketRunner.layer.pipe(
-    Layer.provide(health),
-    Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
-    Layer.provideMerge(SqlMessageStorage.layer),
-    Layer.provideMerge(SqlRunnerStorage.layer),
-    Layer.provide(ShardingConfig.layer(config)),
-    Layer.provide(RpcSerialization.layerMsgPack)
-  )
+  const storage = Layer.merge(SqlMessageStorage.layer, SqlRunnerStorage.layer)
+  const sharding: Layer.Layer<
+    Sharding.Sharding | Runners.Runners | MessageStorage.MessageStorage | RunnerStorage.RunnerStorage,
+    SqlError | SocketServer.SocketServerError,
+    SqlClient.SqlClient
+  > = isClient
+    ? SocketRunner.layerClientOnly.pipe(
+      Layer.provide(NodeClusterSocket.layerClientProtocol),
+      Layer.provideMerge(storage),
+      // no address: the cluster registers no runner and assigns this process no shard
+      Layer.provide(ShardingConfig.layer({ ...config, runnerAddress: Option.none(), runnerListenAddress: Option.none() })),
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
+    : SocketRunner.layer.pipe(
+      Layer.provide(health),
+      Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol]),
+      Layer.provideMerge(storage),
+      Layer.provide(ShardingConfig.layer(config)),
+      Layer.provide(RpcSerialization.layerMsgPack)
+    )
   const runner = ClusterWorkflowEngine.layer.pipe(
     Layer.provideMerge(sharding),
-    Layer.mapError(unavailable(`cannot start the workflow runner at ${host.host}:${host.port}`)),
+    Layer.mapError(
+      unavailable(isClient ? "cannot join the state database as a client" : `cannot start the workflow runner at ${host.host}:${host.port}`)
+    ),
     Layer.provideMerge(database)
   )
   return Layer.scoped(
@@ -221,10 +250,12 @@ export const layer = <Defs extends AnyDefinition>(
       const pg = yield* PgClient.PgClient
       const runners = yield* RunnerStorage.RunnerStorage
       return yield* Engine.make(options.definitions, {
-        owner: PgShared.ownerOf(host.host, host.port),
+        // a client executes no run: a run it records (an import) reads stale until a runner takes it
+        owner: isClient ? `client/${process.pid}` : PgShared.ownerOf(host.host, host.port),
         shared: PgShared.make(pg, runners),
-        retention: options.retention,
-        rescan: Duration.unsafeDivide(config.shardLockExpiration, 2),
+        // the runners look for slots left by dead processes and prune; a client only once, at its start
+        retention: isClient ? undefined : options.retention,
+        rescan: isClient ? undefined : Duration.unsafeDivide(config.shardLockExpiration, 2),
         purge: Purge.purger(storage, sharding)
       })
     })

@@ -93,10 +93,15 @@ export const passwordOf = (url: Redacted.Redacted<string>): string =>
   })
 
 
-/** The runner a CLI process on Postgres is: where the other runners reach it (default 127.0.0.1:34431). */
+/**
+ * What a CLI process on Postgres is: a runner (where the other runners reach it,
+ * default 127.0.0.1:34431), or with `client` a process that holds no shard and
+ * executes no run (the database's runners execute what it sends).
+ */
 export interface Runner {
   readonly host?: string | undefined
   readonly port?: number | undefined
+  readonly client?: boolean | undefined
 }
 
 type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>>
@@ -105,7 +110,7 @@ type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engin
  * Durable runs of `definitions` on `store`. The store's driver is imported here,
  * when the layer is built: a command on a SQLite file never loads the Postgres
  * client, nor the other way round. On Postgres this process is one of the
- * database's runners, at `runner`.
+ * database's runners, at `runner`, or a client of them (`runner.client`).
  */
 const runsOn = (
   store: Store,
@@ -127,7 +132,8 @@ const runsOn = (
             url: store.url,
             definitions: definitions as Definitions,
             runnerHost: runner?.host,
-            runnerPort: runner?.port
+            runnerPort: runner?.port,
+            role: runner?.client === true ? "client" : "runner"
           })
       )
     ).pipe(Layer.mapError((error) => scrubbed(store, error)))

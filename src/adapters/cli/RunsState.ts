@@ -10,8 +10,11 @@
  *
  * One process owns a SQLite file at a time: a command run while a server holds
  * the file fails with ORCHESTRATION_STATE_UNAVAILABLE naming the owner's pid. On
- * Postgres every process is a runner of the database (a command's on a free
- * port), so a command runs beside a server. Opening the store re-drives the runs
+ * Postgres a command runs beside a server: the commands that only read or send
+ * (list, show, cancel, respond, prune, thread export and import) join as clients,
+ * holding no shard, so the runs in flight stay on the runners; those that execute
+ * runs here (`runs resume`, `query`, `task`) join as runners on a free port.
+ * Opening the store re-drives the runs
  * a killed process left going, for the definitions this CLI has (the demo's, and
  * those an embedding application adds through `CliRuns`); the engine those runs
  * need is loaded only if one of them asks it. A URL's password is never printed.
@@ -153,14 +156,20 @@ export const definitionsOf = (durable: DurableModule): Effect.Effect<ReadonlyArr
     ...Option.match(extra, { onNone: () => [], onSome: (e) => e.definitions })
   ])
 
+/** How a command joins a Postgres database: as a runner executing runs, or as a client that executes none. */
+export type Role = "runner" | "client"
+
 /**
- * Where a command's runner listens on Postgres: PAGANTIC_RUNNER_HOST (default
- * 127.0.0.1), on a port free now (a command runs beside a server, whose port is
- * PAGANTIC_RUNNER_PORT). None on SQLite.
+ * What a command is on Postgres: a runner listening on PAGANTIC_RUNNER_HOST
+ * (default 127.0.0.1), on a port free now (a command runs beside a server, whose
+ * port is PAGANTIC_RUNNER_PORT), or with role `client` a process holding no
+ * shard. None on SQLite.
  */
-export const commandRunner = (durable: DurableModule, store: Store) =>
+export const commandRunner = (durable: DurableModule, store: Store, role: Role = "runner") =>
   store._tag === "Sqlite"
     ? Effect.succeed(undefined)
+    : role === "client"
+    ? Effect.succeed({ client: true })
     : Effect.gen(function* () {
       const host = Option.getOrElse(yield* variable("PAGANTIC_RUNNER_HOST"), () => "127.0.0.1")
       const port = yield* Effect.mapError(durable.freePort(host), runsFailure)
@@ -214,22 +223,25 @@ export interface Opened {
  * needs it, or `engine` when given (already loaded). A SQLite file another
  * process holds, or a database that cannot be reached, is a CliFailure naming it.
  * `flags` may be a `--state` value alone (the SQLite file, or the environment's choice).
+ * On Postgres the process joins as `role` (default a runner).
  */
 export const openRuns = (
   flags: StateFlags | Option.Option<string>,
   settings: EngineSettings,
-  engine?: Layer.Layer<Engine> | undefined
+  engine?: Layer.Layer<Engine> | undefined,
+  role: Role = "runner"
 ) =>
   Effect.gen(function* () {
     const store = yield* storeOf(flags)
     const durable = yield* loadDurable
     const definitions = yield* definitionsOf(durable)
-    const runner = yield* commandRunner(durable, store)
+    const runner = yield* commandRunner(durable, store, role)
     const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
     const context = yield* Layer.build(durable.layer(store, definitions, engineLayer, runner)).pipe(Effect.mapError(runsFailure))
     if (store._tag === "Postgres") {
-      // a runner that leaves within a second of joining can leave a database connection
-      // open (a race in the cluster's start), and the command's process would not exit
+      // a runner (or a client: measured) that leaves within a second of joining can leave
+      // a database connection open (a race in the cluster's start), and the command's
+      // process would not exit
       const joined = yield* Clock.currentTimeMillis
       yield* Effect.addFinalizer(() =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, joined + minimumRunnerMillis - now)))
@@ -238,9 +250,14 @@ export const openRuns = (
     return { runs: Context.get(context, Runs), file: where(store), store, durable } satisfies Opened
   })
 
-/** Runs `program` on the runs of the chosen store, closed after it. */
+/**
+ * Runs `program` on the runs of the chosen store, closed after it. On Postgres the
+ * process joins as a client unless `role` says `runner` (a command that drives
+ * runs here).
+ */
 export const withRuns = <A, E, R>(
   flags: StateFlags | Option.Option<string>,
   settings: EngineSettings,
-  program: (opened: Opened) => Effect.Effect<A, E, R>
-) => Effect.scoped(Effect.flatMap(openRuns(flags, settings), program))
+  program: (opened: Opened) => Effect.Effect<A, E, R>,
+  role: Role = "client"
+) => Effect.scoped(Effect.flatMap(openRuns(flags, settings, undefined, role), program))

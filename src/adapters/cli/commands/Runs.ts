@@ -100,7 +100,7 @@ const resume = Command.make(
           const info = yield* runs.await(args.id, { untilSuspended: true }).pipe(Effect.mapError(runsFailure))
           yield* printRun(info)
           if (info.status === "failed") return yield* fail(`run ${info.id} failed`)
-        }))
+        }), "runner")
     })
 ).pipe(Command.withDescription("re-drive a suspended or stale run here; waits until it ends or waits for an answer"))
 
