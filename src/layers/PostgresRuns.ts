@@ -39,12 +39,14 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Config from "effect/Config"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import type { ConfigurationFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import type { AnyDefinition, Requirements } from "../services/Runs.js"
@@ -201,6 +203,29 @@ export const migrate = (options: {
 // Layers
 // ---------------------------------------------------------------------------
 
+/**
+ * Opens the database's LISTEN connection and waits (at most about 10 s) until it
+ * listens, holding it for the scope: the runs' own listener then shares a
+ * connection already open. The client's LISTEN connection is opened in a promise
+ * its scope cannot interrupt: a process leaving while it connects kept it open
+ * and never exited (seen with commands that end within a second of starting).
+ */
+const listening = (pg: PgClient.PgClient) =>
+  Effect.gen(function* () {
+    const channel = `pagantic_ready_${process.pid}`
+    const ready = yield* Deferred.make<void>()
+    yield* pg.listen(channel).pipe(
+      Stream.runForEach(() => Deferred.succeed(ready, undefined)),
+      Effect.ignore,
+      Effect.forkScoped
+    )
+    yield* pg`SELECT pg_notify(${channel}, 'ready')`.pipe(
+      Effect.zipRight(Deferred.await(ready).pipe(Effect.timeoutFail({ duration: "200 millis", onTimeout: () => "not yet" as const }))),
+      Effect.retry(Schedule.recurs(50)),
+      Effect.catchAll(() => Effect.logWarning("the state database's LISTEN connection did not come up in 10 s"))
+    )
+  })
+
 /** Durable runs of `definitions` on the Postgres database at `url`, this process one of its runners (or a client, see `role`). */
 export const layer = <Defs extends AnyDefinition>(
   options: Options<Defs>
@@ -249,6 +274,7 @@ export const layer = <Defs extends AnyDefinition>(
       const sharding = yield* Sharding.Sharding
       const pg = yield* PgClient.PgClient
       const runners = yield* RunnerStorage.RunnerStorage
+      yield* listening(pg)
       return yield* Engine.make(options.definitions, {
         // a client executes no run: a run it records (an import) reads stale until a runner takes it
         owner: isClient ? `client/${process.pid}` : PgShared.ownerOf(host.host, host.port),

@@ -206,7 +206,7 @@ const lazyEngine = (layer: Layer.Layer<Engine, InferenceFailure | ConfigError.Co
     })
   )
 
-/** How long a command's runner stays on Postgres at least (see `openRuns`). */
+/** How long a command's runner (not a client) stays on Postgres at least (see `openRuns`). */
 const minimumRunnerMillis = 1_500
 
 /** What a command gets: the runs, the store they are on (and where, as a user reads it) and the durable module. */
@@ -238,10 +238,11 @@ export const openRuns = (
     const runner = yield* commandRunner(durable, store, role)
     const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
     const context = yield* Layer.build(durable.layer(store, definitions, engineLayer, runner)).pipe(Effect.mapError(runsFailure))
-    if (store._tag === "Postgres") {
-      // a runner (or a client: measured) that leaves within a second of joining can leave
-      // a database connection open (a race in the cluster's start), and the command's
-      // process would not exit
+    if (store._tag === "Postgres" && role === "runner") {
+      // a runner that leaves within a second of joining could leave a database connection
+      // open, and the command's process would not exit. The connection seen left open (the
+      // LISTEN one, on a client) is now opened before the layer is handed out (PostgresRuns),
+      // and clients leave at once; runners keep the margin until measured without it
       const joined = yield* Clock.currentTimeMillis
       yield* Effect.addFinalizer(() =>
         Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sleep(Math.max(0, joined + minimumRunnerMillis - now)))
