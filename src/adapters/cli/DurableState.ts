@@ -1,7 +1,7 @@
 /**
  * DurableState: the durable runs a command opens, on the store `RunsState`
  * chose: a SQLite state file, or a Postgres database on which this process is
- * one of the runners. The commands import this module only when they use it
+ * one of the runners or a client of them (holding no shard). The commands import this module only when they use it
  * (`RunsState.ts` does, with a dynamic `import()`), and it imports the store's
  * layer (SqliteRuns or PostgresRuns, with their drivers) only when it builds it:
  * `pagantic chat` loads neither, a command on SQLite never loads the Postgres
