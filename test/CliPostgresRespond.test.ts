@@ -2,7 +2,7 @@
  * The durable commands on Postgres beside another runner (in process): a run that
  * waits for a human is started on one runner of an embedded Postgres, which stays
  * up, and `pagantic runs list | show` and `pagantic respond --state-url` (each
- * command a runner of its own on the same database) read it and answer it; the
+ * command a cluster client of the same database: no shards) read it and answer it; the
  * run completes. Skipped, with the reason printed, only where no Postgres can
  * start (test/support/postgres.ts).
  */
