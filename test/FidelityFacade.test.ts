@@ -535,6 +535,41 @@ describe("output.strictValidation through the facade: the Validator's rules on a
       expect(response.structuredOutput).toBeUndefined()
     }).pipe(Effect.provide(unsure(3))))
 
+  /** A redundant request of `n` replicas, as an HTTP client sends it. */
+  const redundantRaw = (n: number) =>
+    Effect.gen(function* () {
+      const system = yield* Facade.make()
+      const fiber = yield* Effect.fork(
+        system.runUnknown({ mode: "redundant", messages: [{ role: "user", content: "I love it" }], output: scored, redundancy: { n } })
+      )
+      yield* TestClock.adjust("1 minute")
+      return yield* Fiber.join(fiber)
+    })
+  const replies = (confidences: ReadonlyArray<string>) =>
+    Layer.merge(
+      env(confidences.map((c, i) => ScriptedEngine.reply(`{"sentiment":"${i === 0 ? "negative" : "positive"}","confidence":${c}}`))),
+      RuleValidator.layer([confident])
+    )
+
+  it.effect("redundant: a replica that breaks a rule does not vote; the others decide", () =>
+    Effect.gen(function* () {
+      // replica 0 says negative but is unsure: without the rule it would be one of three votes
+      const response = yield* redundantRaw(3)
+      expect(response.error).toBeUndefined()
+      expect(response.structuredOutput).toEqual({ sentiment: "positive", confidence: 0.8 })
+      expect(response.validationResult).toMatchObject({ passed: 2, failed: 1, violations: ["replica 0: confidence >= 0.5"] })
+      expect(response.confidence).toBe(1)
+      expect(yield* ScriptedEngine.requests).toHaveLength(3)
+    }).pipe(Effect.provide(replies(["0.1", "0.8", "0.8"]))))
+
+  it.effect("redundant: when the rules leave too few replicas, ORCHESTRATION_NO_CONSENSUS naming each broken rule (never a ValidationFailure: not this pattern's to emit)", () =>
+    Effect.gen(function* () {
+      const response = yield* redundantRaw(3)
+      expect(response.error).toMatchObject({ code: "ORCHESTRATION_NO_CONSENSUS", category: "OrchestrationFailure" })
+      expect(response.error?.causedBy).toMatchObject({ code: "VALIDATION_RULE_FAILED" })
+      expect(response.structuredOutput).toBeUndefined()
+    }).pipe(Effect.provide(replies(["0.1", "0.2", "0.3"]))))
+
   it.effect("an answer that passes the rules is accepted after a re-prompt", () =>
     Effect.gen(function* () {
       const response = yield* runRaw({ ...scored, strictValidation: true })

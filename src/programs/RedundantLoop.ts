@@ -15,6 +15,10 @@
  * `retryable` say what to do); when some did but too few, ORCHESTRATION_NO_CONSENSUS
  * naming each failure. Voting itself may refuse (UnanimityVoting). Voting replaces
  * retry: a replica gets one attempt (repair included) unless `retry` says otherwise.
+ * With `validate` (rule checks, e.g. a Validator's), a replica whose value breaks a
+ * rule is a failed replica (its ValidationFailure kept): it does not vote. When no
+ * replica is left the call fails ORCHESTRATION_NO_CONSENSUS naming each failure, so
+ * the categories below stay the pattern's own.
  *
  * It can fail with InferenceFailure, ConstraintFailure, OrchestrationFailure and
  * Cancellation (the `timeout`).
@@ -25,12 +29,13 @@
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
+import type * as Schedule from "effect/Schedule"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
-import type { Cancellation, ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
+import type { Cancellation, ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
@@ -46,7 +51,13 @@ import { MajorityVoting } from "./Voting.js"
 
 export const defaultReplicas = 3
 
-export interface Options<A> extends Omit<Structured.Options<A>, "validate" | "sessionKey"> {
+export interface Options<A> extends Omit<Structured.Options<A>, "validate" | "strictValidation" | "sessionKey" | "retry" | "onRejected"> {
+  /** Told of each rejected reply of a replica (a schema, grammar or rule failure). */
+  readonly onRejected?: ((rejection: Structured.Rejection<ValidationFailure>) => Effect.Effect<void>) | undefined
+  /** A replica's own retries (default none: voting replaces retry). */
+  readonly retry?: Schedule.Schedule<unknown, ConstraintFailure | ValidationFailure> | undefined
+  /** Rule checks on each replica's value; a replica that breaks one does not vote. */
+  readonly validate?: ((value: A) => Effect.Effect<void, ValidationFailure>) | undefined
   readonly systemPrompt?: string | undefined
   /** Replicas to run. Default 3 (at least 1). */
   readonly n?: number | undefined
@@ -63,7 +74,7 @@ export interface Options<A> extends Omit<Structured.Options<A>, "validate" | "se
 /** The outcome of one replica. */
 export type Replica<A> =
   | { readonly _tag: "Valid"; readonly replica: number; readonly result: Structured.Result<A> }
-  | { readonly _tag: "Failed"; readonly replica: number; readonly failure: InferenceFailure | ConstraintFailure }
+  | { readonly _tag: "Failed"; readonly replica: number; readonly failure: InferenceFailure | ConstraintFailure | ValidationFailure }
 
 export interface Result<A> {
   /** The winning candidate (compact JSON). */
@@ -150,8 +161,10 @@ const runWith = <A>(
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
     yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
     const spent = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
-    const replicaOptions: Structured.Options<A> = {
+    const replicaOptions: Structured.Options<A, ValidationFailure> = {
       ...options,
+      // a replica breaking a rule is a failed replica: it never votes with a partial result
+      strictValidation: true,
       retry: options.retry ?? RetryPolicy.none,
       onUsage: (usage) =>
         Effect.zipRight(Ref.update(spent, (us) => [...us, usage]), options.onUsage?.(usage) ?? Effect.void)
@@ -176,7 +189,8 @@ const runWith = <A>(
     // below the quorum (at most n) some replica failed: the first failure is typed
     const firstFailed = failed[0]
     if (valid.length < quorum && firstFailed !== undefined) {
-      if (valid.length === 0) return yield* firstFailed.failure
+      // a broken rule is not the pattern's to emit: no replica left by the rules is no consensus
+      if (valid.length === 0 && firstFailed.failure._tag !== "ValidationFailure") return yield* firstFailed.failure
       return yield* new OrchestrationFailure({
         code: "ORCHESTRATION_NO_CONSENSUS",
         retryable: false,
@@ -211,7 +225,11 @@ const runWith = <A>(
         failed: failed.length,
         repairAttempts,
         violations: failed.flatMap((r) =>
-          r.failure._tag === "ConstraintFailure" ? r.failure.violations.map((v) => `replica ${r.replica}: ${v}`) : []
+          r.failure._tag === "ConstraintFailure"
+            ? r.failure.violations.map((v) => `replica ${r.replica}: ${v}`)
+            : r.failure._tag === "ValidationFailure"
+            ? (r.failure.failedRules.length > 0 ? r.failure.failedRules : [r.failure.message]).map((v) => `replica ${r.replica}: ${v}`)
+            : []
         )
       })
     }

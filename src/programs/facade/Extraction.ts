@@ -79,10 +79,15 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
   Effect.gen(function* () {
     const { output, redundancy } = checked.request
     const hints = Hints.effective(checked.request.hints)
+    const validator = yield* Effect.serviceOption(Validator)
     yield* tracker.transition("EXECUTE", "redundant replicas")
     const result = yield* RedundantLoop.run(checked.user.content, {
       schema: checked.schema,
       repairAllowed: output.repairAllowed,
+      // the Validator's rules on each replica's value: a replica that breaks one does not vote
+      validate: Option.isSome(validator)
+        ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
+        : undefined,
       voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
       n: redundancy?.n,
       quorum: redundancy?.quorum,
