@@ -15,6 +15,7 @@ import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
 import type { ModelInfo } from "../domain/ModelInfo.js"
+import { Logprobs, Penalty, StopTexts, TopLogprobs } from "../domain/Sampling.js"
 import { TokenUsage } from "../domain/TokenUsage.js"
 
 /** What one inference call asks of the engine. */
@@ -33,7 +34,21 @@ export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceR
   temperature: Schema.optional(Schema.NonNegative.pipe(Schema.finite())),
   /** 0 to 1, as ExecutionHints. */
   topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+  /** The same request with the same seed samples the same tokens (on the same engine and model). */
   seed: Schema.optional(Schema.Int),
+  /**
+   * 1 to 4 non-empty texts: generation ends before the first one produced, which
+   * is not part of the content; the finish reason is then "stop".
+   */
+  stop: Schema.optional(StopTexts),
+  /** -2 to 2: lowers (positive) or raises (negative) every token already produced, once. */
+  presencePenalty: Schema.optional(Penalty),
+  /** -2 to 2: lowers (positive) or raises (negative) a token by how often it was produced. */
+  frequencyPenalty: Schema.optional(Penalty),
+  /** Return the log-probability of each generated content token (`InferenceResult.logprobs`). */
+  logprobs: Schema.optional(Schema.Boolean),
+  /** 0 to 20: with `logprobs` (alone it asks for nothing), how many most likely alternatives to report per token. */
+  topLogprobs: Schema.optional(TopLogprobs),
   /**
    * A stable key for a conversation (e.g. the session id). Engines that keep
    * evaluated state (llama.cpp) use it to reuse the evaluated prefix across turns.
@@ -52,10 +67,15 @@ export class InferenceResult extends Schema.Class<InferenceResult>("InferenceRes
   content: Schema.String,
   toolCalls: Schema.Array(ToolCall),
   usage: TokenUsage,
-  finishReason: FinishReason
+  finishReason: FinishReason,
+  /** When the request asked for `logprobs`: one entry per generated content token, in order. */
+  logprobs: Schema.optional(Logprobs)
 }) {}
 
-/** A piece of a streamed inference. The stream ends with exactly one `Finish`. */
+/**
+ * A piece of a streamed inference. The stream ends with exactly one `Finish`;
+ * log-probabilities, when asked for, come on its result.
+ */
 export type StreamPart =
   | { readonly _tag: "TextDelta"; readonly text: string }
   | { readonly _tag: "ToolCallPart"; readonly toolCall: ToolCall }
