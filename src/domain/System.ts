@@ -15,6 +15,7 @@ import { JsonSchema } from "./JsonSchema.js"
 import * as Text from "./Text.js"
 import { ExecutionPlan } from "./Plan.js"
 import { Know, KnowOrchestration } from "./Records.js"
+import { Logprobs, Penalty, StopTexts, TopLogprobs } from "./Sampling.js"
 import { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "./Task.js"
 import { WireMessage } from "./Message.js"
 import { TokenUsage } from "./TokenUsage.js"
@@ -35,6 +36,17 @@ export class ExecutionHints extends Schema.Class<ExecutionHints>("ExecutionHints
   timeout: Schema.optional(Schema.DurationFromMillis),
   temperature: Schema.optional(Schema.Number.pipe(Schema.between(0, 2))),
   topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+  /** 1 to 4 non-empty texts; each inference ends before the first one it produces, which is left out. */
+  stop: Schema.optional(StopTexts),
+  /** The same request with the same seed samples the same tokens. */
+  seed: Schema.optional(Schema.Int),
+  /** -2 to 2, llama.cpp's repeat penalties. */
+  presencePenalty: Schema.optional(Penalty),
+  frequencyPenalty: Schema.optional(Penalty),
+  /** Log-probabilities of the answer's tokens (in chat mode, on `SystemResponse.logprobs`). */
+  logprobs: Schema.optional(Schema.Boolean),
+  /** 0 to 20 alternatives per token, with `logprobs`. */
+  topLogprobs: Schema.optional(TopLogprobs),
   /** Vendor-specific options, handed to the engine unchanged. */
   options: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
 }) {}
@@ -273,6 +285,8 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   confidenceSource: Schema.optional(ConfidenceSource),
   validationResult: Schema.optional(ValidationResult),
   tokenUsage: TokenUsage,
+  /** When the hints ask for logprobs (chat mode): the final answer's tokens with their log-probabilities. */
+  logprobs: Schema.optional(Logprobs),
   /** Why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
   stopReason: Schema.optional(Schema.String),
   /** In task mode: every task's result, failure or reason for being skipped, and the phases. */
