@@ -4,6 +4,7 @@
  *   POST /v1/run               a SystemRequest in, the SystemResponse out (`http/Run.ts`)
  *   POST /v1/chat/completions  OpenAI-compatible, JSON or SSE (`http/ChatCompletions.ts`)
  *   POST /v1/queries           an infer.query.v1 query, answered or started (`http/Queries.ts`)
+ *   GET  /v1/models, /v1/models/{id}  OpenAI-compatible: the model served (`http/Models.ts`)
  *   GET  /health               the engine's model and "ok"
  *   /v1/runs...                the durable runs, when the server has `Runs` (`http/Runs.ts`)
  *   GET  /v1/responders/{id}/inbox  a human responder's slots (SSE), when it has `Notifications` (`http/Inbox.ts`)
@@ -47,6 +48,7 @@ import * as ChatCompletions from "./http/ChatCompletions.js"
 import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config.js"
 import * as Edge from "./http/Edge.js"
 import * as Inbox from "./http/Inbox.js"
+import * as Models from "./http/Models.js"
 import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
 import * as RunsHttp from "./http/Runs.js"
@@ -72,6 +74,11 @@ const handlers = (options: Options) =>
         .handle("health", () => Effect.map(engine.modelInfo, (model) => ({ status: "ok" as const, model })))
     })
   )
+
+/** OpenAI's models routes: the engine's model. */
+const modelsHandlers = HttpApiBuilder.group(PaganticApi, "models", (handlers) =>
+  Effect.map(Models.make, (models) =>
+    handlers.handle("listModels", () => models.list).handle("showModel", ({ path }) => models.show(path.id))))
 
 /** The runs endpoints: served on the `Runs` in context, a 404 saying so without it. */
 const runsHandlers = (options: Options) =>
@@ -109,6 +116,7 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
     : undefined
   return HttpApiBuilder.api(PaganticApi).pipe(
     Layer.provide(handlers(options)),
+    Layer.provide(modelsHandlers),
     Layer.provide(runsHandlers(options)),
     Layer.provide(respondersHandlers),
     Layer.provide(HttpApiBuilder.middleware((app) => (cors === undefined ? edge(app) : cors(edge(app)))))

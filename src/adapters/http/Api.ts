@@ -4,6 +4,7 @@
  *   POST /v1/run               a SystemRequest in, the SystemResponse out (or, with
  *                              `Prefer: respond-async` and durable runs, 202 and its run)
  *   POST /v1/chat/completions  OpenAI-compatible chat completions (JSON or SSE)
+ *   GET  /v1/models, /v1/models/{id}   OpenAI-compatible: the model the engine serves
  *   POST /v1/queries           an infer.query.v1 query in, its answer (200) or its run (202) out
  *   GET  /health               the engine's model and "ok"
  *   GET  /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events (SSE)
@@ -290,6 +291,41 @@ export const queries = HttpApiEndpoint.post("queries", "/v1/queries")
 export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(queries).add(health) {}
 
 // ---------------------------------------------------------------------------
+// OpenAI-compatible models
+// ---------------------------------------------------------------------------
+
+/**
+ * A model as OpenAI lists it, plus its context window (`context_length`, the
+ * name llama.cpp's server and OpenRouter use) and what the engine can do.
+ */
+export const OpenAiModel = Schema.Struct({
+  id: Schema.String,
+  object: Schema.Literal("model"),
+  /** Unix seconds: when this server started serving the model. */
+  created: Schema.Number,
+  owned_by: Schema.String,
+  context_length: Schema.Number,
+  pagantic: Schema.Struct({ supportsGrammar: Schema.Boolean, supportsTools: Schema.Boolean })
+}).annotations({ identifier: "OpenAiModel" })
+export type OpenAiModel = typeof OpenAiModel.Type
+
+export const OpenAiModelList = Schema.Struct({ object: Schema.Literal("list"), data: Schema.Array(OpenAiModel) })
+export type OpenAiModelList = typeof OpenAiModelList.Type
+
+const modelRefusals = Schema.Union(...refusalStatuses.map(ChatFailure.at))
+
+export const listModels = HttpApiEndpoint.get("listModels", "/v1/models").addSuccess(OpenAiModelList).addError(modelRefusals)
+
+/** One model by id; an id the server does not serve is a 404 in OpenAI's error shape. */
+export const showModel = HttpApiEndpoint.get("showModel", "/v1/models/:id")
+  .setPath(Schema.Struct({ id: Schema.String }))
+  .addSuccess(OpenAiModel)
+  .addError(modelRefusals)
+
+/** OpenAI's models routes, for clients that discover the model before they ask it. */
+export class ModelsGroup extends HttpApiGroup.make("models").add(listModels).add(showModel) {}
+
+// ---------------------------------------------------------------------------
 // Durable runs
 // ---------------------------------------------------------------------------
 
@@ -376,4 +412,9 @@ export const responderInbox = HttpApiEndpoint.get("responderInbox", "/v1/respond
 
 export class RespondersGroup extends HttpApiGroup.make("responders").add(responderInbox) {}
 
-export class PaganticApi extends HttpApi.make("pagantic").add(PaganticGroup).add(RunsGroup).add(RespondersGroup) {}
+export class PaganticApi extends HttpApi.make("pagantic")
+  .add(PaganticGroup)
+  .add(ModelsGroup)
+  .add(RunsGroup)
+  .add(RespondersGroup)
+{}

@@ -35,6 +35,8 @@ const routes: ReadonlyArray<readonly [string, string]> = [
   ["/v1/run", "POST"],
   ["/v1/chat/completions", "POST"],
   ["/v1/queries", "POST"],
+  ["/v1/models", "GET"],
+  ["/v1/models/{id}", "GET"],
   ["/v1/runs", "GET"],
   ["/v1/runs/{id}", "GET"],
   ["/v1/runs/{id}/events", "GET"],
@@ -122,7 +124,7 @@ export const errorResponse = (
   headers: Record<string, string> = {}
 ): HttpServerResponse.HttpServerResponse => {
   return HttpServerResponse.unsafeJson(
-    path === "/v1/chat/completions"
+    path === "/v1/chat/completions" || path === "/v1/models" || path.startsWith("/v1/models/")
       ? openAiError(error, status)
       : encodeResponse(failedResponse(error, requestId, undefined)),
     { status, headers: { "x-request-id": requestIdHeader(requestId), ...headers } }
