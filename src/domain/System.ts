@@ -17,7 +17,7 @@ import { ExecutionPlan } from "./Plan.js"
 import { Know, KnowOrchestration } from "./Records.js"
 import { Logprobs, Penalty, StopTexts, TopLogprobs } from "./Sampling.js"
 import { FailurePolicy, OrchestratorResult, Scheduling, TaskList } from "./Task.js"
-import { WireMessage } from "./Message.js"
+import { ToolCall, ToolDefinition, WireMessage } from "./Message.js"
 import { TokenUsage } from "./TokenUsage.js"
 
 /**
@@ -119,6 +119,25 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   output: Schema.optionalWith(OutputContract, { default: () => new OutputContract({}) }),
   /** Allowed tool names; empty means every registered tool. */
   tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
+  /**
+   * Mode chat: tools the caller runs itself. They are offered to the model beside
+   * the registered tools (a registered tool of the same name is not offered: the
+   * caller's definition wins) and never run here: a reply that calls one ends the
+   * turn with stopReason "tool_calls" and the calls in `pendingToolCalls`. The
+   * caller answers them with tool messages at the end of its next request.
+   */
+  clientTools: Schema.optionalWith(Schema.Array(ToolDefinition), { default: () => [] }),
+  /**
+   * Mode chat: which tools the model may call. "auto" (default): any offered;
+   * "none": none is offered; "required": an answer before any tool call is asked
+   * again; `{ name }`: only that tool (registered or the caller's) is offered, and
+   * required.
+   */
+  toolChoice: Schema.optional(
+    Schema.Union(Schema.Literal("auto", "none", "required"), Schema.Struct({ name: Schema.String }))
+  ),
+  /** Mode chat: false acts on the first tool call of a reply only (the others are dropped from it). Default true. */
+  parallelToolCalls: Schema.optional(Schema.Boolean),
   /** A manually authored plan (mode plan); when present the Planner is skipped. */
   plan: Schema.optional(ExecutionPlan),
   /** Voting settings for mode redundant. */
@@ -287,8 +306,13 @@ export class SystemResponse extends Schema.Class<SystemResponse>("SystemResponse
   tokenUsage: TokenUsage,
   /** When the hints ask for logprobs (chat mode): the final answer's tokens with their log-probabilities. */
   logprobs: Schema.optional(Logprobs),
-  /** Why the loop stopped (finish, length, max_iterations, budget_exhausted, ...). */
+  /** Why the loop stopped (finish, length, tool_calls, max_iterations, budget_exhausted, ...). */
   stopReason: Schema.optional(Schema.String),
+  /**
+   * Mode chat, stopReason "tool_calls": the calls of the caller's own tools
+   * (`SystemRequest.clientTools`) the model made, for the caller to run and answer.
+   */
+  pendingToolCalls: Schema.optional(Schema.Array(ToolCall)),
   /** In task mode: every task's result, failure or reason for being skipped, and the phases. */
   orchestration: Schema.optional(OrchestratorResult),
   /** In query mode: the query's run and its committed answer. */
