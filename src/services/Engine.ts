@@ -8,9 +8,11 @@
  * does so; one that cannot ignores them and the constraint layer checks afterwards.
  */
 import * as Context from "effect/Context"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import { identity } from "effect/Function"
 import * as Schema from "effect/Schema"
-import type * as Stream from "effect/Stream"
+import * as Stream from "effect/Stream"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
@@ -98,3 +100,37 @@ export interface Service {
 
 /** The inference engine. */
 export class Engine extends Context.Tag("pagantic/Engine")<Engine, Service>() {}
+
+// ---------------------------------------------------------------------------
+// The request in progress
+// ---------------------------------------------------------------------------
+
+/**
+ * What the request in progress does to an engine: the facade sets it for the
+ * length of one request, so that the request's hints reach, and its spending
+ * counts, every inference the request causes, also those of services that hold
+ * an engine of their own (a model reranker, a judged validator, a model planner,
+ * a query's responders). Outside a request it leaves an engine as it is.
+ */
+export const currentRequest: FiberRef.FiberRef<(engine: Service) => Service> = FiberRef.unsafeMake<
+  (engine: Service) => Service
+>(identity)
+
+const followsRequest: unique symbol = Symbol.for("pagantic/Engine/followsRequest")
+
+/**
+ * `engine`, each of its calls made the way the request in progress makes them
+ * (see `currentRequest`). Services that keep an engine for later calls keep it
+ * so. Idempotent: an engine that already follows the request is returned as is,
+ * so no call is seen twice.
+ */
+export const inRequest = (engine: Service): Service => {
+  if (followsRequest in engine) return engine
+  const following: Service & { readonly [followsRequest]: true } = {
+    [followsRequest]: true,
+    infer: (request) => Effect.flatMap(FiberRef.get(currentRequest), (wrap) => wrap(engine).infer(request)),
+    stream: (request) => Stream.unwrap(Effect.map(FiberRef.get(currentRequest), (wrap) => wrap(engine).stream(request))),
+    modelInfo: engine.modelInfo
+  }
+  return following
+}
