@@ -3,7 +3,9 @@
  * (step types limited to the policy's), decodes the reply into a PlanDraft (not
  * JSON: CONSTRAINT_JSON_INVALID; not a plan: CONSTRAINT_SCHEMA_INVALID), retries
  * those on a Schedule, and checks the plan against the dependency rules and the
- * PlanPolicy. Every plan carries its PlanTrace.
+ * PlanPolicy. Every plan carries its PlanTrace. Its calls follow the request
+ * they are made in (`Engine.inRequest`): they carry its hints where the planner
+ * sets none, and count in its token usage.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -14,7 +16,7 @@ import { decodeJsonAs } from "../domain/Json.js"
 import * as Message from "../domain/Message.js"
 import * as Plan from "../domain/Plan.js"
 import type { SystemRequest } from "../domain/System.js"
-import { Engine, InferenceRequest } from "../services/Engine.js"
+import { Engine, InferenceRequest, inRequest } from "../services/Engine.js"
 import type { Service } from "../services/Planner.js"
 import { Planner } from "../services/Planner.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
@@ -40,7 +42,7 @@ const decodeDraft = (raw: string): Either.Either<Plan.PlanDraft, ConstraintFailu
 
 export const make = (options: Options = {}): Effect.Effect<Service, never, Engine> =>
   Effect.gen(function* () {
-    const engine = yield* Engine
+    const engine = inRequest(yield* Engine)
     const id = options.id ?? "model"
     const policy = options.policy ?? Plan.permissive
     const stepTypes = policy.allowedStepTypes ?? options.stepTypes ?? Plan.BuiltinStepType.literals

@@ -3,7 +3,9 @@
  * reply constrained to the JSON schema `{"score": number}` (clamped to [0, 1]). A
  * reply that is not JSON is CONSTRAINT_JSON_INVALID; JSON of the wrong shape is
  * CONSTRAINT_SCHEMA_INVALID, with the raw text kept on the failure. Orders by
- * score, then by the candidate's original position, and keeps `topK`.
+ * score, then by the candidate's original position, and keeps `topK`. Its calls
+ * follow the request they are made in (`Engine.inRequest`): they carry its hints
+ * where the reranker sets none, and count in its token usage.
  */
 import * as Either from "effect/Either"
 import * as Effect from "effect/Effect"
@@ -13,7 +15,7 @@ import type { ConstraintFailure } from "../domain/Failure.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
 import { decodeJsonAs } from "../domain/Json.js"
 import * as Message from "../domain/Message.js"
-import { Engine, InferenceRequest } from "../services/Engine.js"
+import { Engine, InferenceRequest, inRequest } from "../services/Engine.js"
 import type { RerankInput, Service } from "../services/Reranker.js"
 import { Candidate, rank, Reranker } from "../services/Reranker.js"
 
@@ -50,7 +52,7 @@ const parseScore = (raw: string): Either.Either<number, ConstraintFailure> =>
 /** A reranker that asks the Engine to score each candidate. */
 export const make = (options: Options = {}): Effect.Effect<Service, never, Engine> =>
   Effect.gen(function* () {
-    const engine = yield* Engine
+    const engine = inRequest(yield* Engine)
     const instructions = options.instructions ?? defaultInstructions
     const score = (query: string, candidate: Candidate) =>
       engine.infer(

@@ -9,7 +9,8 @@
  * the Engine (`layerJudged`): one request per rule, at temperature 0, constrained by
  * the verdict's JSON schema and decoded as a Verdict; an engine that still fails
  * after its retries, or a reply that is not a verdict, fails the rule with that
- * reason (fail closed).
+ * reason (fail closed). The judge's calls follow the request they are made in
+ * (`Engine.inRequest`): its hints, its token usage.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -24,7 +25,7 @@ import { formatPath } from "../domain/Issues.js"
 import type { JsonSchema } from "../domain/JsonSchema.js"
 import { toEffectSchema } from "../domain/JsonSchema.js"
 import { Engine, InferenceRequest } from "../services/Engine.js"
-import type * as EngineService from "../services/Engine.js"
+import * as EngineService from "../services/Engine.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
 import type { CheckResult, Rule, Service } from "../services/Validator.js"
 import { report, RuleResult, Validator, Verdict, verdictSchema } from "../services/Validator.js"
@@ -88,11 +89,16 @@ export interface JudgeOptions {
 
 const decodeVerdict = Schema.decodeUnknownEither(Schema.parseJson(Verdict))
 
-/** A judge that asks `engine`. */
-export const judge = (engine: EngineService.Service, options: JudgeOptions = {}): Judge =>
-  Effect.fn("Validator.judge")(function* (output: string, rule: SemanticRule) {
+/**
+ * A judge that asks `engine`. Its calls follow the request they are made in
+ * (`Engine.inRequest`): they carry its hints where the judge sets none, and count
+ * in its token usage.
+ */
+export const judge = (engine: EngineService.Service, options: JudgeOptions = {}): Judge => {
+  const inRequest = EngineService.inRequest(engine)
+  return Effect.fn("Validator.judge")(function* (output: string, rule: SemanticRule) {
     const answered = yield* Effect.either(
-      Effect.retry(engine.infer(judgeRequest(output, rule, options)), {
+      Effect.retry(inRequest.infer(judgeRequest(output, rule, options)), {
         schedule: options.retry ?? RetryPolicy.inference,
         while: (f: InferenceFailure) => f.retryable
       })
@@ -109,6 +115,7 @@ export const judge = (engine: EngineService.Service, options: JudgeOptions = {})
     yield* Effect.annotateCurrentSpan({ "pagantic.validator.verdict": verdict.right.verdict })
     return new RuleResult({ ...fields, passed: verdict.right.verdict === "pass", reason: verdict.right.reason })
   })
+}
 
 const noJudge: Judge = (_output, rule) =>
   Effect.succeed(

@@ -37,6 +37,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import * as Json from "../../domain/Json.js"
@@ -46,7 +47,7 @@ import type { SystemRequest } from "../../domain/System.js"
 import { QueryResult } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import { Durable } from "../../services/Durable.js"
-import type * as Engine from "../../services/Engine.js"
+import * as Engine from "../../services/Engine.js"
 import type { RerankInput } from "../../services/Reranker.js"
 import { Reranker } from "../../services/Reranker.js"
 import type { Responder } from "../../services/ResponderRegistry.js"
@@ -252,17 +253,26 @@ const runDurable = (
     )
   })
 
-/** `registry`, its llm responders' engines adding the usage of every inference they answer to `usage`. */
+/**
+ * `registry`, its llm responders' engines following the request (its hints on
+ * every inference, its spending: `Engine.inRequest`) and adding the usage of
+ * every inference they answer to `usage`.
+ */
 const watched = (registry: ResponderRegistry["Type"], usage: Ref.Ref<TokenUsage.TokenUsage>): ResponderRegistry["Type"] => {
   const used = (result: Engine.InferenceResult) => Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
-  const watch = (responder: Responder): Responder =>
-    responder.kind !== "llm" ? responder : {
+  const watch = (responder: Responder): Responder => {
+    if (responder.kind !== "llm") return responder
+    const engine = Engine.inRequest(responder.engine)
+    return {
       ...responder,
       engine: {
-        ...responder.engine,
-        infer: (request) => Effect.tap(responder.engine.infer(request), used)
+        ...engine,
+        infer: (request) => Effect.tap(engine.infer(request), used),
+        stream: (request) =>
+          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void))
       }
     }
+  }
   return {
     ...registry,
     responders: Effect.map(registry.responders, (all) => all.map(watch)),

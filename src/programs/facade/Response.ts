@@ -72,6 +72,26 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.query === undefined ? {} : { query: o.query })
   })
 
+/**
+ * An answer reports everything the request spent and did, as a failure does:
+ * the recorder's usage and tool calls when it saw at least the inferences and
+ * calls the mode counted (it sees every inference of the request, also those a
+ * reranker, judge, planner or task processor made, which a mode's own count
+ * leaves out); the mode's own where it saw fewer (a durable query's run spends
+ * out of its sight, and reports what its journal says).
+ */
+const withSpent = (outcome: Outcome, spent: Spent.Spent): Effect.Effect<Outcome> =>
+  Effect.gen(function* () {
+    const usage = yield* spent.usage
+    const toolCalls = yield* spent.toolCalls
+    const own = outcome.toolCallsMade ?? []
+    return {
+      ...outcome,
+      usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
+      toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
+    }
+  })
+
 /** What a failed request had spent and done before it failed. */
 interface SpentSoFar {
   readonly usage: TokenUsage.TokenUsage
@@ -98,7 +118,11 @@ export const respond = (
   spent: Spent.Spent
 ): Effect.Effect<SystemResponse> =>
   Exit.matchEffect(exit, {
-    onSuccess: (outcome) => Effect.as(tracker.transition("COMPLETE", "response assembled"), answered(to, outcome)),
+    onSuccess: (outcome) =>
+      Effect.gen(function* () {
+        yield* tracker.transition("COMPLETE", "response assembled")
+        return answered(to, yield* withSpent(outcome, spent))
+      }),
     onFailure: (cause) =>
       Effect.gen(function* () {
         const error = errorOf(cause)

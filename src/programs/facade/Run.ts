@@ -14,6 +14,7 @@ import * as Ref from "effect/Ref"
 import * as Deferred from "effect/Deferred"
 import { Cancellation } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
+import * as Engine from "../../services/Engine.js"
 import { withCorrelation } from "../../services/EventLog.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Spans from "../internal/Spans.js"
@@ -40,12 +41,13 @@ const executeChecked = (
     const tracker = yield* Lifecycle.makeTracker
     const partial = yield* Ref.make("")
     const { signal, cancelledEarly } = yield* cancellations.register(requestId)
-    // every inference carries the request's hints and every inference and tool call is recorded
+    // every inference the request causes carries its hints and is recorded, whichever engine makes it:
+    // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
     const spent = yield* Spent.make
     const hints = Hints.effective(request.hints)
-    // (a query's responders bring their own engines)
+    const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(engine, hints))
     const checked = Either.map(admission.checked, (c): Check.Checked =>
-      c.mode === "query" ? c : { ...c, engine: spent.engine(Hints.engine(c.engine, hints)) })
+      c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
 
     const timeout = request.hints.timeout
     const body = Modes.route(env, checked, partial, tracker, runOptions)
@@ -73,7 +75,8 @@ const executeChecked = (
       cancellable.pipe(
         Lifecycle.tracked(tracker),
         Effect.provide(context),
-        Effect.onInterrupt(() => tracker.interrupted)
+        Effect.onInterrupt(() => tracker.interrupted),
+        Effect.locally(Engine.currentRequest, inThisRequest)
       )
     )
     yield* cancellations.finish(requestId)
