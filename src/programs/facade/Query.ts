@@ -30,6 +30,12 @@
  * CALLs' tokens as one total (prompt and output together), the KNOW's
  * `_orchestration.tokens`: its `tokenUsage` carries that total as output tokens,
  * its prompt tokens 0, and the run's CALLs as its calls.
+ *
+ * In memory, the responders' engines follow the request (`Engine.inRequest`): the
+ * request's hints reach their inferences, and a failed query reports what they
+ * spent. A durable run is not the request: it runs in the runs' own fibers, maybe
+ * in another process, and its inferences take the query's own settings, not the
+ * request's hints.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"

@@ -3,12 +3,14 @@
  * the engine answered and every tool call the registry ran, in the order they
  * happened, whatever the mode and however the request ends.
  *
- * A mode's Outcome says what a successful request spent; a request that fails
- * has no Outcome, so its response reads this instead: a failure reports the
- * tokens and tool calls it cost before it failed. The recorder sits on the
- * engine and the registry the request runs with, so every inference and tool
- * call of every loop, step and processor is seen. A tool call retried under the
- * same id is one record, its last attempt's.
+ * A request that fails has no Outcome, so its response reads this: a failure
+ * reports the tokens and tool calls it cost before it failed; an answer reports
+ * it too where it saw more than the mode counted. The recorder sits on the
+ * engine and the registry the request runs with, and on every engine that
+ * follows the request (`Engine.inRequest`: a model reranker's, a judge's, a
+ * planner's, a query's responders'), so every inference and tool call of every
+ * loop, step, processor and service is seen. A tool call retried under the same
+ * id is one record, its last attempt's.
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"

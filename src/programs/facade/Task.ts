@@ -6,7 +6,8 @@
  *
  * The answer carries the whole OrchestratorResult as `orchestration`; its
  * structured output is every completed task's output by id, its content that as
- * JSON, its token usage the analyzer's (processors report none). When a task
+ * JSON, its token usage every inference the request caused (the analyzer's and
+ * the processors', as the facade records them). When a task
  * failed or was skipped the stop reason is "incomplete": the
  * failures are data of the orchestration, each typed, not the response's error.
  * A failure before any task runs (the analysis, an unknown processor, a cycle) is
