@@ -27,6 +27,12 @@
  * A turn is a RunLoop run with the native-tools strategy: the loop's history
  * and the user message in, the run's new messages committed.
  *
+ * Client tools (`clientTools`, agent/ClientTools): tools the caller runs itself,
+ * offered to the model but never run here. A reply calling one ends the turn
+ * with stop reason "tool_calls" and the calls in `pendingToolCalls` (registered
+ * tools the same reply called are run first); `resume(results)` answers them
+ * and the model goes on, in the same session.
+ *
  * `chatStructured(schema, message)` is a turn whose answer must have the
  * schema's shape: the history, the turn's context and the message go to
  * ChatStructured (Structured.run: the schema and the loop's grammar sent to the
@@ -70,6 +76,8 @@ import * as Spans from "./internal/Spans.js"
 import * as Run from "./run/Loop.js"
 import * as Structured from "./Structured.js"
 import * as RunMessage from "./run/Message.js"
+import * as Tools from "./run/Tools.js"
+import * as ClientTools from "./agent/ClientTools.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
 
 export type {
@@ -79,6 +87,7 @@ export type {
   StopReason,
   StructuredTurnError,
   StructuredTurnOptions,
+  ToolChoice,
   TurnOptions,
   TurnResult
 } from "./agent/Types.js"
@@ -89,6 +98,21 @@ export interface AgentLoop {
   readonly chat: (message: string, options?: TurnOptions) => Effect.Effect<TurnResult, AgentLoopError>
   /** One turn as a stream of events: text deltas, tool calls, tool results, then `TurnFinished`. */
   readonly chatStream: (message: string, options?: TurnOptions) => Stream.Stream<AgentEvent, AgentLoopError>
+  /**
+   * Continues a turn that stopped on client tool calls ("tool_calls"): the
+   * caller's results join the history in the order of the calls (a call left
+   * unanswered is answered "not executed") and the model goes on. A result that
+   * answers no waiting call is a defect (the caller's bug).
+   */
+  readonly resume: (
+    results: ReadonlyArray<Message.ToolResult>,
+    options?: TurnOptions
+  ) => Effect.Effect<TurnResult, AgentLoopError>
+  /** `resume` as a stream of events. */
+  readonly resumeStream: (
+    results: ReadonlyArray<Message.ToolResult>,
+    options?: TurnOptions
+  ) => Stream.Stream<AgentEvent, AgentLoopError>
   /**
    * One turn answered in the shape of `schema` (an Effect Schema gives its Type back),
    * with the conversation's history in view; the message and the answer join the history.
@@ -130,8 +154,10 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
     }
     return {
       sessionId: loop.sessionId,
-      chat: (message, turn = {}) => chat(loop, message, turn),
-      chatStream: (message, turn = {}) => chatStream(loop, message, turn),
+      chat: (message, turn = {}) => chat(loop, { _tag: "User", text: message }, turn),
+      chatStream: (message, turn = {}) => chatStream(loop, { _tag: "User", text: message }, turn),
+      resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
+      resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
       chatStructured: (schema, message, turn = {}) =>
         Option.isNone(constraint)
           ? Effect.dieMessage(
@@ -153,16 +179,23 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
 // Turns
 // ---------------------------------------------------------------------------
 
-const chat = (loop: Loop, message: string, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
-  turnEffect(loop, message, turn, noEmit, false).pipe(
-    Effect.withSpan("AgentLoop.chat", { attributes: sessionAttributes(loop) })
+/** What a turn adds to the history before the model is asked: a user message, or the caller's tool results. */
+type TurnInput =
+  | { readonly _tag: "User"; readonly text: string }
+  | { readonly _tag: "ToolResults"; readonly results: ReadonlyArray<Message.ToolResult> }
+
+const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
+  turnEffect(loop, input, turn, noEmit, false).pipe(
+    Effect.withSpan(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", { attributes: sessionAttributes(loop) })
   )
 
-const chatStream = (loop: Loop, message: string, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
+const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
   EventStream.fromEmitting(
     (emit) =>
-      turnEffect(loop, message, turn, emit, true).pipe(
-        Effect.withSpan("AgentLoop.chatStream", { attributes: sessionAttributes(loop) })
+      turnEffect(loop, input, turn, emit, true).pipe(
+        Effect.withSpan(input._tag === "User" ? "AgentLoop.chatStream" : "AgentLoop.resumeStream", {
+          attributes: sessionAttributes(loop)
+        })
       ),
     (result): AgentEvent => ({ _tag: "TurnFinished", result })
   )
@@ -212,11 +245,11 @@ const promptSystem = (loop: Loop, history: ReadonlyArray<Message.Message>): Effe
 const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
 
 /** A turn, committed to the history only when it completes. */
-const turnEffect = (loop: Loop, message: string, turn: TurnOptions, emit: Emit, streaming: boolean) =>
+const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
   withTurnScope(
     loop,
     Effect.uninterruptibleMask((restore) =>
-      Effect.tap(restore(runTurn(loop, message, turn, emit, streaming)), (result) => commit(loop, result))
+      Effect.tap(restore(runTurn(loop, input, turn, emit, streaming)), (result) => commit(loop, result))
     )
   )
 
@@ -238,16 +271,20 @@ const commit = (loop: Loop, result: TurnResult) =>
 
 /** What of a turn joins the history: all of it, or (compact) the user message and the final answer. */
 const kept = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> => {
-  if (loop.options.history !== "compact") return result.transcript
+  // calls waiting on the caller stay whole: the next turn answers them
+  if (loop.options.history !== "compact" || result.pendingToolCalls.length > 0) return result.transcript
   const user = result.transcript.find(Message.isUser)
   return [...(user === undefined ? [] : [user]), Message.assistant(result.content)]
 }
 
 /** The turn on the run loop: the native-tools strategy over the history and the user message. */
-const runTurn = (loop: Loop, userText: string, turn: TurnOptions, emit: Emit, streaming: boolean) =>
+const runTurn = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
   Effect.gen(function* () {
     const base = yield* loop.store.load(loop.sessionId)
-    const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, userText))
+    const added = yield* turnMessages(base, input)
+    // a resumed turn retrieves context for the question it is still answering
+    const query = input._tag === "User" ? input.text : (base.filter(Message.isUser).at(-1)?.content ?? "")
+    const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, query))
     const context = yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
     const system = yield* Effect.forEach(yield* promptSystem(loop, base), (m) => RunMessage.fromDomain(m))
     const placement = Prompt.placementOf(loop.prompts)
@@ -260,22 +297,73 @@ const runTurn = (loop: Loop, userText: string, turn: TurnOptions, emit: Emit, st
         : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
       onEvent: eventsOf(loop, emit)
     }
-    const result = yield* Run.execute(loop.runtime, settings, [...base, Message.user(userText)], streaming).pipe(
+    const result = yield* Run.execute(loop.runtime, settings, [...base, ...added], streaming).pipe(
       Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
     )
     if (result.stopReason === "error" && Option.isSome(result.error)) {
       const failure = result.error.value
       return yield* failure._tag === "InferenceFailure" || failure._tag === "ToolFailure" ? Effect.fail(failure) : Effect.die(failure)
     }
+    const transcript = RunMessage.toEngine(result.messages.slice(base.length))
+    const pending = ClientTools.pendingOf(transcript, loop.clientNames)
+    if (pending === undefined) {
+      return {
+        content: result.content,
+        stopReason: result.stopReason as StopReason,
+        toolCalls: result.toolCalls,
+        pendingToolCalls: [],
+        usage: result.usage,
+        inferences: result.iterations,
+        transcript
+      } satisfies TurnResult
+    }
+    // the registered tools the same reply called run now; the client calls wait for the caller
+    const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)
     return {
       content: result.content,
-      stopReason: result.stopReason as StopReason,
-      toolCalls: result.toolCalls,
+      stopReason: "tool_calls",
+      toolCalls: [...result.toolCalls, ...served],
+      pendingToolCalls: pending.clientCalls,
       usage: result.usage,
       inferences: result.iterations,
-      transcript: RunMessage.toEngine(result.messages.slice(base.length))
+      transcript: [...pending.transcript, ...served.map(ClientTools.resultMessage)]
     } satisfies TurnResult
   })
+
+/** The turn's new messages: the user message, or the caller's answers to the calls waiting in `base`. */
+const turnMessages = (base: ReadonlyArray<Message.Message>, input: TurnInput): Effect.Effect<ReadonlyArray<Message.Message>> => {
+  if (input._tag === "User") return Effect.succeed([Message.user(input.text)])
+  const answers = ClientTools.answers(base, input.results)
+  return answers._tag === "Ok"
+    ? Effect.succeed(answers.messages)
+    : Effect.dieMessage(
+      `AgentLoop.resume: the result for call "${answers.callId}" answers no call waiting in session's history`
+    )
+}
+
+/** Registered tools called in the reply that also called client tools, run as the loop runs tools. */
+const runServerCalls = (loop: Loop, calls: ReadonlyArray<Message.ToolCall>, emit: Emit) =>
+  Effect.forEach(
+    calls,
+    (call) =>
+      Effect.gen(function* () {
+        const outcome = yield* Tools.run(
+          {
+            registry: loop.runtime.registry,
+            allowTools: loop.settings.allowTools,
+            toolTimeout: loop.settings.toolTimeout,
+            toolRetry: loop.settings.toolRetry
+          },
+          call,
+          "",
+          Option.none()
+        )
+        yield* emit({ _tag: "ToolResultReady", record: outcome.record })
+        if (loop.options.onToolResult !== undefined) yield* loop.options.onToolResult(outcome.record)
+        return outcome.record
+      }),
+    { concurrency: loop.settings.toolConcurrency }
+  ).pipe(Effect.provide(loop.observe))
 
 const requestDefaults = (loop: Loop, turn: TurnOptions): RequestDefaults => {
   const { options } = loop

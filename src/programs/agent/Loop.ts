@@ -3,7 +3,8 @@
  * when the loop is made (the Engine; ToolRegistry, ContextProvider,
  * ConversationStore, SessionState, PromptProvider, CostTracker, IdGenerator and
  * the observability services when present), its settings with their defaults
- * applied, and the run-loop settings each turn starts from.
+ * applied, the tools offered (registered and the caller's, see ClientTools), and
+ * the run-loop settings each turn starts from.
  */
 import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -18,6 +19,7 @@ import type * as Ids from "../internal/Ids.js"
 import * as Prompt from "../internal/Prompt.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
+import * as ClientTools from "./ClientTools.js"
 import type { AgentEvent, Options } from "./Types.js"
 
 /** What every turn of a loop runs with: its services, taken once in `make`, and its settings. */
@@ -36,6 +38,8 @@ export interface Loop {
   readonly observe: Context.Context<never>
   readonly sessionId: string
   readonly options: Options
+  /** The names of the client tools (never run here). */
+  readonly clientNames: ReadonlySet<string>
   readonly maxTokens: number
   /** One turn at a time per loop. */
   readonly turnLock: Effect.Semaphore
@@ -55,7 +59,18 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
     const stateOption = yield* Effect.serviceOption(SessionState.SessionState)
     const state = Option.isSome(stateOption) ? stateOption.value : yield* SessionState.makeInMemory()
     const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
-    const strategy = nativeTools()
+    const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
+    const client = options.clientTools ?? []
+    const unknown = ClientTools.unknownChoice(registered, client, options.toolChoice)
+    if (unknown !== undefined) {
+      return yield* Effect.dieMessage(`AgentLoop: toolChoice names "${unknown}", which is neither a registered tool nor a client tool`)
+    }
+    const offer = ClientTools.offer(registered, client, options.toolChoice)
+    const strategy = ClientTools.strategy(
+      nativeTools({ toolUsePolicy: offer.policy }),
+      offer.clientNames,
+      options.parallelToolCalls ?? true
+    )
     const settings: Run.Settings<string, never> = {
       strategy,
       // a tool round per model call, and one more call to answer the last round
@@ -73,7 +88,7 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
       costBudget: Option.none(),
       abort: Option.none(),
       abortedAlready: false,
-      definitions: Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : [],
+      definitions: offer.definitions,
       steps: {}
     }
     return {
@@ -87,6 +102,7 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
       observe: runtime.observe,
       sessionId,
       options,
+      clientNames: offer.clientNames,
       maxTokens: options.maxTokens ?? 2048,
       turnLock: yield* Effect.makeSemaphore(1)
     }

@@ -25,6 +25,8 @@ export type StopReason =
   | "budget_exhausted"
   /** The model answered, but the turn's usage passed its token budget: the answer is kept and flagged. */
   | "finish_over_budget"
+  /** The model called a client tool: the calls wait in `pendingToolCalls` for the caller's results (`resume`). */
+  | "tool_calls"
 
 /** What one turn produced. */
 export interface TurnResult {
@@ -32,6 +34,8 @@ export interface TurnResult {
   readonly stopReason: StopReason
   /** Every tool call executed in this turn, in order, with result and duration. */
   readonly toolCalls: ReadonlyArray<ToolCallRecord>
+  /** Stop reason "tool_calls": the client tools' calls the caller is to run and answer (empty otherwise). */
+  readonly pendingToolCalls: ReadonlyArray<Message.ToolCall>
   readonly usage: TokenUsage.TokenUsage
   /** Inference calls made in this turn. */
   readonly inferences: number
@@ -49,6 +53,9 @@ export type AgentEvent =
 
 /** What a turn can fail with: an inference that failed for good, a tool in "fail" mode, the turn's deadline. */
 export type AgentLoopError = InferenceFailure | ToolFailure | Cancellation
+
+/** Which tools the model may call: any offered, none, at least one, or only the one named. */
+export type ToolChoice = "auto" | "none" | "required" | { readonly name: string }
 
 export interface Options {
   /**
@@ -76,6 +83,17 @@ export interface Options {
   readonly inferenceRetry?: Schedule.Schedule<unknown, InferenceFailure> | undefined
   /** Only these tools are offered and may run; absent or empty: all registered tools. */
   readonly allowTools?: ReadonlyArray<string> | undefined
+  /**
+   * Tools the caller runs itself (see agent/ClientTools): offered beside the
+   * registered tools (shadowing a registered tool of the same name), never run;
+   * a reply calling one ends the turn with stop reason "tool_calls" and the calls
+   * in `pendingToolCalls`, answered with `resume`.
+   */
+  readonly clientTools?: ReadonlyArray<Message.ToolDefinition> | undefined
+  /** Default "auto". A name must be a registered or client tool (the loop dies otherwise: a caller's bug). */
+  readonly toolChoice?: ToolChoice | undefined
+  /** false: only the first tool call of a reply is acted on. Default true. */
+  readonly parallelToolCalls?: boolean | undefined
   /** "feedback" (default): a failed tool becomes an error result for the model; "fail": the turn fails. */
   readonly toolErrorMode?: "feedback" | "fail" | undefined
   /** Total tokens a turn may spend before tool rounds stop. */
