@@ -164,6 +164,24 @@ export const Usage = Schema.Struct({
 })
 
 export const FinishReason = Schema.Literal("stop", "length", "tool_calls")
+
+const TopLogprob = Schema.Struct({
+  token: Schema.String,
+  logprob: Schema.Number,
+  bytes: Schema.NullOr(Schema.Array(Schema.Number))
+})
+
+/** One generated token with its log probability and the most likely alternatives (OpenAI's shape). */
+export const TokenLogprob = Schema.Struct({ ...TopLogprob.fields, top_logprobs: Schema.Array(TopLogprob) })
+
+/**
+ * A choice's `logprobs` (null unless asked). OpenAI always sends the key, and
+ * clients decode it as required (so does the `refusal` of a message).
+ */
+export const ChoiceLogprobs = Schema.Struct({
+  content: Schema.NullOr(Schema.Array(TokenLogprob)),
+  refusal: Schema.NullOr(Schema.Array(TokenLogprob))
+})
 export type FinishReason = typeof FinishReason.Type
 
 /** Beyond OpenAI: what pagantic did for the request (tools it ran, ids, stop reason). */
@@ -194,8 +212,10 @@ export const ChatCompletion = Schema.Struct({
       message: Schema.Struct({
         role: Schema.Literal("assistant"),
         content: Schema.NullOr(Schema.String),
+        refusal: Schema.NullOr(Schema.String),
         tool_calls: Schema.optional(Schema.Array(ChatToolCall))
       }),
+      logprobs: Schema.NullOr(ChoiceLogprobs),
       finish_reason: FinishReason
     })
   ),

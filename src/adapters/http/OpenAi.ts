@@ -192,7 +192,8 @@ export const toCompletion = (
   choices: [
     {
       index: 0,
-      message: { role: "assistant", content: contentOf(response, meta.structured) },
+      message: { role: "assistant", content: contentOf(response, meta.structured), refusal: null },
+      logprobs: null,
       finish_reason: finishReasonOf(response.stopReason)
     }
   ],
