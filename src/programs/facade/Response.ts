@@ -69,7 +69,8 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
     ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason }),
     ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
-    ...(o.query === undefined ? {} : { query: o.query })
+    ...(o.query === undefined ? {} : { query: o.query }),
+    ...(o.logprobs === undefined ? {} : { logprobs: o.logprobs })
   })
 
 /**

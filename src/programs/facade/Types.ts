@@ -7,6 +7,7 @@ import type * as Duration from "effect/Duration"
 import type * as Effect from "effect/Effect"
 import type { ExecutionState } from "../../domain/Lifecycle.js"
 import type * as Message from "../../domain/Message.js"
+import type { Logprobs } from "../../domain/Sampling.js"
 import type * as Plan from "../../domain/Plan.js"
 import type { ConfidenceSource, QueryResult, SystemError, SystemRequest, SystemResponse, ToolCallRecord, ValidationResult } from "../../domain/System.js"
 import type { OrchestratorResult } from "../../domain/Task.js"
@@ -122,4 +123,6 @@ export interface Outcome {
   readonly stopReason?: string | undefined
   readonly orchestration?: OrchestratorResult | undefined
   readonly query?: QueryResult | undefined
+  /** The answer's token log-probabilities (chat mode, when the hints ask for them). */
+  readonly logprobs?: Logprobs | undefined
 }
