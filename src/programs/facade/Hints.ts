@@ -1,7 +1,8 @@
 /**
  * A request's ExecutionHints on every inference it makes.
  *
- * The hints are request-wide tuning knobs (maxTokens, temperature, topP, vendor
+ * The hints are request-wide tuning knobs (maxTokens, temperature, topP, stop
+ * texts, seed, presence and frequency penalties, logprobs and topLogprobs, vendor
  * options) that adapters pass through without interpretation. The mode runners
  * hand them to their loops, where they take the place of the loops' defaults;
  * and the engine a request runs on fills them into every inference request that
@@ -21,6 +22,12 @@ export interface Effective {
   readonly maxTokens?: number | undefined
   readonly temperature?: number | undefined
   readonly topP?: number | undefined
+  readonly stop?: ReadonlyArray<string> | undefined
+  readonly seed?: number | undefined
+  readonly presencePenalty?: number | undefined
+  readonly frequencyPenalty?: number | undefined
+  readonly logprobs?: boolean | undefined
+  readonly topLogprobs?: number | undefined
   readonly options?: Readonly<Record<string, unknown>> | undefined
 }
 
@@ -29,28 +36,39 @@ export const effective = (hints: ExecutionHints): Effective => ({
   maxTokens: hints.maxTokens === 0 ? undefined : hints.maxTokens,
   temperature: hints.temperature,
   topP: hints.topP === 0 ? undefined : hints.topP,
+  stop: hints.stop,
+  seed: hints.seed,
+  presencePenalty: hints.presencePenalty,
+  frequencyPenalty: hints.frequencyPenalty,
+  logprobs: hints.logprobs,
+  topLogprobs: hints.topLogprobs,
   options: hints.options
 })
 
+/** The hinted fields an inference request has with the same name, filled when the request leaves them unset. */
+const filled = [
+  "maxTokens",
+  "temperature",
+  "topP",
+  "stop",
+  "seed",
+  "presencePenalty",
+  "frequencyPenalty",
+  "logprobs",
+  "topLogprobs"
+] as const satisfies ReadonlyArray<keyof Effective & keyof Engine.InferenceRequest>
+
 const isEmpty = (hints: Effective): boolean =>
-  hints.maxTokens === undefined && hints.temperature === undefined && hints.topP === undefined &&
-  hints.options === undefined
+  filled.every((key) => hints[key] === undefined) && hints.options === undefined
 
 /** `request` with every hint it leaves unset filled in; its own options keys win over the hints'. */
 export const fill = (request: Engine.InferenceRequest, hints: Effective): Engine.InferenceRequest => {
-  const maxTokens = request.maxTokens ?? hints.maxTokens
-  const temperature = request.temperature ?? hints.temperature
-  const topP = request.topP ?? hints.topP
+  const missing = filled.filter((key) => request[key] === undefined && hints[key] !== undefined)
   const options = hints.options === undefined ? request.options : { ...hints.options, ...request.options }
-  if (
-    maxTokens === request.maxTokens && temperature === request.temperature && topP === request.topP &&
-    options === request.options
-  ) return request
+  if (missing.length === 0 && options === request.options) return request
   return new Engine.InferenceRequest({
     ...request,
-    ...(maxTokens === undefined ? {} : { maxTokens }),
-    ...(temperature === undefined ? {} : { temperature }),
-    ...(topP === undefined ? {} : { topP }),
+    ...Object.fromEntries(missing.map((key) => [key, hints[key]])),
     ...(options === undefined ? {} : { options })
   })
 }
