@@ -16,6 +16,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Stream from "effect/Stream"
 import { InferenceFailure } from "../../domain/Failure.js"
+import type { Logprobs } from "../../domain/Sampling.js"
 import type { InferenceRequest } from "../../services/Engine.js"
 import { InferenceResult, StreamPart } from "../../services/Engine.js"
 import * as Failures from "./Failures.js"
@@ -61,6 +62,8 @@ export class StreamAccumulator {
   private readonly calls = new Map<number, { id: string | undefined; name: string; args: string }>()
   private reason: string | null | undefined = undefined
   private usage: Wire.WireUsage | undefined = undefined
+  /** The content tokens' log-probabilities, when the server sent any. */
+  private logprobs: Array<Logprobs[number]> | undefined = undefined
   private pending: Array<string> = []
   private received = 0
   private head = ""
@@ -164,6 +167,9 @@ export class StreamAccumulator {
         const parts: Array<StreamPart> = []
         for (const choice of chunk.choices ?? []) {
           if (choice.finish_reason !== undefined && choice.finish_reason !== null) this.reason = choice.finish_reason
+          if (choice.logprobs !== undefined && choice.logprobs !== null) {
+            this.logprobs = [...(this.logprobs ?? []), ...Wire.logprobsOf(choice.logprobs)]
+          }
           const delta = choice.delta
           if (delta === undefined || delta === null) continue
           if (typeof delta.content === "string" && delta.content !== "") {
@@ -225,7 +231,8 @@ export class StreamAccumulator {
         content: self.content,
         toolCalls,
         usage: Wire.usageOf(self.usage, measured),
-        finishReason: Wire.finishReason(self.reason, toolCalls.length > 0)
+        finishReason: Wire.finishReason(self.reason, toolCalls.length > 0),
+        ...(self.logprobs === undefined ? {} : { logprobs: self.logprobs })
       })
       return [...toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)]
     })

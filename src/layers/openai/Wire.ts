@@ -16,6 +16,7 @@ import * as Issues from "../../domain/Issues.js"
 import type { JsonSchema } from "../../domain/JsonSchema.js"
 import type { Message } from "../../domain/Message.js"
 import { ToolCall } from "../../domain/Message.js"
+import type { Logprobs } from "../../domain/Sampling.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import type { FinishReason, InferenceRequest } from "../../services/Engine.js"
 import { InferenceResult } from "../../services/Engine.js"
@@ -68,7 +69,9 @@ export interface BodyOptions {
 }
 
 /**
- * The `/v1/chat/completions` body. A grammar takes precedence over the schema for
+ * The `/v1/chat/completions` body. The sampling controls go by OpenAI's names
+ * (`stop`, `seed`, `presence_penalty`, `frequency_penalty`, `logprobs`,
+ * `top_logprobs`, this one only with `logprobs`). A grammar takes precedence over the schema for
  * decoding (llama.cpp's server refuses both at once), so `response_format` is sent
  * only without a grammar. `options` are merged over the generated fields, except
  * `messages` and the streaming flags, which the parser depends on.
@@ -90,6 +93,12 @@ export const chatBody = (request: InferenceRequest, options: BodyOptions): Recor
   if (request.temperature !== undefined) body.temperature = request.temperature
   if (request.topP !== undefined) body.top_p = request.topP
   if (request.seed !== undefined) body.seed = request.seed
+  if (request.stop !== undefined) body.stop = request.stop
+  if (request.presencePenalty !== undefined) body.presence_penalty = request.presencePenalty
+  if (request.frequencyPenalty !== undefined) body.frequency_penalty = request.frequencyPenalty
+  if (request.logprobs !== undefined) body.logprobs = request.logprobs
+  // OpenAI refuses top_logprobs without logprobs
+  if (request.logprobs === true && request.topLogprobs !== undefined) body.top_logprobs = request.topLogprobs
   return {
     ...body,
     ...request.options,
@@ -129,13 +138,30 @@ const WireUsage = Schema.Struct({
 })
 export type WireUsage = typeof WireUsage.Type
 
+/** A token's log-probability as OpenAI sends it (`bytes` is not read). */
+const WireTokenLogprob = Schema.Struct({
+  token: Schema.String,
+  logprob: Schema.Number,
+  top_logprobs: Schema.optional(Schema.NullOr(Schema.Array(Schema.Struct({
+    token: Schema.String,
+    logprob: Schema.Number
+  }))))
+})
+
+/** `choices[].logprobs`: the content tokens' log-probabilities (`refusal` is not read). */
+const WireLogprobs = Schema.Struct({
+  content: Schema.optional(Schema.NullOr(Schema.Array(WireTokenLogprob)))
+})
+export type WireLogprobs = typeof WireLogprobs.Type
+
 const WireCompletion = Schema.Struct({
   choices: Schema.NonEmptyArray(Schema.Struct({
     message: Schema.Struct({
       content: Schema.optional(Schema.NullOr(Schema.String)),
       tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
     }),
-    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
+    logprobs: Schema.optional(Schema.NullOr(WireLogprobs))
   })),
   usage: Schema.optional(Schema.NullOr(WireUsage))
 })
@@ -146,7 +172,8 @@ const WireChunk = Schema.Struct({
       content: Schema.optional(Schema.NullOr(Schema.String)),
       tool_calls: Schema.optional(Schema.NullOr(Schema.Array(WireToolCall)))
     }))),
-    finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    finish_reason: Schema.optional(Schema.NullOr(Schema.String)),
+    logprobs: Schema.optional(Schema.NullOr(WireLogprobs))
   })))),
   usage: Schema.optional(Schema.NullOr(WireUsage)),
   error: Schema.optional(Schema.Unknown)
@@ -206,6 +233,14 @@ export const usageOf = (usage: WireUsage | null | undefined, measured: Measured)
     tokensPerSecond: measured.elapsedMillis > 0 ? completionTokens / (measured.elapsedMillis / 1000) : 0
   })
 }
+
+/** The content tokens' log-probabilities of a choice (none when the server sent none). */
+export const logprobsOf = (wire: WireLogprobs | null | undefined): Logprobs =>
+  (wire?.content ?? []).map((entry) => ({
+    token: entry.token,
+    logprob: entry.logprob,
+    topLogprobs: (entry.top_logprobs ?? []).map((alternative) => ({ token: alternative.token, logprob: alternative.logprob }))
+  }))
 
 /** An INFERENCE_MALFORMED_RESPONSE with an excerpt of the body. */
 export const malformed = (message: string, body: string, extra: Record<string, unknown> = {}) =>
@@ -278,7 +313,8 @@ export const parseCompletion = (
       content: choice.message.content ?? "",
       toolCalls,
       usage: usageOf(completion.usage, measured),
-      finishReason: finishReason(choice.finish_reason, toolCalls.length > 0)
+      finishReason: finishReason(choice.finish_reason, toolCalls.length > 0),
+      ...(choice.logprobs === undefined || choice.logprobs === null ? {} : { logprobs: logprobsOf(choice.logprobs) })
     })
   })
 
