@@ -3,6 +3,12 @@
  * history, a grammar or functions, a tokenized prompt that must fit the context,
  * and generation options (`plan`); then it runs on a borrowed sequence (`generate`).
  *
+ * The sampling controls map onto node-llama-cpp's: `stop` texts are custom stop
+ * triggers (the text before one is the answer, the trigger is left out), the
+ * presence and frequency penalties are its repeat penalty's (over the last 64
+ * tokens of the answer), and `seed` seeds the sampler. Log-probabilities are
+ * measured after the generation, on the same sequence (./Logprobs.ts).
+ *
  * Functions and grammars exclude each other in llama.cpp chat: with tools, the
  * call syntax wins. Interruption aborts the generation and waits for llama.cpp to
  * stop before the sequence goes back to the pool, so no two generations ever
@@ -24,6 +30,7 @@ import { InferenceResult } from "../../services/Engine.js"
 import type { InferenceRequest } from "../../services/Engine.js"
 import { toChatFunctions, toChatHistory } from "./ChatHistory.js"
 import type * as Grammars from "./Grammars.js"
+import * as Logprobs from "./Logprobs.js"
 import { commonPrefixLength } from "./PromptSharing.js"
 import type { Resources, Worker } from "./Resources.js"
 import * as Response from "./Response.js"
@@ -35,6 +42,8 @@ export interface Plan {
   readonly options: LLamaChatGenerateResponseOptions<ChatModelFunctions>
   /** The last parameters chunk of each function call, to tell a call cut off by maxTokens. */
   readonly partialCalls: Map<number, LlamaChatResponseFunctionCallParamsChunk>
+  /** The answer's tokens as they are released (collected only when the request asks for logprobs). */
+  readonly content: Array<Token>
 }
 
 /** Sampling options the request passes in `options` that node-llama-cpp understands. */
@@ -43,6 +52,17 @@ const extraSampling = (options: InferenceRequest["options"]) => {
   const minP = options?.["minP"]
   return { ...(typeof topK === "number" ? { topK } : {}), ...(typeof minP === "number" ? { minP } : {}) }
 }
+
+/** The request's presence and frequency penalties as node-llama-cpp's repeat penalty, when it sets one. */
+const repeatPenalty = (request: InferenceRequest) =>
+  request.presencePenalty === undefined && request.frequencyPenalty === undefined
+    ? {}
+    : {
+      repeatPenalty: {
+        ...(request.presencePenalty === undefined ? {} : { presencePenalty: request.presencePenalty }),
+        ...(request.frequencyPenalty === undefined ? {} : { frequencyPenalty: request.frequencyPenalty })
+      }
+    }
 
 /**
  * Prepares a request, or answers it at once: a request for no tokens gets an
@@ -85,9 +105,10 @@ export const plan = Effect.fnUntraced(function*(
     )
   }
   const maxTokens = Math.min(request.maxTokens ?? room, room)
-  if (maxTokens === 0) return Response.empty(contextWindow)
+  if (maxTokens === 0) return Response.empty(contextWindow, request.logprobs === true)
 
   const partialCalls = new Map<number, LlamaChatResponseFunctionCallParamsChunk>()
+  const content: Array<Token> = []
   const options: LLamaChatGenerateResponseOptions<ChatModelFunctions> = {
     maxTokens,
     contextShift: Response.contextShift,
@@ -97,6 +118,9 @@ export const plan = Effect.fnUntraced(function*(
     // same second would all draw the same tokens. Each call draws its own seed.
     seed: request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31 - 1)),
     ...extraSampling(request.options),
+    ...repeatPenalty(request),
+    ...(request.stop === undefined ? {} : { customStopTriggers: [...request.stop] }),
+    ...(request.logprobs === true ? { onToken: (tokens: Array<Token>) => content.push(...tokens) } : {}),
     ...(onText === undefined ? {} : { onTextChunk: onText }),
     ...(functions !== undefined
       ? { functions, onFunctionCallParamsChunk: (chunk) => partialCalls.set(chunk.callIndex, chunk) }
@@ -104,7 +128,7 @@ export const plan = Effect.fnUntraced(function*(
       ? { grammar }
       : {})
   }
-  const planned: Plan = { history, prompt, options, partialCalls }
+  const planned: Plan = { history, prompt, options, partialCalls, content }
   return planned
 })
 
@@ -134,6 +158,14 @@ const generateResponse = (
     })
   })
 
+/** The answer's log-probabilities, the sequence marked busy meanwhile (no donor while it is written). */
+const measuring = (resources: Resources, sequence: Worker["sequence"], measure: Logprobs.Measure) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => resources.generating.add(sequence)),
+    () => Logprobs.measure(resources.model, sequence, measure),
+    () => Effect.sync(() => resources.generating.delete(sequence))
+  ).pipe(Effect.withSpan("LlamaEngine.logprobs", { attributes: { "pagantic.tokens": measure.content.length } }))
+
 /** Generates a planned request on a sequence borrowed from the pool (its session's, else the best prefix). */
 export const generate = (
   resources: Resources,
@@ -155,7 +187,14 @@ export const generate = (
       const elapsedNanos = (yield* Clock.currentTimeNanos) - start
       const used = sequence.tokenMeter.diff(before)
       const toolCalls = yield* Response.toolCallsOf(response, request, planned.partialCalls, nextCallId)
-      return Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos))
+      const result = Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos))
+      if (request.logprobs !== true) return result
+      const logprobs = yield* measuring(resources, sequence, {
+        prompt: planned.prompt,
+        content: planned.content,
+        top: request.topLogprobs ?? 0
+      })
+      return new InferenceResult({ ...result, logprobs }, true)
     }))
 }
 

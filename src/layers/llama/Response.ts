@@ -101,13 +101,14 @@ export const finishReasonOf = (response: LlamaChatResponse<ChatModelFunctions>):
 const isRecord = (u: unknown): u is Record<string, unknown> =>
   typeof u === "object" && u !== null && !Array.isArray(u)
 
-/** The result of a generation that was asked for no tokens (node-llama-cpp reads maxTokens 0 as "no limit"). */
-export const empty = (contextWindow: number): InferenceResult =>
+/** The result of a generation that was asked for no tokens (node-llama-cpp reads maxTokens 0 as "no limit"); no token, no log-probability. */
+export const empty = (contextWindow: number, logprobs: boolean): InferenceResult =>
   new InferenceResult({
     content: "",
     toolCalls: [],
     finishReason: "length",
-    usage: TokenUsage.make({ contextWindow })
+    usage: TokenUsage.make({ contextWindow }),
+    ...(logprobs ? { logprobs: [] } : {})
   })
 
 /**
