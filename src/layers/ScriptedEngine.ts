@@ -4,6 +4,11 @@
  * Clock, so `TestClock.adjust` drives them and a test of concurrency or timeouts
  * never sleeps for real.
  *
+ * It honours the sampling controls a test can see the effect of: a reply is cut
+ * before the first `stop` text it holds (finish reason "stop"), and a request for
+ * `logprobs` gets the step's own, or else one certain entry (log-probability 0)
+ * per word it streams, with up to `topLogprobs` alternatives (the word itself).
+ *
  *   const engine = ScriptedEngine.layer([
  *     ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "2+2" } }]),
  *     ScriptedEngine.reply("The answer is 4."),
@@ -18,6 +23,7 @@ import * as Stream from "effect/Stream"
 import { InferenceFailure } from "../domain/Failure.js"
 import { ToolCall } from "../domain/Message.js"
 import { ModelInfo } from "../domain/ModelInfo.js"
+import type { Logprobs } from "../domain/Sampling.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { FinishReason, InferenceRequest, Service as EngineService } from "../services/Engine.js"
 import { Engine, InferenceResult, StreamPart } from "../services/Engine.js"
@@ -32,6 +38,7 @@ export type Step =
       readonly usage: TokenUsage.TokenUsage
       readonly delay: Duration.Duration
       readonly chunkDelay: Duration.Duration
+      readonly logprobs?: Logprobs | undefined
     }
   | { readonly _tag: "Fail"; readonly failure: InferenceFailure; readonly delay: Duration.Duration }
   | {
@@ -46,6 +53,8 @@ export interface StepOptions {
   readonly finishReason?: FinishReason
   /** When streamed, the time before each text delta (a word), on the Clock. */
   readonly chunkDelay?: Duration.DurationInput
+  /** The log-probabilities to return when a request asks for them (default: each word certain). */
+  readonly logprobs?: Logprobs | undefined
 }
 
 const usageOf = (content: string, usage?: Partial<TokenUsage.TokenUsage>) =>
@@ -64,7 +73,8 @@ export const reply = (content: string, options: StepOptions = {}): Step => ({
   finishReason: options.finishReason ?? "stop",
   usage: usageOf(content, options.usage),
   delay: Duration.decode(options.delay ?? 0),
-  chunkDelay: Duration.decode(options.chunkDelay ?? 0)
+  chunkDelay: Duration.decode(options.chunkDelay ?? 0),
+  logprobs: options.logprobs
 })
 
 /** An answer that calls tools. Ids default to `call_<n>` in order of the whole script. */
@@ -80,8 +90,42 @@ export const toolCalls = (
   finishReason: options.finishReason ?? "tool_calls",
   usage: usageOf(options.content ?? "", options.usage),
   delay: Duration.decode(options.delay ?? 0),
-  chunkDelay: Duration.decode(options.chunkDelay ?? 0)
+  chunkDelay: Duration.decode(options.chunkDelay ?? 0),
+  logprobs: options.logprobs
 })
+
+/** The words a reply streams, one text delta each. */
+const wordsOf = (content: string): ReadonlyArray<string> => content.match(/\S+\s*|\s+/g) ?? []
+
+/** `content` cut before the first of `stop` it holds, if any. */
+const cutAtStop = (content: string, stop: ReadonlyArray<string> | undefined): string | undefined => {
+  const at = (stop ?? []).map((text) => content.indexOf(text)).filter((i) => i >= 0)
+  return at.length === 0 ? undefined : content.slice(0, Math.min(...at))
+}
+
+/** A scripted reply as the request's sampling controls shape it. */
+const shaped = (
+  request: InferenceRequest,
+  step: Extract<Step, { readonly _tag: "Reply" }>,
+  toolCalls: ReadonlyArray<ToolCall>
+): InferenceResult => {
+  const cut = cutAtStop(step.content, request.stop)
+  const content = cut ?? step.content
+  const logprobs = request.logprobs !== true
+    ? undefined
+    : step.logprobs ?? wordsOf(content).map((token) => ({
+      token,
+      logprob: 0,
+      topLogprobs: (request.topLogprobs ?? 0) > 0 ? [{ token, logprob: 0 }] : []
+    }))
+  return new InferenceResult({
+    content,
+    toolCalls,
+    usage: step.usage,
+    finishReason: cut === undefined || toolCalls.length > 0 ? step.finishReason : "stop",
+    ...(logprobs === undefined ? {} : { logprobs })
+  })
+}
 
 /** An answer that fails. */
 export const fail = (failure: InferenceFailure, options: { readonly delay?: Duration.DurationInput } = {}): Step => ({
@@ -159,12 +203,7 @@ export const make = (
         switch (step._tag) {
           case "Reply": {
             if (Duration.toMillis(step.delay) > 0) yield* Effect.sleep(step.delay)
-            const result = new InferenceResult({
-              content: step.content,
-              toolCalls: yield* withIds(step.toolCalls),
-              usage: step.usage,
-              finishReason: step.finishReason
-            })
+            const result = shaped(request, step, yield* withIds(step.toolCalls))
             return { result, chunkDelay: step.chunkDelay }
           }
           case "Fail": {
@@ -184,7 +223,7 @@ export const make = (
       stream: (request) =>
         Stream.unwrap(
           Effect.map(answer(request), ({ chunkDelay, result }) => {
-            const words = result.content.match(/\S+\s*|\s+/g) ?? []
+            const words = wordsOf(result.content)
             const deltas = Stream.fromIterable(words).pipe(
               Stream.mapEffect((word) =>
                 Duration.toMillis(chunkDelay) > 0
