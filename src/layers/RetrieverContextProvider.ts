@@ -5,6 +5,8 @@
  * their sources, into one system message:
  * "Relevant context:\n\n[1] (source): content\n[2] (source): content". No chunks
  * means no message. The loops inject it ephemerally; they never store it.
+ * `buildScored` also gives the chunks' scores (a chat reports the best as its
+ * retrieval confidence when it is on [0, 1]).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -23,12 +25,12 @@ export const make = (options: Options = {}): Effect.Effect<ContextProviderServic
   Effect.gen(function* () {
     const retriever = yield* Retriever
     const maxChunks = options.maxChunks ?? 5
-    const build = Effect.fn("ContextBuilder.build")(function* (query: string) {
+    const buildScored = Effect.fn("ContextBuilder.build")(function* (query: string) {
       const chunks = yield* retriever.retrieve(query, maxChunks)
-      if (chunks.length === 0) return []
-      return [Message.system(renderContext(chunks))]
+      if (chunks.length === 0) return { messages: [], scores: [] }
+      return { messages: [Message.system(renderContext(chunks))], scores: chunks.map((c) => c.score) }
     })
-    return ContextProvider.of({ build })
+    return ContextProvider.of({ build: (query) => Effect.map(buildScored(query), (r) => r.messages), buildScored })
   })
 
 /** A ContextProvider built from the Retriever in context. */

@@ -11,9 +11,22 @@ import type * as Effect from "effect/Effect"
 import type { Failure } from "../domain/Failure.js"
 import type { Message } from "../domain/Message.js"
 
+/** Context for a query with the scores of the passages it holds. */
+export interface Scored {
+  readonly messages: ReadonlyArray<Message>
+  /** The retrieval score of each passage in `messages`, on the retriever's own scale. */
+  readonly scores: ReadonlyArray<number>
+}
+
 export interface Service {
   /** Builds the ephemeral context messages for a query. */
   readonly build: (query: string) => Effect.Effect<ReadonlyArray<Message>, Failure>
+  /**
+   * `build`, with the scores of the passages it used, for providers that
+   * retrieve: a loop reports how relevant its context was (a retrieval
+   * confidence) from them.
+   */
+  readonly buildScored?: ((query: string) => Effect.Effect<Scored, Failure>) | undefined
 }
 
 /** Builds per-turn ephemeral context. */

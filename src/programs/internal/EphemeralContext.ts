@@ -15,11 +15,21 @@ import { recordEvent } from "../../services/EventLog.js"
 export const retrieve = (
   provider: Option.Option<ContextProvider.Service>,
   query: string
-): Effect.Effect<ReadonlyArray<Message.Message>> => {
-  if (Option.isNone(provider)) return Effect.succeed([])
+): Effect.Effect<ReadonlyArray<Message.Message>> => Effect.map(retrieveScored(provider, query), (r) => r.messages)
+
+const nothing: ContextProvider.Scored = { messages: [], scores: [] }
+
+/** `retrieve`, with the scores of the passages the context holds (none when the provider gives none). */
+export const retrieveScored = (
+  provider: Option.Option<ContextProvider.Service>,
+  query: string
+): Effect.Effect<ContextProvider.Scored> => {
+  if (Option.isNone(provider)) return Effect.succeed(nothing)
+  const p = provider.value
+  const build = p.buildScored ?? ((q: string) => Effect.map(p.build(q), (messages) => ({ messages, scores: [] })))
   return Effect.gen(function* () {
     const started = yield* Clock.currentTimeMillis
-    const outcome = yield* Effect.either(provider.value.build(query))
+    const outcome = yield* Effect.either(build(query))
     const durationMs = (yield* Clock.currentTimeMillis) - started
     yield* recordEvent(
       (base) =>
@@ -27,10 +37,10 @@ export const retrieve = (
           ...base,
           layer: "context",
           durationMs,
-          messageCount: Either.isRight(outcome) ? outcome.right.length : 0,
+          messageCount: Either.isRight(outcome) ? outcome.right.messages.length : 0,
           ...(Either.isLeft(outcome) ? { error: `${outcome.left.code}: ${outcome.left.message}` } : {})
         })
     )
-    return Either.isRight(outcome) ? outcome.right : []
+    return Either.isRight(outcome) ? outcome.right : nothing
   })
 }
