@@ -3,7 +3,8 @@
  * hold: a model reranker, a judged validator, a model planner, a task processor
  * and a query's llm responders make inferences no mode runner configures. Every
  * one of them gets the request's hints (where it sets none itself) and counts in
- * the response's token usage, whether the request succeeds or fails.
+ * the response's token usage, whether the request succeeds or fails. And gap 7
+ * in chat: a turn's confidence is the relevance of the context it retrieved.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -12,9 +13,13 @@ import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import { InferenceFailure } from "../src/domain/Failure.js"
+import { Passage } from "../src/domain/Passage.js"
 import { SystemRequest } from "../src/domain/System.js"
 import { Task, TaskList } from "../src/domain/Task.js"
 import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
+import * as MiniSearchRetriever from "../src/layers/MiniSearchRetriever.js"
+import * as RetrieverContextProvider from "../src/layers/RetrieverContextProvider.js"
 import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ModelPlanner from "../src/layers/ModelPlanner.js"
@@ -24,6 +29,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Engine from "../src/services/Engine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
+import * as Retriever from "../src/services/Retriever.js"
 import * as Validator from "../src/services/Validator.js"
 
 /** Tests that could wait forever on the TestClock end here instead. */
@@ -316,5 +322,64 @@ describe("Engine.inRequest", { timeout: bound }, () => {
       expect(seen).toBe(1)
       expect(yield* control.requests).toEqual([plain, plain])
       expect(yield* FiberRef.get(Engine.currentRequest)).toBeDefined()
+    }))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 7 in chat: the retrieval confidence
+// ---------------------------------------------------------------------------
+
+describe("gap 7 in chat: the relevance of the retrieved context is the answer's confidence", { timeout: bound }, () => {
+  const chatRequest = { mode: "chat", messages: [{ role: "user", content: "When was the Eiffel Tower finished?" }] }
+  /** A retriever scoring on [0, 1] (as a model reranker does), or failing. */
+  const retriever = (scores: ReadonlyArray<number> | "broken") =>
+    Layer.succeed(Retriever.Retriever, {
+      retrieve: () =>
+        scores === "broken"
+          ? Effect.fail(InferenceFailure.engineError("the index is down"))
+          : Effect.succeed(scores.map((score, i) => new Passage({ content: `passage ${i}: finished in 1889`, source: `${i}.txt`, score })))
+    })
+  const withContext = (retrievers: Layer.Layer<Retriever.Retriever>) =>
+    Layer.provideMerge(RetrieverContextProvider.layer(), Layer.merge(retrievers, env([ScriptedEngine.reply("In 1889.")])))
+
+  it.effect("the best passage score on [0, 1], source retrieval; the context reached the engine once", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(chatRequest)
+      expect(response.error).toBeUndefined()
+      expect(response).toMatchObject({ content: "In 1889.", confidence: 0.8, confidenceSource: "retrieval" })
+      const [request, ...more] = yield* ScriptedEngine.requests
+      expect(more).toHaveLength(0)
+      expect(request!.messages.filter((m) => m.content.startsWith("Relevant context:"))).toHaveLength(1)
+    }).pipe(Effect.provide(withContext(retriever([0.3, 0.8])))))
+
+  it.effect("BM25 scores (not on [0, 1]) are no confidence, though the context is used", () =>
+    Effect.gen(function* () {
+      const response = yield* respond(chatRequest)
+      expect(response.error).toBeUndefined()
+      expect(response.confidence).toBeUndefined()
+      expect(response.confidenceSource).toBeUndefined()
+      const [request] = yield* ScriptedEngine.requests
+      expect(request!.messages.some((m) => m.content.includes("Eiffel Tower was finished in 1889"))).toBe(true)
+    }).pipe(
+      Effect.provide(
+        withContext(
+          MiniSearchRetriever.layer([
+            { id: "a", content: "The Eiffel Tower was finished in 1889.", source: "a.txt" },
+            { id: "b", content: "Paris is in France.", source: "b.txt" }
+          ])
+        )
+      )
+    ))
+
+  it.effect("no provider, nothing retrieved, or a failing provider: no confidence, and the turn is answered", () =>
+    Effect.gen(function* () {
+      const none = yield* Effect.provide(respond(chatRequest), env([ScriptedEngine.reply("In 1889.")]))
+      const empty = yield* Effect.provide(respond(chatRequest), withContext(retriever([])))
+      const broken = yield* Effect.provide(respond(chatRequest), withContext(retriever("broken")))
+      for (const response of [none, empty, broken]) {
+        expect(response).toMatchObject({ content: "In 1889." })
+        expect(response.error).toBeUndefined()
+        expect(response.confidence).toBeUndefined()
+      }
     }))
 })

@@ -4,16 +4,26 @@
  * The turn runs on a staged copy of its session (committed only when the turn is
  * answered), reports its text deltas, tool calls and tool results to the caller's
  * `onProgress`, and keeps the partial output: the text of the latest inference.
+ *
+ * Its context is retrieved once, before the turn runs, from the ContextProvider
+ * (when one is provided). The answer's confidence is that context's relevance
+ * ("retrieval": the best passage score, when the scores are on [0, 1], as a model
+ * reranker's are). A chat has no vote and no validation of its own, so a turn
+ * that retrieved nothing, or passages scored on another scale (BM25), reports no
+ * confidence at all: the field is absent, never a guess.
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Message from "../../domain/Message.js"
+import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
 import * as AgentLoop from "../AgentLoop.js"
+import * as EphemeralContext from "../internal/EphemeralContext.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import type * as Check from "./Check.js"
+import * as Confidence from "./Confidence.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
 import * as Prompts from "./Prompts.js"
@@ -53,12 +63,20 @@ export const run = (
       ConversationStore.ConversationStore,
       session.store
     )
+    // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
+    const retrieved = yield* EphemeralContext.retrieveScored(
+      yield* Effect.serviceOption(ContextProvider.ContextProvider),
+      chat.user.content
+    )
     yield* tracker.transition("EXECUTE", "chat turn")
     const report = runOptions.onProgress ?? silent
     const finished = yield* Ref.make<Option.Option<AgentLoop.TurnResult>>(Option.none())
     yield* Stream.runForEach(
       // the engine's request carries `options` only when the request has them
-      agent.chatStream(chat.user.content, hints.options === undefined ? {} : { request: { options: hints.options } }),
+      agent.chatStream(chat.user.content, {
+        context: retrieved.messages,
+        ...(hints.options === undefined ? {} : { request: { options: hints.options } })
+      }),
       (event) => {
         switch (event._tag) {
           case "TextDelta":
@@ -89,6 +107,7 @@ export const run = (
       content: turn.content,
       toolCallsMade: turn.toolCalls,
       usage: turn.usage,
-      stopReason: turn.stopReason
+      stopReason: turn.stopReason,
+      ...Confidence.retrieval(retrieved.scores)
     } satisfies Outcome
   })

@@ -9,12 +9,12 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import type { ConfidenceSource } from "../../domain/System.js"
 import { ToolCallRecord } from "../../domain/System.js"
 import { InferenceResult } from "../../services/Engine.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import * as PlanExecutor from "../PlanExecutor.js"
 import * as Check from "./Check.js"
+import * as Confidence from "./Confidence.js"
 import type { Environment } from "./Environment.js"
 import type { Outcome } from "./Types.js"
 
@@ -48,12 +48,12 @@ const toolCallsOf = (steps: ReadonlyArray<PlanExecutor.StepResult>): ReadonlyArr
 /**
  * The confidence of a completed plan, where its steps produced one: the pass rate
  * of its last validate step's report ("validation"), else the best score of its
- * last retrieve or rerank step when that score is on the [0, 1] scale (a model
+ * last retrieve or rerank step when its scores are on the [0, 1] scale (a model
  * reranker's; a BM25 score is not a confidence) ("retrieval").
  */
 export const confidenceOf = (
   steps: ReadonlyArray<PlanExecutor.StepResult>
-): { readonly confidence: number; readonly confidenceSource: ConfidenceSource } | undefined => {
+): Confidence.Confidence | undefined => {
   const last = (found: (s: PlanExecutor.StepResult) => boolean) => [...steps].reverse().find(found)
   const validated = last((s) => s.output instanceof PlanExecutor.Validated)
   if (validated !== undefined) {
@@ -61,8 +61,7 @@ export const confidenceOf = (
   }
   const retrieved = last((s) => s.output instanceof PlanExecutor.CandidateSet && s.output.candidates.length > 0)
   if (retrieved === undefined) return undefined
-  const best = Math.max(...(retrieved.output as PlanExecutor.CandidateSet).candidates.map((c) => c.score))
-  return best >= 0 && best <= 1 ? { confidence: best, confidenceSource: "retrieval" } : undefined
+  return Confidence.retrieval((retrieved.output as PlanExecutor.CandidateSet).candidates.map((c) => c.score))
 }
 
 /** Plans (unless the request brings its plan), checks and runs the steps. */
