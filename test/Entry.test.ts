@@ -24,6 +24,7 @@ const loaded = async (entry: string): Promise<ReadonlyArray<string>> => {
 
 const native = (urls: ReadonlyArray<string>) => urls.filter((u) => u.includes("/node_modules/node-llama-cpp/"))
 const otelSdk = (urls: ReadonlyArray<string>) => urls.filter((u) => /\/node_modules\/@opentelemetry\/sdk-/.test(u))
+const effectAi = (urls: ReadonlyArray<string>) => urls.filter((u) => u.includes("/node_modules/@effect/ai/"))
 const durable = (urls: ReadonlyArray<string>) =>
   urls.filter((u) => /\/node_modules\/(@effect\/(workflow|cluster|sql|sql-sqlite-node|sql-pg)|better-sqlite3)\//.test(u))
 
@@ -36,11 +37,14 @@ describe("entries", () => {
     expect(native(urls)).toEqual([])
     expect(otelSdk(urls)).toEqual([])
     expect(durable(urls)).toEqual([])
+    // @effect/ai is an optional peer: only pagantic/effect-ai loads it
+    expect(effectAi(urls)).toEqual([])
   }, 90_000)
 
   it("pagantic/llama, pagantic/telemetry and pagantic/durable are where they load (the check can fail)", async () => {
     expect(native(await loaded("llama.ts")).length).toBeGreaterThan(0)
     expect(otelSdk(await loaded("telemetry.ts")).length).toBeGreaterThan(0)
     expect(durable(await loaded("durable.ts")).length).toBeGreaterThan(0)
-  }, 180_000)
+    expect(effectAi(await loaded("effectAi.ts")).length).toBeGreaterThan(0)
+  }, 240_000)
 })

@@ -49,7 +49,7 @@ afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
 
 describe("the installed package", () => {
   it("holds dist with declarations and source maps, the bin, the bundled model, README and LICENSE; no tests, training, bench or sources", () => {
-    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/llama.js", "dist/llama.d.ts", "dist/http.js", "dist/cli.js", "dist/openai.js", "dist/telemetry.js", "dist/durable.js", "dist/durable.d.ts", "bin/pagantic.js", "models/pagantic-tiny.gguf", "README.md", "LICENSE", "package.json"]) {
+    for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/llama.js", "dist/llama.d.ts", "dist/http.js", "dist/cli.js", "dist/openai.js", "dist/telemetry.js", "dist/durable.js", "dist/durable.d.ts", "dist/effectAi.js", "dist/effectAi.d.ts", "bin/pagantic.js", "models/pagantic-tiny.gguf", "README.md", "LICENSE", "package.json"]) {
       expect(files, file).toContain(file)
     }
     for (const prefix of ["test/", "training/", "bench/", "scripts/", "src/", "examples/"]) {
