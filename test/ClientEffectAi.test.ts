@@ -1,0 +1,170 @@
+/**
+ * Effect AI's OpenAI provider (`@effect/ai-openai` on `@effect/ai`, pinned in
+ * devDependencies) against a real `pagantic serve` on the bundled model over
+ * loopback: `OpenAiLanguageModel` behind `LanguageModel.generateText` and
+ * `LanguageModel.streamText`, and the provider's `OpenAiClient` speaking chat
+ * completions directly (its generated `createChatCompletion`, its SSE
+ * `streamRequest`). Every call is bounded by a timeout.
+ *
+ * Note: `OpenAiLanguageModel` (0.41) talks to OpenAI's Responses API
+ * (`POST /v1/responses`), not to chat completions; the first two tests need the
+ * server to answer that route.
+ *
+ * The bundled model knows greetings, thanks, sentiment and calculator calls
+ * (training/README.md); the prompts stay inside that.
+ */
+import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
+import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
+import { expect, layer } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import { BUNDLED_MODEL_NAME } from "../src/layers/llama/PaganticChatWrapper.js"
+import { serve } from "./support/server.js"
+
+/** The provider's client pointed at a pagantic server on the bundled model (one per file). */
+const ClientLive = Layer.unwrapScoped(
+  Effect.map(serve({ engine: LlamaEngine.layer({ threads: 1 }), tools: [] }), ({ url }) =>
+    OpenAiClient.layer({ apiUrl: `${url}/v1`, apiKey: Redacted.make("unused") }))
+).pipe(Layer.provide(FetchHttpClient.layer))
+
+/** The bundled model as an Effect AI LanguageModel, greedy and short. */
+const model = OpenAiLanguageModel.model(BUNDLED_MODEL_NAME, { temperature: 0, max_output_tokens: 24 })
+
+/** The answer chat completions gives the same prompt (greedy): what the providers must agree with. */
+const reference = Effect.gen(function* () {
+  const client = yield* OpenAiClient.OpenAiClient
+  const completion = yield* client.client.createChatCompletion({
+    model: BUNDLED_MODEL_NAME,
+    messages: [{ role: "user", content: "Hello!" }],
+    temperature: 0,
+    max_tokens: 24
+  })
+  return completion
+})
+
+/** A `chat.completion.chunk`, as much of it as the test reads. */
+const Chunk_ = Schema.Struct({
+  object: Schema.Literal("chat.completion.chunk"),
+  choices: Schema.Array(
+    Schema.Struct({
+      index: Schema.Number,
+      delta: Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    })
+  ),
+  usage: Schema.optional(Schema.NullOr(Schema.Struct({ prompt_tokens: Schema.Number, completion_tokens: Schema.Number })))
+})
+
+layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("Effect AI's OpenAI provider against pagantic serve", (it) => {
+  it.effect("LanguageModel.generateText through OpenAiLanguageModel: the greeting, finish reason stop, usage", () =>
+    Effect.gen(function* () {
+      const expected = yield* reference
+      const response = yield* LanguageModel.generateText({ prompt: "Hello!" }).pipe(Effect.provide(model))
+      expect(response.text).toBe(expected.choices[0]!.message.content)
+      expect(response.finishReason).toBe("stop")
+      expect(response.usage.inputTokens).toBeGreaterThan(0)
+      expect(response.usage.outputTokens).toBe(expected.usage!.completion_tokens)
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("LanguageModel.streamText through OpenAiLanguageModel: text deltas spell the answer, a finish part with usage", () =>
+    Effect.gen(function* () {
+      const expected = yield* reference
+      const parts = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(LanguageModel.streamText({ prompt: "Hello!" }).pipe(Stream.provideLayer(model)))
+      )
+      const deltas = parts.flatMap((part) => (part.type === "text-delta" ? [part.delta] : []))
+      expect(deltas.length).toBeGreaterThan(1)
+      expect(deltas.join("")).toBe(expected.choices[0]!.message.content)
+      const finish = parts.filter((part) => part.type === "finish")
+      expect(finish).toHaveLength(1)
+      expect(finish[0]).toMatchObject({ reason: "stop", usage: { outputTokens: expected.usage!.completion_tokens } })
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("OpenAiClient's createChatCompletion: a greeting and a json_schema answer, decoded by the provider's schema", () =>
+    Effect.gen(function* () {
+      const completion = yield* reference
+      expect(completion.model).toBe(BUNDLED_MODEL_NAME)
+      expect(completion.choices[0]!.finish_reason).toBe("stop")
+      expect(completion.choices[0]!.message.content).toMatch(/^Hello/)
+      expect(completion.usage!.total_tokens).toBe(completion.usage!.prompt_tokens + completion.usage!.completion_tokens)
+
+      const client = yield* OpenAiClient.OpenAiClient
+      const structured = yield* client.client.createChatCompletion({
+        model: BUNDLED_MODEL_NAME,
+        messages: [
+          { role: "system", content: "Classify the sentiment of the review." },
+          { role: "user", content: "The movie was absolutely wonderful." }
+        ],
+        temperature: 0,
+        response_format: {
+          type: "json_schema",
+          json_schema: {
+            name: "sentiment",
+            strict: true,
+            schema: {
+              type: "object",
+              properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
+              required: ["sentiment"],
+              additionalProperties: false
+            }
+          }
+        }
+      })
+      expect(JSON.parse(structured.choices[0]!.message.content!)).toEqual({ sentiment: "positive" })
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("OpenAiClient's createChatCompletion with logprobs: the provider's schema decodes them, one per token", () =>
+    Effect.gen(function* () {
+      const client = yield* OpenAiClient.OpenAiClient
+      const completion = yield* client.client.createChatCompletion({
+        model: BUNDLED_MODEL_NAME,
+        messages: [{ role: "user", content: "Hello!" }],
+        temperature: 0,
+        max_tokens: 24,
+        logprobs: true,
+        top_logprobs: 2
+      })
+      const [choice] = completion.choices
+      const entries = choice!.logprobs?.content ?? []
+      expect(entries.map((e) => e.token).join("")).toBe(choice!.message.content)
+      expect(entries.every((e) => e.logprob <= 0 && e.top_logprobs.length === 2)).toBe(true)
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("OpenAiClient's streamRequest over chat completions: the chunks spell the answer and end with usage", () =>
+    Effect.gen(function* () {
+      const expected = yield* reference
+      const client = yield* OpenAiClient.OpenAiClient
+      const chunks = Chunk.toReadonlyArray(
+        yield* Stream.runCollect(
+          client.streamRequest(
+            HttpClientRequest.post("/chat/completions").pipe(
+              HttpClientRequest.bodyUnsafeJson({
+                model: BUNDLED_MODEL_NAME,
+                messages: [{ role: "user", content: "Hello!" }],
+                temperature: 0,
+                max_tokens: 24,
+                stream: true,
+                stream_options: { include_usage: true }
+              })
+            ),
+            Chunk_
+          )
+        )
+      )
+      const text = chunks.flatMap((c) => c.choices.map((choice) => choice.delta.content ?? "")).join("")
+      expect(text).toBe(expected.choices[0]!.message.content)
+      // prompt_tokens counts what the engine evaluated (a prefix it holds is not evaluated again): only the output is comparable
+      const usage = chunks.flatMap((c) => (c.usage == null ? [] : [c.usage]))
+      expect(usage).toHaveLength(1)
+      expect(usage[0]!.completion_tokens).toBe(expected.usage!.completion_tokens)
+      expect(usage[0]!.prompt_tokens).toBeGreaterThan(0)
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+})
