@@ -17,12 +17,15 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import * as Message from "../../domain/Message.js"
+import * as Text from "../../domain/Text.js"
+import type { Logprobs } from "../../domain/Sampling.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
 import * as AgentLoop from "../AgentLoop.js"
+import * as ClientTools from "../agent/ClientTools.js"
 import * as EphemeralContext from "../internal/EphemeralContext.js"
 import type * as Lifecycle from "../Lifecycle.js"
-import type * as Check from "./Check.js"
+import * as Check from "./Check.js"
 import * as Confidence from "./Confidence.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
@@ -56,9 +59,12 @@ export const run = (
         maxToolIterations: options.maxToolIterations,
         toolConcurrency: options.toolConcurrency,
         maxTokens: hints.maxTokens,
-        temperature: hints.temperature,
+        temperature: undefined /*FLIP*/,
         topP: hints.topP,
-        allowTools: tools.length === 0 ? undefined : tools
+        allowTools: tools.length === 0 ? undefined : tools,
+        clientTools: chat.request.clientTools,
+        toolChoice: chat.request.toolChoice,
+        parallelToolCalls: chat.request.parallelToolCalls
       }),
       ConversationStore.ConversationStore,
       session.store
@@ -68,15 +74,32 @@ export const run = (
       yield* Effect.serviceOption(ContextProvider.ContextProvider),
       chat.user.content
     )
+    // a request ending with tool results continues the calls its session is waiting on
+    const results = chat.toolResults.map((m) =>
+      new Message.ToolResult({ callId: m.toolCallId, name: m.name, content: m.content, isError: m.isError })
+    )
+    if (results.length > 0 && existing.length > 0) {
+      const answers = ClientTools.answers(existing, results)
+      if (answers._tag === "Unexpected") {
+        return yield* Check.invalid(
+          `messages: the tool result for call "${Text.excerpt(answers.callId)}" answers no call session "${
+            Text.excerpt(chat.sessionId)
+          }" is waiting on`
+        )
+      }
+    }
     yield* tracker.transition("EXECUTE", "chat turn")
     const report = runOptions.onProgress ?? silent
     const finished = yield* Ref.make<Option.Option<AgentLoop.TurnResult>>(Option.none())
+    // the log-probabilities of the latest inference: the answer's, when the hints ask for them
+    const logprobs = yield* Ref.make<Logprobs | undefined>(undefined)
+    // the engine's request carries `options` only when the request has them
+    const turnOptions = {
+      context: retrieved.messages,
+      ...(hints.options === undefined ? {} : { request: { options: hints.options } })
+    }
     yield* Stream.runForEach(
-      // the engine's request carries `options` only when the request has them
-      agent.chatStream(chat.user.content, {
-        context: retrieved.messages,
-        ...(hints.options === undefined ? {} : { request: { options: hints.options } })
-      }),
+      results.length === 0 ? agent.chatStream(chat.user.content, turnOptions) : agent.resumeStream(results, turnOptions),
       (event) => {
         switch (event._tag) {
           case "TextDelta":
@@ -87,7 +110,10 @@ export const run = (
             return report({ _tag: "ToolResultReady", record: event.record })
           case "InferenceFinished":
             // a new inference starts from scratch: partial output is the latest reply
-            return event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
+            return Effect.zipRight(
+              Ref.set(logprobs, event.result.logprobs),
+              event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
+            )
           case "TurnFinished":
             return Ref.set(finished, Option.some(event.result))
           default:
@@ -108,6 +134,8 @@ export const run = (
       toolCallsMade: turn.toolCalls,
       usage: turn.usage,
       stopReason: turn.stopReason,
+      ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
+      logprobs: yield* Ref.get(logprobs),
       ...Confidence.retrieval(retrieved.scores)
     } satisfies Outcome
   })
