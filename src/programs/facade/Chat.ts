@@ -59,7 +59,7 @@ export const run = (
         maxToolIterations: options.maxToolIterations,
         toolConcurrency: options.toolConcurrency,
         maxTokens: hints.maxTokens,
-        temperature: undefined /*FLIP*/,
+        temperature: hints.temperature,
         topP: hints.topP,
         allowTools: tools.length === 0 ? undefined : tools,
         clientTools: chat.request.clientTools,
