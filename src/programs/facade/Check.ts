@@ -3,7 +3,8 @@
  *
  * A request runs only with an engine; structured and redundant requests need a
  * schema; every mode but plan (and task with a task list of its own) needs
- * messages ending with a user message; every
+ * messages ending with a user message (a chat may end with tool results that
+ * answer its last assistant message's calls); every
  * tool the request names must be registered; a tool message must answer a call an
  * earlier assistant message made. A request that passes is a `Checked`, so the
  * mode runners read its parts without looking again.
@@ -28,10 +29,17 @@ interface Common {
   readonly engine: Engine.Service
 }
 
-/** A chat turn: the user message it answers, the history the request brings, its session. */
+/**
+ * A chat turn: the user message it answers, the history the request brings, its
+ * session. A request ending with tool messages continues a turn that stopped on
+ * the caller's own tools: `toolResults` are those messages (answering the calls
+ * of the assistant message before them), `user` the last user message (empty
+ * when the request brings none: it continues a stored session).
+ */
 export interface Chat extends Common {
   readonly mode: "chat"
   readonly user: Message.UserMessage
+  readonly toolResults: ReadonlyArray<Message.ToolMessage>
   readonly prior: ReadonlyArray<Message.Message>
   readonly sessionId: string
 }
@@ -134,13 +142,59 @@ const needUser = (request: SystemRequest): Either.Either<Message.UserMessage, Ch
 const checkToolsAndHistory = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> =>
   Either.flatMap(checkToolNames(env, request), () => checkToolMessages(request.messages))
 
+/** The tool messages a chat request ends with, when they answer calls of the assistant message before them. */
+const trailingToolResults = (request: SystemRequest): Either.Either<ReadonlyArray<Message.ToolMessage>, CheckFailure> => {
+  const { messages } = request
+  let at = messages.length
+  while (at > 0 && Message.isTool(messages[at - 1]!)) at--
+  const results = messages.slice(at) as ReadonlyArray<Message.ToolMessage>
+  if (results.length === 0) return Either.right([])
+  const before = messages[at - 1]
+  const calls = before !== undefined && Message.isAssistant(before) ? before.toolCalls.map((c) => c.id) : []
+  const stray = results.findIndex((m) => !calls.includes(m.toolCallId))
+  return stray === -1
+    ? Either.right(results)
+    : Either.left(invalid(
+      `messages.${at + stray}: a conversation ending with tool messages continues the tool calls of the assistant message just before them; this one answers call "${
+        Text.excerpt(results[stray]!.toolCallId)
+      }", which that message did not make`
+    ))
+}
+
+/** A named toolChoice must be a tool the turn offers: a registered tool (of the request's list) or a client tool. */
+const checkToolChoice = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
+  const choice = request.toolChoice
+  if (typeof choice !== "object") return Either.void
+  const registered = Option.isSome(env.registry) && env.registry.value.has(choice.name) &&
+    (request.tools.length === 0 || request.tools.includes(choice.name))
+  return registered || request.clientTools.some((t) => t.name === choice.name)
+    ? Either.void
+    : Either.left(invalid(`toolChoice.name: "${Text.excerpt(choice.name)}" is neither a registered tool nor one of clientTools`, {
+      field: "toolChoice.name"
+    }))
+}
+
 const checkChat = (env: Environment, request: SystemRequest, sessionId: string): Either.Either<Checked, CheckFailure> =>
   Either.gen(function* () {
     const engine = yield* needEngine(env)
-    const user = yield* needUser(request)
+    const toolResults = yield* trailingToolResults(request)
+    const user = toolResults.length === 0
+      ? yield* needUser(request)
+      : (request.messages.filter(Message.isUser).at(-1) ?? new Message.UserMessage({ role: "user", content: "" }))
     yield* checkToolsAndHistory(env, request)
-    return { mode: "chat", request, engine, user, prior: request.messages.slice(0, -1), sessionId } satisfies Chat
+    yield* checkToolChoice(env, request)
+    const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.length))
+    return { mode: "chat", request, engine, user, toolResults, prior, sessionId } satisfies Chat
   })
+
+/** The caller's own tools and the tool choice are a chat's: another mode would silently ignore them. */
+const checkChatOnly = (request: SystemRequest): Either.Either<void, CheckFailure> =>
+  request.mode === "chat" ||
+    (request.clientTools.length === 0 && request.toolChoice === undefined && request.parallelToolCalls === undefined)
+    ? Either.void
+    : Either.left(invalid(`clientTools, toolChoice and parallelToolCalls are for mode "chat", not "${request.mode}"`, {
+      field: request.clientTools.length > 0 ? "clientTools" : request.toolChoice !== undefined ? "toolChoice" : "parallelToolCalls"
+    }))
 
 const checkPlan = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
   Either.gen(function* () {
@@ -178,6 +232,8 @@ const checkTask = (env: Environment, request: SystemRequest): Either.Either<Chec
  * gets a new one, so its response and events carry it even when a check fails.
  */
 export const check = (env: Environment, request: SystemRequest): Effect.Effect<Admission> => {
+  const chatOnly = checkChatOnly(request)
+  if (Either.isLeft(chatOnly)) return Effect.succeed({ sessionId: request.sessionId, checked: Either.left(chatOnly.left) })
   switch (request.mode) {
     case "chat":
       return Effect.map(

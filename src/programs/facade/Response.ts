@@ -68,6 +68,7 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
     ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
     ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason }),
+    ...(o.pendingToolCalls === undefined ? {} : { pendingToolCalls: o.pendingToolCalls }),
     ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
     ...(o.query === undefined ? {} : { query: o.query }),
     ...(o.logprobs === undefined ? {} : { logprobs: o.logprobs })

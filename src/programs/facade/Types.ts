@@ -121,6 +121,8 @@ export interface Outcome {
   readonly validationResult?: ValidationResult | undefined
   readonly usage: TokenUsage.TokenUsage
   readonly stopReason?: string | undefined
+  /** Mode chat, stopReason "tool_calls": the calls of the caller's own tools, for it to run. */
+  readonly pendingToolCalls?: ReadonlyArray<Message.ToolCall> | undefined
   readonly orchestration?: OrchestratorResult | undefined
   readonly query?: QueryResult | undefined
   /** The answer's token log-probabilities (chat mode, when the hints ask for them). */
