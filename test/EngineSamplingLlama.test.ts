@@ -75,6 +75,17 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
         expect(new Set(first).size).toBeGreaterThan(1)
       }))
 
+    it.effect("any integer seed is reproducible: -1 and 2^32 - 1 (llama.cpp's 'random seed') too", () =>
+      Effect.gen(function*() {
+        const engine = yield* Engine
+        const sample = (seed: number) =>
+          Effect.map(engine.infer(ask(STORY, { temperature: 1, seed, maxTokens: 30 })), (r) => r.content)
+        for (const seed of [-1, 2 ** 32 - 1, -(2 ** 40), Number.MAX_SAFE_INTEGER]) {
+          const draws = yield* Effect.forEach([1, 2, 3, 4, 5, 6], () => sample(seed))
+          expect(new Set(draws).size).toBe(1)
+        }
+      }))
+
     it.effect("penalties reach llama.cpp: positive and negative ones each change the greedy answer", () =>
       Effect.gen(function*() {
         const engine = yield* Engine

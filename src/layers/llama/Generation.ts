@@ -53,6 +53,16 @@ const extraSampling = (options: InferenceRequest["options"]) => {
   return { ...(typeof topK === "number" ? { topK } : {}), ...(typeof minP === "number" ? { minP } : {}) }
 }
 
+/**
+ * A request's seed as llama.cpp's sampler seed: an unsigned 32-bit value other
+ * than 0xFFFFFFFF, which llama.cpp reads as "draw a random seed". Any integer
+ * (negative ones too, as clients send -1) maps to one reproducible seed.
+ */
+export const samplerSeed = (seed: number): number => {
+  const range = 2 ** 32 - 1
+  return ((seed % range) + range) % range
+}
+
 /** The request's presence and frequency penalties as node-llama-cpp's repeat penalty, when it sets one. */
 const repeatPenalty = (request: InferenceRequest) =>
   request.presencePenalty === undefined && request.frequencyPenalty === undefined
@@ -116,7 +126,7 @@ export const plan = Effect.fnUntraced(function*(
     ...(request.topP === undefined ? {} : { topP: request.topP }),
     // node-llama-cpp's default seed is the current second: replicas sampled in the
     // same second would all draw the same tokens. Each call draws its own seed.
-    seed: request.seed ?? (yield* Random.nextIntBetween(0, 2 ** 31 - 1)),
+    seed: request.seed === undefined ? yield* Random.nextIntBetween(0, 2 ** 31 - 1) : samplerSeed(request.seed),
     ...extraSampling(request.options),
     ...repeatPenalty(request),
     ...(request.stop === undefined ? {} : { customStopTriggers: [...request.stop] }),
