@@ -56,6 +56,7 @@ describe("sampling controls: bounds", () => {
     ["stop", { stop: [] }],
     ["stop", { stop: ["a", "b", "c", "d", "e"] }],
     ["stop", { stop: [""] }],
+    ["stop", { stop: ["x".repeat(1_001)] }],
     ["presencePenalty", { presencePenalty: 2.5 }],
     ["frequencyPenalty", { frequencyPenalty: -3 }],
     ["topLogprobs", { topLogprobs: 21 }],

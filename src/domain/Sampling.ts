@@ -16,8 +16,14 @@ export const maxStopTexts = 4
 /** Most alternatives per token a request may ask for. */
 export const maxTopLogprobs = 20
 
-/** 1 to 4 non-empty texts; generation ends before the first one produced, which is left out of the content. */
-export const StopTexts = Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(maxStopTexts))
+/** The longest stop text, in characters (each is matched against the text as it is generated). */
+export const maxStopTextLength = 1_000
+
+/** 1 to 4 non-empty texts of at most 1,000 characters; generation ends before the first one produced, which is left out of the content. */
+export const StopTexts = Schema.Array(Schema.NonEmptyString.pipe(Schema.maxLength(maxStopTextLength))).pipe(
+  Schema.minItems(1),
+  Schema.maxItems(maxStopTexts)
+)
 
 /** A presence or frequency penalty: -2 to 2, positive values discourage repeating tokens already produced. */
 export const Penalty = Schema.Number.pipe(Schema.between(-2, 2))
