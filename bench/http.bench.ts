@@ -11,7 +11,11 @@
  *   npm run bench                     (with the engine benchmarks, bench/index.ts)
  *   npx tsx bench/http.bench.ts       (alone)
  */
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Context from "effect/Context"
@@ -30,7 +34,7 @@ import { ModelInfo } from "../src/domain/ModelInfo.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
 import type { Row } from "./Table.js"
-import { mb } from "./Table.js"
+import { mb, median, quantile } from "./Table.js"
 
 
 export const CONCURRENCY = Number(process.env.HTTP_BENCH_CONCURRENCY ?? 16)
@@ -275,6 +279,135 @@ const rowsOf = (r: Result): ReadonlyArray<Row> => [
   }
 ]
 
+// ---------------------------------------------------------------------------
+// Against a bare @effect/platform route
+// ---------------------------------------------------------------------------
+
+const BARE_ROUNDS = Number(process.env.HTTP_BENCH_BARE_ROUNDS ?? 5)
+const BARE_REQUESTS = Number(process.env.HTTP_BENCH_BARE_REQUESTS ?? 1_000)
+/** Goal of the issue: at least twice the req/s measured before; p99 bounded. */
+const BARE_P99_MS = 50
+
+/**
+ * The same JSON from a bare HttpServer route (HttpRouter, the body read and
+ * parsed, the canned answer written) on a Node server of its own: what the
+ * platform costs, without the adapter, the facade and the loops.
+ */
+const bareServer = (body: string) =>
+  HttpRouter.empty.pipe(
+    HttpRouter.post(
+      "/v1/chat/completions",
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => request.json).pipe(
+        Effect.as(HttpServerResponse.text(body, { contentType: "application/json" })),
+        Effect.orElseSucceed(() => HttpServerResponse.empty({ status: 400 }))
+      )
+    ),
+    HttpServer.serve(),
+    Layer.provideMerge(NodeHttpServer.layer(http.createServer, { port: 0, host: "127.0.0.1" }))
+  )
+
+const portOf = (context: Context.Context<HttpServer.HttpServer>) =>
+  Effect.gen(function* () {
+    const address = Context.get(context, HttpServer.HttpServer).address
+    return address._tag === "TcpAddress" ? address.port : yield* Effect.die("expected a TCP address")
+  })
+
+/** One POST's body, to serve the same bytes from the bare route. */
+const bodyOf = (port: number, payload: string): Promise<string> =>
+  new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: "127.0.0.1", port, path: "/v1/chat/completions", method: "POST", headers: { "content-type": "application/json" } },
+      (res) => {
+        let text = ""
+        res.setEncoding("utf8")
+        res.on("data", (chunk: string) => (text += chunk))
+        res.on("end", () => (res.statusCode === 200 ? resolve(text) : reject(new Error(`status ${res.statusCode}: ${text}`))))
+      }
+    )
+    req.on("error", reject)
+    req.end(payload)
+  })
+
+export interface VersusBare {
+  /** Our req/s over the bare route's, median of per-round ratios. */
+  readonly ratio: number
+  readonly ratios: ReadonlyArray<number>
+  readonly oursRps: number
+  readonly bareRps: number
+  readonly oursP50: number
+  readonly oursP99: number
+  readonly bareP99: number
+}
+
+/**
+ * `/v1/chat/completions` (plain engine, no-op observability) against the bare
+ * route, CONCURRENCY keep-alive clients each, BARE_ROUNDS rounds of
+ * BARE_REQUESTS requests per side, the order alternating.
+ */
+export const versusBare: Effect.Effect<VersusBare> = Effect.scoped(
+  Effect.gen(function* () {
+    const ours = yield* Layer.build(
+      Http.layer({ port: 0 }).pipe(
+        Layer.provideMerge(
+          Live.layer({ engine: plainEngine("pong"), observe: Layer.merge(Observe.eventLogNoop, Observe.metricsNoop) })
+        )
+      )
+    )
+    const oursPort = yield* portOf(ours)
+    const scenario = scenarios.find((s) => s.name === "chat completions (plain engine)")!
+    const payload = JSON.stringify(scenario.body)
+    const body = yield* Effect.promise(() => bodyOf(oursPort, payload))
+    const barePort = yield* portOf(yield* Layer.build(bareServer(body)))
+    const agents = [new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY }), new http.Agent({ keepAlive: true, maxSockets: CONCURRENCY })] as const
+    yield* Effect.addFinalizer(() => Effect.sync(() => agents.forEach((a) => a.destroy())))
+    return yield* Effect.promise(async () => {
+      const deadline = Date.now() + DEADLINE_MS
+      const side = async (which: 0 | 1, count: number) => {
+        const started = performance.now()
+        const latencies = await drive(agents[which], which === 0 ? oursPort : barePort, scenario, count, deadline)
+        return { rps: (count / (performance.now() - started)) * 1000, latencies }
+      }
+      await side(0, 300) // warm-up (JIT, connections)
+      await side(1, 300)
+      const ratios: Array<number> = []
+      const oursRps: Array<number> = []
+      const bareRps: Array<number> = []
+      const oursLatencies: Array<number> = []
+      const bareLatencies: Array<number> = []
+      for (let round = 0; round < BARE_ROUNDS; round++) {
+        const [o, b] = round % 2 === 0
+          ? [await side(0, BARE_REQUESTS), await side(1, BARE_REQUESTS)]
+          : await side(1, BARE_REQUESTS).then(async (b) => [await side(0, BARE_REQUESTS), b] as const)
+        ratios.push(o.rps / b.rps)
+        oursRps.push(o.rps)
+        bareRps.push(b.rps)
+        oursLatencies.push(...o.latencies)
+        bareLatencies.push(...b.latencies)
+      }
+      const sortedOurs = oursLatencies.sort((x, y) => x - y)
+      return {
+        ratio: median(ratios),
+        ratios,
+        oursRps: median(oursRps),
+        bareRps: median(bareRps),
+        oursP50: percentile(sortedOurs, 50),
+        oursP99: percentile(sortedOurs, 99),
+        bareP99: percentile(bareLatencies.sort((x, y) => x - y), 99)
+      } satisfies VersusBare
+    })
+  })
+).pipe(Effect.orDie)
+
+export const versusBareRow = (v: VersusBare): Row => ({
+  name: `http /v1/chat/completions vs a bare HttpServer route, ${CONCURRENCY} keep-alive clients: req/s ratio; p99`,
+  ours: `${v.oursRps.toFixed(0)} req/s, p50 ${v.oursP50.toFixed(1)} / p99 ${v.oursP99.toFixed(1)} ms`,
+  baseline: `${v.bareRps.toFixed(0)} req/s, p99 ${v.bareP99.toFixed(1)} ms (bare route)`,
+  ratio: v.ratio,
+  spread: `${quantile(v.ratios, 0.25).toFixed(2)}-${quantile(v.ratios, 0.75).toFixed(2)}`,
+  goal: `p99 <= ${BARE_P99_MS} ms (req/s ratio reported)`,
+  met: v.oursP99 <= BARE_P99_MS
+})
+
 /** Every scenario, as rows for bench/index.ts's table (ratio = heap 10k / 1k; p99 / p50). */
 export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(
   Effect.forEach(scenarios, measure),
@@ -287,7 +420,12 @@ export const results: Effect.Effect<ReadonlyArray<Result>> = Effect.forEach(
   measure
 )
 
-if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1] && process.env.HTTP_BENCH_ONLY === "bare") {
+  NodeRuntime.runMain(Effect.flatMap(versusBare, (v) => {
+    const r = versusBareRow(v)
+    return Console.log(`${r.name}: ${r.ours} / ${r.baseline} = ${r.ratio.toFixed(3)} (IQR ${r.spread}, goal ${r.goal}${r.met ? "" : ", NOT MET"})`)
+  }))
+} else if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   NodeRuntime.runMain(
     Effect.flatMap(results, (rs) =>
       Effect.forEach(rs, (r) =>

@@ -7,6 +7,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as os from "node:os"
 import * as EngineBench from "./engine.bench.js"
+import * as HotPathBench from "./hotpath.bench.js"
 import * as HttpBench from "./http.bench.js"
 import * as ObserveBench from "./observe.bench.js"
 import * as OrchestratorBench from "./orchestrator.bench.js"
@@ -35,6 +36,8 @@ const main = Effect.gen(function*() {
   yield* Console.log("\nIn-memory event log, metrics and conversation store: 1,000 writes into a full store against a small one (O(1): ~1.0)")
   yield* Console.log(table(yield* ObserveBench.run))
   yield* Console.log(`\nRun loop overhead over the tool loop, on an engine that answers at once:\n${table(yield* RunLoopBench.run)}`)
+  yield* Console.log(`\nHot path: the loops against the same work as plain Effect programs, on an engine that answers at once (CPU time per call):\n${table(yield* HotPathBench.run)}`)
+  yield* Console.log(`\nHTTP adapter against a bare @effect/platform route serving the same JSON:\n${table([HttpBench.versusBareRow(yield* HttpBench.versusBare)])}`)
   yield* Console.log(
     `\nSoak: ${SoakBench.REQUESTS} requests through the HTTP adapter, an engine that fails ${SoakBench.FAILURE_RATE * 100}% of calls (each InferenceFailure kind), tools that hang or throw`
   )

@@ -1,0 +1,368 @@
+/**
+ * What the loops cost around a model that answers at once: each row runs one of
+ * the library's programs against the same work written as a plain Effect program
+ * (Effect.gen, a Ref for the history, Effect.forEach for tools, the engine and the
+ * tool handler called directly), on the same zero-latency engine, side by side in
+ * this process. A round times CALLS calls of each side back to back (the order
+ * alternating); the ratio is the median of per-round ratios of CPU time (the
+ * process's, user + system), the interquartile range beside it, wall time per
+ * call shown too. CPU time, because much of a zero-latency call's wall time is
+ * the process idle while Effect's scheduler yields to the event loop, which other
+ * processes on the machine stretch.
+ *
+ * Rows: an AgentLoop turn (the model asks for add(2,3), the tool runs, the model
+ * answers "5"; a fresh loop per turn), the same with Telemetry.layerInMemory (the
+ * OpenTelemetry SDK recording every span), Structured.run (valid JSON at the first
+ * reply), RedundantLoop N=5 (five replicas and a majority vote), a PlanExecutor
+ * plan of 3 chained infer steps, and a Facade chat request.
+ *
+ *   npm run bench                     (with the other benchmarks, bench/index.ts)
+ *   npx tsx bench/hotpath.bench.ts    (alone; HOTPATH_BENCH_ONLY=<part of a name> picks rows)
+ */
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as Console from "effect/Console"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Ref from "effect/Ref"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import { fileURLToPath } from "node:url"
+import * as Message from "../src/domain/Message.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
+import * as Plan from "../src/domain/Plan.js"
+import { SystemRequest } from "../src/domain/System.js"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as JsonConstraint from "../src/layers/JsonConstraint.js"
+import * as Telemetry from "../src/layers/Telemetry.js"
+import * as AgentLoop from "../src/programs/AgentLoop.js"
+import * as Facade from "../src/programs/Facade.js"
+import * as PlanExecutor from "../src/programs/PlanExecutor.js"
+import * as RedundantLoop from "../src/programs/RedundantLoop.js"
+import * as Structured from "../src/programs/Structured.js"
+import type { Constraint } from "../src/services/Constraint.js"
+import { Engine, InferenceRequest, InferenceResult, StreamPart } from "../src/services/Engine.js"
+import * as Tool from "../src/services/ToolRegistry.js"
+import type { Row } from "./Table.js"
+import { median, quantile } from "./Table.js"
+
+const ROUNDS = Number(process.env.HOTPATH_BENCH_ROUNDS ?? 11)
+const CALLS = Number(process.env.HOTPATH_BENCH_CALLS ?? 200)
+
+// ---------------------------------------------------------------------------
+// Engines that answer at once and keep nothing
+// ---------------------------------------------------------------------------
+
+const usage = TokenUsage.make({ promptTokens: 10, outputTokens: 2 })
+const modelInfo = Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+
+const engineOf = (infer: (request: InferenceRequest) => InferenceResult): Layer.Layer<Engine> =>
+  Layer.succeed(Engine, {
+    infer: (request) => Effect.sync(() => infer(request)),
+    stream: (request) =>
+      Stream.suspend(() => {
+        const result = infer(request)
+        return Stream.make(StreamPart.textDelta(result.content), StreamPart.finish(result))
+      }),
+    modelInfo
+  })
+
+const call = new Message.ToolCall({ id: "call_1", name: "add", arguments: { a: 2, b: 3 } })
+const callReply = new InferenceResult({ content: "", toolCalls: [call], usage, finishReason: "tool_calls" })
+const answer = new InferenceResult({ content: "5", toolCalls: [], usage, finishReason: "stop" })
+
+/** Asks for add(2,3) after a user message, answers "5" after a tool result. */
+const toolEngine = engineOf((request) => request.messages.at(-1)?.role === "tool" ? answer : callReply)
+
+const jsonReply = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })
+const jsonEngine = engineOf(() => jsonReply)
+
+const textReply = new InferenceResult({ content: "pong", toolCalls: [], usage, finishReason: "stop" })
+const textEngine = engineOf(() => textReply)
+
+const addParameters = Schema.Struct({ a: Schema.Number, b: Schema.Number })
+const add = Tool.make({
+  name: "add",
+  description: "Adds two numbers",
+  parameters: addParameters,
+  handler: ({ a, b }) => Effect.succeed(String(a + b))
+})
+
+const Answer = Schema.Struct({ answer: Schema.Number })
+
+const expect = (ok: boolean, what: string): Effect.Effect<void> => ok ? Effect.void : Effect.dieMessage(what)
+
+// ---------------------------------------------------------------------------
+// Ours
+// ---------------------------------------------------------------------------
+
+/** One AgentLoop turn on a fresh loop (needs the tool engine and registry: `agentServices`). */
+export const agentTurn = Effect.flatMap(AgentLoop.make(), (agent) =>
+  Effect.flatMap(agent.chat("What is 2 + 3?"), (r) => expect(r.content === "5", `AgentLoop answered ${r.content} (${r.stopReason})`)))
+
+const structuredCall = Effect.flatMap(
+  Structured.run([Message.user("What is 2 + 3? Answer as JSON.")], { schema: Answer }),
+  (r) => expect(r.value.answer === 5, `Structured answered ${r.content}`)
+)
+
+const redundantCall = Effect.flatMap(
+  RedundantLoop.run("What is 2 + 3? Answer as JSON.", { schema: Answer, n: 5 }),
+  (r) => expect(r.value.answer === 5 && r.confidence === 1, `RedundantLoop answered ${r.content}`)
+)
+
+const chain = new Plan.ExecutionPlan({
+  steps: [
+    new Plan.Step({ name: "a", type: "infer", input: "one", dependsOn: [] }),
+    new Plan.Step({ name: "b", type: "infer", input: "two", dependsOn: ["a"] }),
+    new Plan.Step({ name: "c", type: "infer", input: "three", dependsOn: ["b"] })
+  ]
+})
+
+/** A plan on an executor made once. */
+const planCall = (executor: PlanExecutor.PlanExecutor) =>
+  Effect.flatMap(executor.execute(chain), (outcome) =>
+    expect(outcome._tag === "Completed" && outcome.steps.length === 3, `PlanExecutor ended ${outcome._tag}`))
+
+const chatRequest = Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content: "ping" }] })
+
+/** A request on a facade made once, as a server makes it. */
+const facadeCall = (system: Facade.Facade) =>
+  Effect.flatMap(system.run(chatRequest), (response) =>
+    expect(response.error === undefined && response.content === "pong", `Facade answered ${JSON.stringify(response.error ?? response.content).slice(0, 300)}`))
+
+// ---------------------------------------------------------------------------
+// The same work as plain Effect programs
+// ---------------------------------------------------------------------------
+
+const addDefinition = new Message.ToolDefinition({
+  name: "add",
+  description: "Adds two numbers",
+  parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] }
+})
+const decodeAdd = Schema.decodeUnknown(addParameters)
+const toolMessage = (c: Message.ToolCall, content: string, isError: boolean): Message.Message =>
+  new Message.ToolMessage({ role: "tool", content, toolCallId: c.id, name: c.name, isError })
+
+/** A tool turn: a Ref for the history, the engine, the tool calls under a concurrency cap, until an answer. */
+const plainTurn = Effect.gen(function* () {
+  const engine = yield* Engine
+  const history = yield* Ref.make<ReadonlyArray<Message.Message>>([Message.user("What is 2 + 3?")])
+  for (let i = 0; i < 20; i++) {
+    const messages = yield* Ref.get(history)
+    const reply = yield* engine.infer(new InferenceRequest({ messages, tools: [addDefinition], maxTokens: 2048 }, true))
+    yield* Ref.update(history, (h) => [...h, Message.assistant(reply.content, reply.toolCalls)])
+    if (reply.toolCalls.length === 0) return yield* expect(reply.content === "5", `plain loop answered ${reply.content}`)
+    const results = yield* Effect.forEach(
+      reply.toolCalls,
+      (c) =>
+        decodeAdd(c.arguments).pipe(
+          Effect.flatMap(add.handler),
+          Effect.map((value) => toolMessage(c, typeof value === "string" ? value : JSON.stringify(value), false)),
+          Effect.orElseSucceed(() => toolMessage(c, "Error: bad arguments", true))
+        ),
+      { concurrency: 4 }
+    )
+    yield* Ref.update(history, (h) => [...h, ...results])
+  }
+})
+
+const decodeAnswer = Schema.decodeUnknown(Schema.parseJson(Answer))
+
+/** One structured answer: the engine, then the reply parsed and decoded with the schema. */
+const plainStructured = (prompt: string) =>
+  Effect.flatMap(Engine, (engine) =>
+    engine.infer(new InferenceRequest({ messages: [Message.user(prompt)], maxTokens: 2048, temperature: 0.2 }, true)).pipe(
+      Effect.flatMap((reply) => decodeAnswer(reply.content)),
+      Effect.orDie
+    ))
+
+const plainStructuredCall = Effect.flatMap(
+  plainStructured("What is 2 + 3? Answer as JSON."),
+  (value) => expect(value.answer === 5, "plain structured answer")
+)
+
+/** Five structured answers at once, voted on their JSON. */
+const plainRedundant = Effect.gen(function* () {
+  const values = yield* Effect.all(Array.from({ length: 5 }, () => plainStructured("What is 2 + 3? Answer as JSON.")), {
+    concurrency: 5
+  })
+  const votes = new Map<string, number>()
+  for (const v of values) {
+    const key = JSON.stringify(v)
+    votes.set(key, (votes.get(key) ?? 0) + 1)
+  }
+  const [winner, count] = [...votes.entries()].reduce((best, e) => (e[1] > best[1] ? e : best))
+  return yield* expect(count === 5 && winner === '{"answer":5}', "plain vote")
+})
+
+/** Three engine calls, one after the other, their results kept by name. */
+const plainPlan = Effect.gen(function* () {
+  const engine = yield* Engine
+  const outputs: Record<string, InferenceResult> = {}
+  for (const [name, input] of [["a", "one"], ["b", "two"], ["c", "three"]] as const) {
+    outputs[name] = yield* engine.infer(new InferenceRequest({ messages: [Message.user(input)] }, true))
+  }
+  return yield* expect(Object.keys(outputs).length === 3, "plain plan")
+})
+
+/** A chat request: the engine on the request's messages, a response object built from the reply. */
+const plainChat = Effect.gen(function* () {
+  const engine = yield* Engine
+  const reply = yield* engine.infer(new InferenceRequest({ messages: chatRequest.messages, maxTokens: 2048 }, true))
+  const response = { requestId: "r", success: true, content: reply.content, usage: reply.usage, toolCallsMade: [] }
+  return yield* expect(response.content === "pong", "plain chat")
+})
+
+// ---------------------------------------------------------------------------
+// Side by side
+// ---------------------------------------------------------------------------
+
+interface Timing {
+  readonly wall: number
+  readonly cpu: number
+}
+
+/** Wall and CPU milliseconds of CALLS calls. */
+const timeMs = <E, R>(effect: Effect.Effect<void, E, R>): Effect.Effect<Timing, never, R> =>
+  Effect.gen(function* () {
+    const cpu = process.cpuUsage()
+    const start = performance.now()
+    yield* Effect.repeatN(Effect.orDie(effect), CALLS - 1)
+    const wall = performance.now() - start
+    const used = process.cpuUsage(cpu)
+    return { wall, cpu: (used.user + used.system) / 1000 }
+  })
+
+/** The figures of one comparison, before they become a row. */
+export interface Comparison {
+  readonly name: string
+  readonly ratio: number
+  readonly ratios: ReadonlyArray<number>
+  readonly oursCpuUs: number
+  readonly oursWallUs: number
+  readonly baseCpuUs: number
+  readonly baseWallUs: number
+  readonly goal: number
+}
+
+const compare = <R>(
+  name: string,
+  goal: number,
+  ours: Effect.Effect<void, unknown, R>,
+  base: Effect.Effect<void, unknown, R>,
+  between: Effect.Effect<void> = Effect.void
+): Effect.Effect<Comparison, never, R> =>
+  Effect.gen(function* () {
+    // warm both sides up (JIT, module state)
+    yield* timeMs(ours)
+    yield* timeMs(base)
+    yield* between
+    const ratios: Array<number> = []
+    const o: Array<Timing> = []
+    const b: Array<Timing> = []
+    for (let round = 0; round < ROUNDS; round++) {
+      const first = round % 2 === 0
+      const x = yield* timeMs(first ? ours : base)
+      const y = yield* timeMs(first ? base : ours)
+      yield* between
+      const [ot, bt] = first ? [x, y] : [y, x]
+      o.push(ot)
+      b.push(bt)
+      ratios.push(ot.cpu / bt.cpu)
+    }
+    const us = (xs: ReadonlyArray<Timing>, k: keyof Timing) => (median(xs.map((t) => t[k])) / CALLS) * 1000
+    return {
+      name,
+      ratio: median(ratios),
+      ratios,
+      oursCpuUs: us(o, "cpu"),
+      oursWallUs: us(o, "wall"),
+      baseCpuUs: us(b, "cpu"),
+      baseWallUs: us(b, "wall"),
+      goal
+    }
+  })
+
+export const rowOf = (c: Comparison): Row => ({
+  name: c.name,
+  ours: `${c.oursCpuUs.toFixed(0)} us CPU (wall ${c.oursWallUs.toFixed(0)} us)`,
+  baseline: `${c.baseCpuUs.toFixed(0)} us CPU (wall ${c.baseWallUs.toFixed(0)} us)`,
+  ratio: c.ratio,
+  spread: `${quantile(c.ratios, 0.25).toFixed(2)}-${quantile(c.ratios, 0.75).toFixed(2)}`,
+  goal: `<= ${c.goal}`,
+  met: c.ratio <= c.goal
+})
+
+const tools = Registry.layer([add])
+/** What `agentTurn` runs on: the tool engine and a registry with `add`. */
+export const agentServices = Layer.merge(toolEngine, tools)
+const withConstraint = <A, E, R>(engine: Layer.Layer<Engine>) => (effect: Effect.Effect<A, E, R>) =>
+  Effect.provide(effect, Layer.merge(engine, JsonConstraint.layer))
+
+const withTelemetry = Effect.gen(function* () {
+  const spans = yield* Telemetry.InMemorySpans
+  return yield* compare(
+    `AgentLoop turn with Telemetry.layerInMemory vs plain-Effect loop`,
+    3.0,
+    agentTurn,
+    plainTurn,
+    spans.reset
+  )
+}).pipe(Effect.provide(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())))
+
+const only = process.env.HOTPATH_BENCH_ONLY ?? ""
+
+const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> = [
+  [
+    "agent",
+    compare(`AgentLoop turn (tool call + tool + answer) vs plain-Effect loop`, 2.0, agentTurn, plainTurn).pipe(
+      Effect.provide(Layer.merge(toolEngine, tools))
+    )
+  ],
+  ["telemetry", withTelemetry],
+  [
+    "structured",
+    compare(`Structured.run (valid JSON first time) vs infer + decode`, 2.0, structuredCall, plainStructuredCall).pipe(
+      withConstraint(jsonEngine)
+    )
+  ],
+  [
+    "redundant",
+    compare(`RedundantLoop N=5 vs 5 concurrent infer + decode + vote`, 2.0, redundantCall, plainRedundant).pipe(
+      withConstraint(jsonEngine)
+    )
+  ],
+  [
+    "plan",
+    Effect.flatMap(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), (executor) =>
+      compare(`PlanExecutor, 3 chained infer steps vs 3 infers in sequence`, 2.0, planCall(executor), plainPlan)).pipe(
+        Effect.provide(textEngine)
+      )
+  ],
+  [
+    "facade",
+    Effect.flatMap(Facade.make(), (system) =>
+      compare<Engine | Constraint>(`Facade chat request vs infer + response object`, 2.0, facadeCall(system), plainChat)).pipe(
+        withConstraint(textEngine)
+      )
+  ]
+]
+
+/** The comparisons (HOTPATH_BENCH_ONLY=<part of a key or name> picks some). */
+export const comparisonsRun: Effect.Effect<ReadonlyArray<Comparison>> = Effect.forEach(
+  comparisons.filter(([key]) => only === "" || only.split(",").some((o) => key.includes(o))),
+  ([, c]) => c
+)
+
+export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(comparisonsRun, (cs) => cs.map(rowOf))
+
+if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
+  NodeRuntime.runMain(
+    Effect.flatMap(comparisonsRun, (cs) =>
+      Effect.forEach(cs, (c) => {
+        const r = rowOf(c)
+        return Console.log(`${r.name}: ${r.ours} / ${r.baseline} = ${r.ratio.toFixed(2)} (IQR ${r.spread}, goal ${r.goal}${r.met ? "" : ", NOT MET"})`)
+      })
+    )
+  )
+}
