@@ -182,3 +182,22 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       }))
   }
 )
+
+layer(LlamaEngine.layer({ sequences: 1, contextSize: 256 }), { excludeTestServices: true })(
+  "sampling controls on the bundled model (256-token context)",
+  (it) => {
+    it.effect("logprobs of an answer that fills the context: one per token, measured within the context", () =>
+      Effect.gen(function*() {
+        const engine = yield* Engine
+        const result = yield* engine.infer(
+          ask("Tell me a story.", { grammar: "root ::= [a-z] root", maxTokens: 10_000, logprobs: true, topLogprobs: 2 })
+        )
+        expect(result.finishReason).toBe("length")
+        expect(result.usage.contextTokens).toBeLessThanOrEqual(256)
+        const logprobs = result.logprobs ?? []
+        expect(logprobs.length).toBe(result.usage.outputTokens)
+        expect(logprobs.map((entry) => entry.token).join("")).toBe(result.content)
+        for (const entry of logprobs) expect(Number.isFinite(entry.logprob) && entry.logprob <= 0).toBe(true)
+      }))
+  }
+)
