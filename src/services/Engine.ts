@@ -70,7 +70,11 @@ export class InferenceResult extends Schema.Class<InferenceResult>("InferenceRes
   toolCalls: Schema.Array(ToolCall),
   usage: TokenUsage,
   finishReason: FinishReason,
-  /** When the request asked for `logprobs`: one entry per generated content token, in order. */
+  /**
+   * When the request asked for `logprobs`: one entry per generated content token,
+   * in order (the tokens spell the content). Absent when not asked, and when a
+   * remote server asked for them sent none.
+   */
   logprobs: Schema.optional(Logprobs)
 }) {}
 
