@@ -18,7 +18,10 @@ import OpenAI from "openai"
 import { zodResponseFormat } from "openai/helpers/zod"
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions"
 import { z } from "zod"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import { Engine } from "../src/services/Engine.js"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import * as OpenAiEngine from "../src/layers/OpenAiEngine.js"
 import { BUNDLED_CALCULATOR_TOOL, BUNDLED_MODEL_NAME } from "../src/layers/llama/PaganticChatWrapper.js"
 import { serve } from "./support/server.js"
 
@@ -72,6 +75,20 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       expect(error.code).toBe("CONFIG_INVALID_REQUEST")
       expect(error.type).toBe("invalid_request_error")
       expect(error.message).toContain("gpt-4o")
+    }), 30_000)
+
+  it.effect("pagantic's own OpenAiEngine pointed at the server learns the model's context window from /v1/models", () =>
+    Effect.gen(function* () {
+      const { url } = yield* Client
+      // the engine's own report of its window, beside the OpenAI routes
+      const health = yield* call(() => fetch(`${url}/health`, { signal: AbortSignal.timeout(10_000) }).then((r) => r.json() as Promise<{ model: { contextWindow: number } }>))
+      const info = yield* Effect.flatMap(Engine, (engine) => engine.modelInfo).pipe(
+        Effect.provide(OpenAiEngine.layer({ baseUrl: url, model, timeout: "10 seconds" })),
+        Effect.provide(FetchHttpClient.layer)
+      )
+      expect(info.name).toBe(model)
+      expect(info.contextWindow).toBeGreaterThan(0)
+      expect(info.contextWindow).toBe(health.model.contextWindow)
     }), 30_000)
 
   it.effect("chat: a greeting is answered, finish_reason stop, usage counted", () =>
