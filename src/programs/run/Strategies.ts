@@ -37,9 +37,7 @@ export const requestOf = (
 ): InferenceRequest => {
   const schema = extra.schema ?? defaults.schema
   const grammar = extra.grammar ?? defaults.grammar
-  return new InferenceRequest({
-    messages,
-    tools,
+  const settings = {
     maxTokens: defaults.maxTokens ?? defaultMaxTokens,
     ...(defaults.temperature === undefined ? {} : { temperature: defaults.temperature }),
     ...(defaults.topP === undefined ? {} : { topP: defaults.topP }),
@@ -48,8 +46,13 @@ export const requestOf = (
     ...(defaults.options === undefined ? {} : { options: defaults.options }),
     ...(schema === undefined ? {} : { schema }),
     ...(grammar === undefined ? {} : { grammar })
-  })
+  }
+  // the settings are checked; the messages and tool definitions are the run's own values, not re-validated
+  return new InferenceRequest({ messages, tools, ...checkSettings(settings) }, true)
 }
+
+/** InferenceRequest's fields but its messages and tools: the settings a run's options give a request. */
+const checkSettings = Schema.validateSync(Schema.Struct(InferenceRequest.fields).pipe(Schema.omit("messages", "tools")))
 
 const callOnce = (env: LoopEnv, request: InferenceRequest) => env.infer(request)
 const actOnTools = <Out>(action: LoopAction<Out>) => Effect.succeed(action.toolCalls.length > 0)
