@@ -147,22 +147,29 @@ const ParseResultFail = (ast: AST.AST, actual: unknown, message: string) =>
 // ---------------------------------------------------------------------------
 // Constructors: the only valid field combinations
 // ---------------------------------------------------------------------------
+// Their parameter types are the schemas' (strings, booleans, ToolCall values), so
+// the messages are built without re-validation: validation belongs where data
+// comes in from outside (WireMessage, Message decoding), not on every message the
+// loops build.
 
-export const system = (content: string): Message => new SystemMessage({ role: "system", content })
+export const system = (content: string): Message => new SystemMessage({ role: "system", content }, true)
 
-export const user = (content: string): Message => new UserMessage({ role: "user", content })
+export const user = (content: string): Message => new UserMessage({ role: "user", content }, true)
 
 export const assistant = (content: string, toolCalls: ReadonlyArray<ToolCall> = []): Message =>
-  new AssistantMessage({ role: "assistant", content, toolCalls })
+  new AssistantMessage({ role: "assistant", content, toolCalls }, true)
 
 export const toolResult = (result: ToolResult): Message =>
-  new ToolMessage({
-    role: "tool",
-    content: result.content,
-    toolCallId: result.callId,
-    name: result.name,
-    isError: result.isError
-  })
+  new ToolMessage(
+    {
+      role: "tool",
+      content: result.content,
+      toolCallId: result.callId,
+      name: result.name,
+      isError: result.isError
+    },
+    true
+  )
 
 export const isAssistant = (m: Message): m is AssistantMessage => m._tag === "AssistantMessage"
 export const isTool = (m: Message): m is ToolMessage => m._tag === "ToolMessage"

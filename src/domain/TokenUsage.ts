@@ -58,6 +58,7 @@ export const make = (fields: {
  */
 export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
   const calls = a.calls + b.calls
+  // sums, maxima and weighted means of valid usages are valid: no re-validation
   return new TokenUsage({
     promptTokens: a.promptTokens + b.promptTokens,
     reasoningTokens: a.reasoningTokens + b.reasoningTokens,
@@ -66,7 +67,7 @@ export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
     contextWindow: Math.max(a.contextWindow, b.contextWindow),
     tokensPerSecond: calls === 0 ? 0 : (a.tokensPerSecond * a.calls + b.tokensPerSecond * b.calls) / calls,
     calls
-  })
+  }, true)
 }
 
 /** Combines any number of usages. */
