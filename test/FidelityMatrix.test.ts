@@ -40,8 +40,10 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Facade from "../src/programs/Facade.js"
 import type * as PlanExecutor from "../src/programs/PlanExecutor.js"
+import * as PlanExecutorProgram from "../src/programs/PlanExecutor.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as SpecializedLoop from "../src/programs/SpecializedLoop.js"
+import * as Tool from "../src/services/ToolRegistry.js"
 import * as Validator from "../src/services/Validator.js"
 import { add, failing } from "./support/tools.js"
 
@@ -181,7 +183,7 @@ describe("the pattern-failure matrix, row by row", { timeout: bound }, () => {
       }).pipe(Effect.provide(env([down(), ScriptedEngine.reply('{"sentiment":"positive"'), good()]))))
   })
 
-  describe("PlanExecutor (mode plan): emits every category; recovers from Constraint per step", () => {
+  describe("PlanExecutor (mode plan): emits every category; recovers from Constraint and Validation per step, and Tool", () => {
     const decode = Schema.decodeUnknownSync(SystemRequest)
     const plan = (steps: ReadonlyArray<Record<string, unknown>>, options: Facade.Options = {}) =>
       Effect.gen(function* () {
@@ -244,5 +246,44 @@ describe("the pattern-failure matrix, row by row", { timeout: bound }, () => {
         expect(response.error).toBeUndefined()
         expect(response.confidence).toBe(0.7)
       }).pipe(Effect.provide(withPlanServices([ScriptedEngine.reply("very relevant"), ScriptedEngine.reply('{"score":0.7}')]))))
+
+    it.effect("recovers from a ValidationFailure per step: the validated step is run again and its next answer passes", () =>
+      Effect.gen(function* () {
+        const checkedInfer = PlanExecutorProgram.validatedBy(PlanExecutorProgram.infer(), (result) => result.content)
+        const response = yield* plan([{ name: "a", type: "infer", input: "weather?" }], { planHandlers: [checkedInfer] })
+        expect(response.error).toBeUndefined()
+        expect(response.content).toBe("It is sunny.")
+        expect(yield* ScriptedEngine.requests).toHaveLength(2)
+      }).pipe(Effect.provide(withPlanServices([ScriptedEngine.reply("It rains."), ScriptedEngine.reply("It is sunny.")]))))
+
+    describe("recovers from a ToolFailure when its step uses tools", () => {
+      let runs = 0
+      const flaky = Tool.make({
+        name: "flaky",
+        description: "Fails on its first run",
+        parameters: Schema.Struct({}),
+        idempotent: true,
+        handler: () => (++runs === 1 ? Effect.fail("the service blinked") : Effect.succeed("ok"))
+      })
+      const withFlaky = Layer.mergeAll(ScriptedEngine.layer([]), Constraint.layer, Registry.layer([flaky]))
+      const steps = [{ name: "t", type: "tool", input: { name: "flaky", arguments: {} } }]
+
+      it.effect("planRetryOn retryable: an idempotent tool that failed is run again", () =>
+        Effect.gen(function* () {
+          runs = 0
+          const response = yield* plan(steps, { planRetryOn: "retryable" })
+          expect(response.error).toBeUndefined()
+          expect(response.content).toContain("ok")
+          expect(runs).toBe(2)
+        }).pipe(Effect.provide(withFlaky)))
+
+      it.effect("by default the step's ToolFailure is the plan's error (a tool failure is not VALIDATE's to retry)", () =>
+        Effect.gen(function* () {
+          runs = 0
+          const response = yield* plan(steps)
+          expect(response.error).toMatchObject({ category: "ToolFailure", code: "TOOL_EXECUTION_FAILED", retryable: true })
+          expect(runs).toBe(1)
+        }).pipe(Effect.provide(withFlaky)))
+    })
   })
 })

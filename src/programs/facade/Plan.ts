@@ -78,7 +78,8 @@ export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<stri
     const executor = yield* PlanExecutor.make({
       handlers: env.planHandlers,
       policy: env.options.planPolicy,
-      concurrency: env.options.planConcurrency
+      concurrency: env.options.planConcurrency,
+      retryOn: env.options.planRetryOn
     })
     yield* tracker.transition("EXECUTE", "running steps")
     const outcome = yield* executor.execute(plan)

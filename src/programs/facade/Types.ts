@@ -34,6 +34,13 @@ export interface Options {
   readonly planPolicy?: Plan.PlanPolicy | undefined
   /** Independent plan steps at once. Default 4. */
   readonly planConcurrency?: number | undefined
+  /**
+   * Which failures re-run a plan step: "validation" (the default: a retryable
+   * ConstraintFailure or ValidationFailure, VALIDATE rejecting the output) or
+   * "retryable" (any failure marked retryable too: an idempotent tool that failed
+   * or timed out, a retryable engine error), on the step's retry Schedule.
+   */
+  readonly planRetryOn?: PlanExecutor.RetryOn | undefined
   /** How long a cancel that came before its request stays pending. Default 5 seconds. */
   readonly pendingCancelWindow?: Duration.DurationInput | undefined
   /**
