@@ -45,6 +45,8 @@ interface Run {
   readonly exit: Exit.Exit<void, Cli.RunError>
   readonly out: string
   readonly err: ReadonlyArray<string>
+  /** What the live status line showed, in order (undefined: cleared); only with `tty`. */
+  readonly status: ReadonlyArray<string | undefined>
   readonly requests: ReadonlyArray<import("../src/services/Engine.js").InferenceRequest>
   /** The engine settings each model load was asked for. */
   readonly loads: ReadonlyArray<Cli.EngineSettings>
@@ -60,11 +62,14 @@ const runCli = (
     readonly loadDefect?: unknown
     readonly whenExhausted?: "fail" | "repeat-last"
     readonly colors?: boolean
+    /** Standard error is a terminal: progress goes to a live status line. */
+    readonly tty?: boolean
   } = {}
 ): Effect.Effect<Run> =>
   Effect.gen(function* () {
     const out = yield* Ref.make("")
     const err = yield* Ref.make<ReadonlyArray<string>>([])
+    const status = yield* Ref.make<ReadonlyArray<string | undefined>>([])
     const loads = yield* Ref.make<ReadonlyArray<Cli.EngineSettings>>([])
     const input = [...(options.stdin ?? [])]
     const { control, engine } = yield* ScriptedEngine.make(
@@ -79,7 +84,8 @@ const runCli = (
           Ref.update(out, (o) => o + prompt),
           Effect.sync(() => Option.fromNullable(input.shift()))
         ),
-      colors: options.colors ?? false
+      colors: options.colors ?? false,
+      ...(options.tty === true ? { status: (line: string | undefined) => Ref.update(status, (s) => [...s, line]) } : {})
     })
     const engines = Cli.CliEngine.of({
       make: (settings) =>
@@ -106,6 +112,7 @@ const runCli = (
       exit,
       out: yield* Ref.get(out),
       err: yield* Ref.get(err),
+      status: yield* Ref.get(status),
       requests: yield* control.requests,
       loads: yield* Ref.get(loads)
     }
@@ -320,7 +327,28 @@ describe("Cli (in process, ScriptedEngine)", () => {
         script: [ScriptedEngine.reply(`{"sentiment": "neutral"}`), ScriptedEngine.reply(`{"sentiment": "positive"}`)]
       })
       expect(failureOf(run)).toMatchObject({ _tag: "CliFailure" })
-      expect(run.err[0]).toMatch(/^error: ORCHESTRATION_NO_CONSENSUS: /)
+      // the progress lines first, then the error
+      expect(run.err.slice(0, -1)).toEqual(["vote [##########----------] 1/2 answers 0.0 s", "vote [####################] 2/2 answers 0.0 s"])
+      expect(run.err.at(-1)).toMatch(/^error: ORCHESTRATION_NO_CONSENSUS: /)
+    }))
+
+  it.effect("vote: progress on a terminal is a live line, redrawn per answer and cleared at the end; standard output is the result alone", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["vote", "--schema", sentimentSchema, "--n", "3", "Fine."], {
+        tty: true,
+        script: [
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`)
+        ]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.err).toEqual([])
+      expect(run.status.filter((line) => line !== undefined && line.includes("answers"))).toEqual(
+        expect.arrayContaining(["vote [#######-------------] 1/3 answers 0.0 s", "vote [####################] 3/3 answers 0.0 s"])
+      )
+      expect(run.status.at(-1)).toBeUndefined()
+      expect(run.out).not.toContain("answers")
     }))
 
   it.effect("vote: a bad envelope (n out of range) is refused before loading a model", () =>

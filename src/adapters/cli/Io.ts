@@ -27,6 +27,12 @@ export interface Io {
   readonly readLine: (prompt: string) => Effect.Effect<Option.Option<string>>
   /** Whether standard output may carry ANSI colours (the help): a terminal, and NO_COLOR unset. */
   readonly colors: boolean
+  /**
+   * Redraws the live status line on standard error (undefined clears it). Present
+   * only when standard error is a terminal; without it, progress is plain lines
+   * through `error`.
+   */
+  readonly status?: ((line: string | undefined) => Effect.Effect<void>) | undefined
 }
 
 export class CliIo extends Context.Tag("pagantic/CliIo")<CliIo, Io>() {}
@@ -58,6 +64,12 @@ export const nodeIo: Layer.Layer<CliIo> = Layer.scoped(
       write,
       colors: noColor === "" && process.stdout.isTTY === true,
       error: (line) => Effect.sync(() => void process.stderr.write(`${line}\n`)),
+      ...(process.stderr.isTTY === true
+        ? {
+          status: (line: string | undefined) =>
+            Effect.sync(() => void process.stderr.write(line === undefined ? "\r\x1b[2K" : `\r\x1b[2K${line}`))
+        }
+        : {}),
       readLine: (prompt) =>
         Effect.gen(function* () {
           yield* write(prompt)

@@ -10,8 +10,8 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
+import * as SubscriptionRef from "effect/SubscriptionRef"
 import type { InferenceFailure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
 import * as LlamaEngine from "../../layers/LlamaEngine.js"
@@ -64,11 +64,11 @@ export const settingsOf = (own: GlobalOptions) =>
  * carries a vote's winner and confidence but not the replicas' answers, so the CLI
  * watches the engine to show them.
  */
-const recordingEngine = (outputs: Ref.Ref<ReadonlyArray<string>>) =>
+const recordingEngine = (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>) =>
   Layer.effect(
     Engine,
     Effect.map(Engine, (engine) => {
-      const record = (result: InferenceResult) => Ref.update(outputs, (all) => [...all, result.content])
+      const record = (result: InferenceResult) => SubscriptionRef.update(outputs, (all) => [...all, result.content])
       return Engine.of({
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), record),
@@ -84,13 +84,13 @@ const recordingEngine = (outputs: Ref.Ref<ReadonlyArray<string>>) =>
  */
 export const withEngine = <A, E, R>(
   own: GlobalOptions,
-  program: (engine: Layer.Layer<Engine>, outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+  program: (engine: Layer.Layer<Engine>, outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
       const engines = yield* CliEngine
       const settings = yield* settingsOf(own)
-      const outputs = yield* Ref.make<ReadonlyArray<string>>([])
+      const outputs = yield* SubscriptionRef.make<ReadonlyArray<string>>([])
       const engine = yield* Layer.build(Layer.provide(recordingEngine(outputs), engines.make(settings))).pipe(
         Effect.mapError(fromLayerFailure)
       )
@@ -123,7 +123,7 @@ export const toolsFor = {
 export const withSystem = <A, E, R>(
   own: GlobalOptions,
   tools: ReadonlyArray<Tool.Tool<any, any>>,
-  program: (outputs: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+  program: (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
 ) => withEngine(own, (engine, outputs) => onSystem(engine, tools)(program(outputs)))
 
 /** Runs a request on the facade in context. */

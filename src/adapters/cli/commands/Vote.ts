@@ -1,16 +1,20 @@
 /**
  * `pagantic vote`: redundant mode. N replicas answer at a temperature under a
  * JSON schema and vote over their valid answers; prints the winner, the
- * confidence and every replica's answer.
+ * confidence and every replica's answer. While the replicas run, a progress line
+ * on standard error counts their answers.
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Fiber from "effect/Fiber"
 import * as Ref from "effect/Ref"
+import * as Stream from "effect/Stream"
 import type { SystemResponse } from "../../../domain/System.js"
 import { fail } from "../CliFailure.js"
+import * as Progress from "../Progress.js"
 import { globalOptions, jsonOption, maxTokensOption, schemaOption, systemOption } from "../Flags.js"
 import { decodeRequest, hints, loadSchema, messages, messageText } from "../Input.js"
 import { confidence, formatUsage, json, print, respond } from "../Output.js"
@@ -58,7 +62,15 @@ export const vote = Command.make(
         }
       })
       yield* withSystem(args, toolsFor.structured, (outputs) =>
-        respond(request, args.json, (response) =>
-          response.error === undefined ? Effect.flatMap(Ref.get(outputs), (c) => printVote(response, c)) : Effect.void))
+        // each answer the engine finishes advances the progress line (standard error)
+        Progress.track({ label: "vote", total: args.n, unit: "answers" }, (tracker) =>
+          Effect.gen(function* () {
+            const watching = yield* Effect.fork(
+              Stream.runForEach(Stream.drop(outputs.changes, 1), (all) => tracker.set(all.length))
+            )
+            return yield* respond(request, args.json, (response) =>
+              response.error === undefined ? Effect.flatMap(Ref.get(outputs), (c) => printVote(response, c)) : Effect.void
+            ).pipe(Effect.ensuring(Fiber.interrupt(watching)))
+          })))
     })
 ).pipe(Command.withDescription("redundant mode: N replicas at a temperature, a vote over their valid answers"))
