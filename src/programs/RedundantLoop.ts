@@ -26,6 +26,10 @@
  * `runStream` is the same run as a Stream of its progress: each replica as it
  * finishes (valid or failed), the vote once cast, then `Finished` with the result;
  * a failed run fails the stream after the replicas it saw finish.
+ *
+ * The vote is recorded in the EventLog as an `orchestrate` Custom event `vote`:
+ * the strategy, quorum, winner and confidence, and each replica's answer (or its
+ * failure's code and message); below the quorum, with the error instead of a winner.
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -42,6 +46,7 @@ import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
 import * as EventStream from "./internal/EventStream.js"
+import * as OrchestrateEvent from "./internal/OrchestrateEvent.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
 import * as SpecializedLoop from "./SpecializedLoop.js"
@@ -126,6 +131,10 @@ const describeFailure = (r: Extract<Replica<unknown>, { _tag: "Failed" }>) => ({
   message: r.failure.message
 })
 
+/** Each replica as the `vote` event records it: its answer, or its failure's code and message. */
+const describeReplica = (r: Replica<unknown>) =>
+  r._tag === "Valid" ? { replica: r.replica, answer: r.result.content } : describeFailure(r)
+
 /** Runs N replicas of one structured request and votes. Requires Engine and Constraint. */
 export const run: <A>(
   prompt: string,
@@ -189,6 +198,11 @@ const runWith = <A>(
     // below the quorum (at most n) some replica failed: the first failure is typed
     const firstFailed = failed[0]
     if (valid.length < quorum && firstFailed !== undefined) {
+      yield* OrchestrateEvent.record(
+        "vote",
+        { strategy: voting.name, quorum, replicas: replicas.map(describeReplica) },
+        { error: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}` }
+      )
       // a broken rule is not the pattern's to emit: no replica left by the rules is no consensus
       if (valid.length === 0 && firstFailed.failure._tag !== "ValidationFailure") return yield* firstFailed.failure
       return yield* new OrchestrationFailure({
@@ -209,6 +223,13 @@ const runWith = <A>(
       )
     }
     yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
+    yield* OrchestrateEvent.record("vote", {
+      strategy: voting.name,
+      quorum,
+      winner: winner.replica,
+      confidence: vote.confidence,
+      replicas: replicas.map(describeReplica)
+    })
     const repairAttempts =
       valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
       failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
