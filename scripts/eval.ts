@@ -54,6 +54,7 @@ import * as Analyzer from "../src/programs/orchestrator/Analyzer.js"
 import * as TaskParser from "../src/programs/orchestrator/TaskParser.js"
 import type { JsonSchema } from "../src/domain/JsonSchema.js"
 import * as EvalPatterns from "./evalPatterns.js"
+import { Reporter } from "../src/adapters/cli/Progress.js"
 
 const arg = (name: string): string | undefined => {
   const i = process.argv.indexOf(`--${name}`)
@@ -94,11 +95,18 @@ const schema = BUNDLED_SENTIMENT_SCHEMA as unknown as JsonSchema
 const system = [Message.system("Classify the sentiment of the review.")]
 const labelOf = (value: unknown) => (value as { sentiment?: string }).sentiment
 
+/** A progress line on standard error (live on a terminal, plain lines otherwise); `tick` advances it. */
+const progress = (label: string, total: number, unit: string) => {
+  const reporter = new Reporter(label, total, unit)
+  return { tick: Effect.sync(() => reporter.advance()), end: Effect.sync(() => reporter.end()) }
+}
+
 const pct = (k: number, n: number) => `${k}/${n} (${n === 0 ? "-" : ((100 * k) / n).toFixed(1)}%)`
 
 const sentiment = (file: string) =>
   Effect.gen(function* () {
     const reviews = readJsonl<Review>(file)
+    const bar = progress(`sentiment ${file}`, reviews.length, "reviews")
     const outcomes = yield* Effect.forEach(
       reviews,
       (r) =>
@@ -109,19 +117,23 @@ const sentiment = (file: string) =>
           retry: RetryPolicy.none
         }).pipe(
           Effect.map((res) => labelOf(res.value) === r.label),
-          Effect.orElseSucceed(() => false)
+          Effect.orElseSucceed(() => false),
+          Effect.zipLeft(bar.tick)
         ),
       { concurrency: 4 }
     )
+    yield* bar.end
     return { correct: outcomes.filter(Boolean).length, total: reviews.length }
   })
 
 const tools = Effect.gen(function* () {
   const questions = readJsonl<Question>("calculator.jsonl")
+  const bar = progress("calculator", questions.length, "questions")
   let called = 0
   let rightArgs = 0
   let rightAnswer = 0
   for (const q of questions) {
+    yield* bar.tick
     const agent = yield* AgentLoop.make({ maxToolIterations: 3, temperature: 0, maxTokens: 48 })
     const turn = yield* Effect.either(agent.chat(q.question))
     if (turn._tag === "Left") continue
@@ -132,6 +144,7 @@ const tools = Effect.gen(function* () {
     }
     if (turn.right.content.trim() === q.answer || turn.right.content.includes(q.result)) rightAnswer++
   }
+  yield* bar.end
   return { called, rightArgs, rightAnswer, total: questions.length }
 })
 
@@ -152,6 +165,7 @@ const voting = Effect.gen(function* () {
       ),
     { concurrency: 2 }
   )
+  const bar = progress(`vote N=${votes}`, reviews.length, "reviews")
   const voted = yield* Effect.forEach(
     reviews,
     (r) =>
@@ -164,10 +178,12 @@ const voting = Effect.gen(function* () {
         maxTokens: 24
       }).pipe(
         Effect.map((res) => labelOf(res.value) === r.label),
-        Effect.orElseSucceed(() => false)
+        Effect.orElseSucceed(() => false),
+        Effect.zipLeft(bar.tick)
       ),
     { concurrency: 1 }
   )
+  yield* bar.end
   return { single: single.filter(Boolean).length, voted: voted.filter(Boolean).length, total: reviews.length }
 })
 
@@ -250,7 +266,9 @@ const decomposition = Effect.gen(function* () {
   let decoded = 0
   let right = 0
   let exact = 0
+  const bar = progress("decomposition", items.length, "requests")
   for (const d of items) {
+    yield* bar.tick
     const res = yield* Effect.either(
       Structured.run(analyzerMessages(d.request), {
         schema: taskListSchema,
@@ -269,8 +287,11 @@ const decomposition = Effect.gen(function* () {
     if (sameTasks(d.list.tasks, got.tasks)) right++
     if (Task.toJson(got) === JSON.stringify(d.list)) exact++
   }
+  yield* bar.end
   let sampledDecoded = 0
+  const sampledBar = progress("decomposition sampled", items.length, "requests")
   for (const [i, d] of items.entries()) {
+    yield* sampledBar.tick
     const res = yield* Effect.either(
       engine.infer(
         new InferenceRequest({
@@ -286,6 +307,7 @@ const decomposition = Effect.gen(function* () {
     const parsed = Either.try(() => JSON.parse(res.right.content) as unknown)
     if (Either.isRight(parsed) && Either.isRight(validate(parsed.right))) sampledDecoded++
   }
+  yield* sampledBar.end
   return { decoded, right, exact, sampledDecoded, total: items.length }
 })
 
