@@ -9,6 +9,7 @@ The loss is on the assistant's tokens only (mask = 1). Exports the GGUF every
 import argparse
 import json
 import math
+import sys
 import os
 import random
 import time
@@ -145,8 +146,14 @@ def main():
         ema_loss = loss.item() if ema_loss is None else 0.98 * ema_loss + 0.02 * loss.item()
         ema_acc = acc if ema_acc is None else 0.98 * ema_acc + 0.02 * acc
         if step % 50 == 0:
-            print(f"step {step} t {elapsed:.0f}s lr {lr:.2e} loss {ema_loss:.4f} tok-acc {ema_acc:.4f} "
-                  f"batch {tuple(x.shape)}", flush=True)
+            line = (f"step {step} t {elapsed:.0f}s/{total:.0f}s ({100 * frac:.0f}%) lr {lr:.2e} loss {ema_loss:.4f} "
+                    f"tok-acc {ema_acc:.4f} batch {tuple(x.shape)}")
+            if sys.stdout.isatty():
+                # a live line on a terminal: the bar of the time budget, redrawn in place
+                bar = "#" * round(20 * frac) + "-" * (20 - round(20 * frac))
+                print(f"\r\x1b[2K[{bar}] {line}", end="", flush=True)
+            else:
+                print(line, flush=True)
         done = elapsed >= total or step >= args.max_steps
         if done or time.time() - last_export > args.export_every * 60:
             torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": step, "config": cfg.to_dict(),
