@@ -116,7 +116,8 @@ describe("adapters/Http: refusals on the wire", () => {
         message: "no model",
         type: "server_error",
         code: "INFERENCE_MODEL_UNAVAILABLE",
-        param: null
+        param: null,
+        pagantic: { requestId: chat.headers.get("x-request-id"), category: "InferenceFailure", retryable: false, details: {} }
       })
       expect(chat.headers.get("x-request-id")).toEqual(expect.any(String))
       const chatPlain = yield* send(`${served.url}/v1/chat/completions`, {

@@ -111,10 +111,17 @@ export const ChatTool = Schema.Struct({
   type: Schema.Literal("function"),
   function: Schema.Struct({
     name: Schema.String,
-    description: Schema.optional(Schema.String),
-    parameters: Schema.optional(Schema.Unknown)
+    description: Schema.optional(Schema.NullOr(Schema.String)),
+    parameters: Schema.optional(Schema.Unknown),
+    strict: Schema.optional(Schema.NullOr(Schema.Boolean))
   })
 })
+
+/** Which tools the model may call: "auto", "none", "required", or one function by name. */
+export const ChatToolChoice = Schema.Union(
+  Schema.Literal("auto", "none", "required"),
+  Schema.Struct({ type: Schema.Literal("function"), function: Schema.Struct({ name: Schema.String }) })
+)
 
 export const ResponseFormat = Schema.Union(
   Schema.Struct({ type: Schema.Literal("text") }),
@@ -134,26 +141,39 @@ const OptionalBetween = (min: number, max: number) =>
   Schema.optional(Schema.NullOr(Schema.Number.pipe(Schema.between(min, max))))
 const OptionalCount = Schema.optional(Schema.NullOr(Schema.NonNegativeInt))
 
+/** Most choices (`n`) one request may ask for: each is a run of its own. */
+export const maxChoices = 8
+
 /**
- * The request body of `/v1/chat/completions`. `tools` are matched by name against
- * the server's registered tools (a whitelist: the server runs them itself, so
- * their descriptions and parameters are not used; an unregistered name is
- * TOOL_NOT_FOUND); unknown fields are ignored.
+ * The request body of `/v1/chat/completions` (see `OpenAi.ts` for how each field
+ * is honoured). `tools` are the client's own: offered to the model and returned
+ * as `tool_calls` for the client to run. `user` is accepted and ignored by design
+ * (no per-user state is kept); `model` names nothing here (the loaded model
+ * answers, and the response's `model` says which). OpenAI fields pagantic does not
+ * implement are refused when set (`OpenAi.checkUnsupported`); other unknown fields
+ * are ignored.
  */
 export const ChatCompletionRequest = Schema.Struct({
   model: Schema.optional(Schema.String),
   messages: Schema.Array(ChatMessage),
   tools: Schema.optional(Schema.NullOr(Schema.Array(ChatTool))),
-  tool_choice: Schema.optional(Schema.Unknown),
+  tool_choice: Schema.optional(Schema.NullOr(ChatToolChoice)),
+  parallel_tool_calls: Schema.optional(Schema.NullOr(Schema.Boolean)),
   response_format: Schema.optional(Schema.NullOr(ResponseFormat)),
   stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
-  stream_options: Schema.optional(Schema.Unknown),
+  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.NullOr(Schema.Boolean)) }))),
   max_tokens: OptionalCount,
   max_completion_tokens: OptionalCount,
   temperature: OptionalBetween(0, 2),
   top_p: OptionalBetween(0, 1),
-  n: OptionalCount,
-  user: Schema.optional(Schema.String)
+  stop: Schema.optional(Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.String)))),
+  seed: Schema.optional(Schema.NullOr(Schema.Int)),
+  presence_penalty: OptionalBetween(-2, 2),
+  frequency_penalty: OptionalBetween(-2, 2),
+  logprobs: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  top_logprobs: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(0, 20)))),
+  n: Schema.optional(Schema.NullOr(Schema.Int.pipe(Schema.between(1, maxChoices)))),
+  user: Schema.optional(Schema.NullOr(Schema.String))
 })
 export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
 
@@ -201,6 +221,12 @@ export const PaganticExtension = Schema.Struct({
   structuredOutput: Schema.optional(Schema.Unknown)
 })
 
+/** Beyond OpenAI: the extension of a completion, with every choice's when `n` > 1. */
+export const PaganticCompletionExtension = Schema.Struct({
+  ...PaganticExtension.fields,
+  choices: Schema.optional(Schema.Array(PaganticExtension))
+})
+
 export const ChatCompletion = Schema.Struct({
   id: Schema.String,
   object: Schema.Literal("chat.completion"),
@@ -220,15 +246,28 @@ export const ChatCompletion = Schema.Struct({
     })
   ),
   usage: Usage,
-  pagantic: PaganticExtension
+  pagantic: PaganticCompletionExtension
 })
 export type ChatCompletion = typeof ChatCompletion.Type
 
+/**
+ * OpenAI's error: `code` is the taxonomy code (CONFIG_INVALID_REQUEST, ...),
+ * `param` the request field at fault when one is, and `pagantic` the rest of the
+ * SystemError (category, retryability, details) with the request id.
+ */
 export const OpenAiErrorDetail = Schema.Struct({
   message: Schema.String,
   type: Schema.String,
   code: Schema.String,
-  param: Schema.NullOr(Schema.String)
+  param: Schema.NullOr(Schema.String),
+  pagantic: Schema.optional(
+    Schema.Struct({
+      requestId: Schema.optional(Schema.String),
+      category: Schema.String,
+      retryable: Schema.Boolean,
+      details: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+    })
+  )
 })
 export type OpenAiErrorDetail = typeof OpenAiErrorDetail.Type
 

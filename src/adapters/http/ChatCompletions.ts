@@ -23,8 +23,7 @@ import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Issues from "../../domain/Issues.js"
-import type { SystemError } from "../../domain/System.js"
-import { SystemRequest, type SystemResponse } from "../../domain/System.js"
+import { SystemError, SystemRequest, type SystemResponse } from "../../domain/System.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import { Engine } from "../../services/Engine.js"
@@ -37,10 +36,10 @@ import * as Lifetime from "./Lifetime.js"
 import * as OpenAi from "./OpenAi.js"
 import { traceIdOf } from "./Status.js"
 
-/** What a running request sends its stream: a piece of text, then its answer. */
+/** What a running choice sends its stream: a piece of text, then its answer. */
 type Item =
-  | { readonly _tag: "Delta"; readonly text: string }
-  | { readonly _tag: "Done"; readonly response: SystemResponse }
+  | { readonly _tag: "Delta"; readonly index: number; readonly text: string }
+  | { readonly _tag: "Done"; readonly index: number; readonly response: SystemResponse }
 
 /** One SSE `message` event holding `data` as JSON, framed by the platform's encoder. */
 const sse = (data: unknown): string =>
@@ -51,37 +50,107 @@ const done = Sse.encoder.write({ _tag: "Event", event: "message", id: undefined,
 
 type Meta = Parameters<typeof OpenAi.chunk>[0]
 
+interface StreamShape {
+  readonly choices: number
+  readonly structured: boolean
+  readonly logprobs: boolean
+  /** `stream_options.include_usage`: a last chunk with no choices and the usage of all of them. */
+  readonly includeUsage: boolean
+  readonly requestId: string
+}
+
+/** What the stream has seen: which choices sent text, the answers in. */
+interface Seen {
+  readonly streamed: ReadonlySet<number>
+  readonly responses: ReadonlyMap<number, SystemResponse>
+  readonly failed: boolean
+}
+
+/** The events of one finished choice: its text when none was streamed, its client tool calls, its finish chunk. */
+const finishEvents = (meta: Meta, shape: StreamShape, index: number, streamed: boolean, response: SystemResponse) => {
+  const content = OpenAi.contentOf(response, shape.structured)
+  const calls = OpenAi.toolCallsOf(response)
+  return [
+    ...(streamed || content === "" ? [] : [sse(OpenAi.chunk(meta, { content }, null, {}, index))]),
+    ...(calls.length === 0
+      ? []
+      : [sse(OpenAi.chunk(meta, { tool_calls: calls.map((call, i) => ({ index: i, ...call })) }, null, {}, index))]),
+    sse(
+      OpenAi.chunk(
+        meta,
+        {},
+        OpenAi.finishReasonOf(response.stopReason),
+        { pagantic: OpenAi.extensionOf(response) },
+        index,
+        shape.logprobs ? { logprobs: OpenAi.logprobsOf(response, true) } : {}
+      )
+    )
+  ]
+}
+
 /**
- * The SSE events of a streamed completion, from its first item on: the role,
- * the deltas (or the whole content at the end when none came), a last chunk with
- * usage and pagantic's extension (or an error event), then `[DONE]`.
+ * The SSE events of a streamed completion, from its first item on: the role of
+ * each choice, the deltas (or the whole content at the end when none came), the
+ * client tool calls as `tool_calls` deltas, a finish chunk per choice with
+ * pagantic's extension, the usage chunk when asked, then `[DONE]`. A failed
+ * choice ends the stream with an error event.
  */
-const events = (first: Item, rest: Queue.Queue<Item>, meta: Meta, structured: boolean) =>
+const events = (first: Item, rest: Queue.Queue<Item>, meta: Meta, shape: StreamShape) =>
   Stream.concat(Stream.succeed(first), Stream.fromQueue(rest)).pipe(
-    Stream.takeUntil((item) => item._tag === "Done"),
-    Stream.mapAccum(false, (streamed, item): readonly [boolean, ReadonlyArray<string>] => {
-      if (item._tag === "Delta") return [true, item.text === "" ? [] : [sse(OpenAi.chunk(meta, { content: item.text }))]]
-      const response = item.response
-      if (response.error !== undefined) return [streamed, [sse(Edge.openAiError(response.error))]]
-      const content = OpenAi.contentOf(response, structured)
-      return [
-        streamed,
-        [
-          ...(streamed || content === "" ? [] : [sse(OpenAi.chunk(meta, { content }))]),
-          sse(
-            OpenAi.chunk(meta, {}, OpenAi.finishReasonOf(response.stopReason), {
-              usage: OpenAi.usageOf(response),
-              pagantic: OpenAi.extensionOf(response)
-            })
-          )
+    Stream.mapAccum(
+      { streamed: new Set<number>(), responses: new Map<number, SystemResponse>(), failed: false } as Seen,
+      (seen, item): readonly [Seen, { readonly lines: ReadonlyArray<string>; readonly last: boolean }] => {
+        if (item._tag === "Delta") {
+          return [
+            { ...seen, streamed: new Set([...seen.streamed, item.index]) },
+            { lines: item.text === "" ? [] : [sse(OpenAi.chunk(meta, { content: item.text }, null, {}, item.index))], last: false }
+          ]
+        }
+        const response = item.response
+        if (response.error !== undefined) {
+          return [{ ...seen, failed: true }, {
+            lines: [sse(Edge.openAiError(forChat(response.error), undefined, shape.requestId))],
+            last: true
+          }]
+        }
+        const responses = new Map([...seen.responses, [item.index, response]])
+        const last = responses.size === shape.choices
+        return [
+          { ...seen, responses },
+          {
+            lines: [
+              ...finishEvents(meta, shape, item.index, seen.streamed.has(item.index), response),
+              ...(last && shape.includeUsage
+                ? [sse(OpenAi.usageChunk(meta, OpenAi.totalUsage([...responses.values()])))]
+                : [])
+            ],
+            last
+          }
         ]
-      ]
-    }),
-    Stream.mapConcat((lines) => lines),
-    Stream.prepend(Chunk.of(sse(OpenAi.chunk(meta, { role: "assistant", content: "" })))),
+      }
+    ),
+    Stream.takeUntil((out) => out.last),
+    Stream.mapConcat((out) => out.lines),
+    Stream.prepend(
+      Chunk.fromIterable(
+        Array.from({ length: shape.choices }, (_, index) =>
+          sse(OpenAi.chunk(meta, { role: "assistant", content: "" }, null, {}, index)))
+      )
+    ),
     Stream.concat(Stream.succeed(done)),
     Stream.encodeText
   )
+
+/**
+ * An error as the chat endpoint reports it: the field the facade names (an
+ * envelope path such as `toolChoice.name`) said as the client wrote it
+ * (`tool_choice.function.name`), in `param`.
+ */
+const forChat = (error: SystemError): SystemError => {
+  const { field } = error.details
+  if (typeof field !== "string" || error.details.param !== undefined) return error
+  return new SystemError({ ...error, details: { ...error.details, param: OpenAi.paramOf(OpenAi.clientField(field)) } }, true)
+}
 
 /** The handler of `/v1/chat/completions`. */
 export const make = (settings: Settings) =>
@@ -97,33 +166,53 @@ export const make = (settings: Settings) =>
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
         const requestId = yield* newRequestId
-        const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(error, requestId, status)
+        const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
+        const refuseField = (message: string, param: string | undefined, details: Record<string, unknown> = {}) =>
+          refuse(Edge.invalidRequest(message, param === undefined ? details : { ...details, param }))
         const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
         if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), body.left.status)
         const checked = Either.flatMap(
           Guard.checkShape(body.right, settings.limits),
           () => Guard.checkChat(body.right, settings.limits)
         )
-        if (Either.isLeft(checked)) return yield* refuse(Edge.fromProblem(checked.left))
+        if (Either.isLeft(checked)) {
+          return yield* refuseField(`${checked.left.field}: ${checked.left.message}`, OpenAi.paramOf(checked.left.field), {
+            field: checked.left.field
+          })
+        }
         const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body.right)
         if (Either.isLeft(decoded)) {
           const issues = Issues.describe(decoded.left, "a chat completion request object")
-          return yield* refuse(Edge.invalidRequest(`Invalid chat completion request: ${issues.join("; ")}`, { issues }))
+          return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
+            issues
+          })
         }
+        const unsupported = OpenAi.checkUnsupported(body.right)
+        if (Either.isLeft(unsupported)) return yield* refuseField(unsupported.left.message, unsupported.left.param)
         const completion = decoded.right
         const envelope = OpenAi.toEnvelope(completion, {
           requestId,
           traceId: traceIdOf(request.headers["traceparent"]),
           timeoutMs: settings.limitMs
         })
-        if (Either.isLeft(envelope)) return yield* refuse(Edge.invalidRequest(envelope.left))
+        if (Either.isLeft(envelope)) return yield* refuseField(envelope.left.message, envelope.left.param)
         // decoded here rather than in the facade, so a problem names the client's field (max_tokens, not hints.maxTokens)
-        const systemRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })(envelope.right)
-        if (Either.isLeft(systemRequest)) {
-          const issues = Issues.describe(systemRequest.left, "a chat completion request object", "the request", OpenAi.clientField)
-          return yield* refuse(Edge.invalidRequest(`Invalid chat completion request: ${issues.join("; ")}`, { issues }))
+        const choices = OpenAi.choicesOf(completion)
+        const requests: Array<SystemRequest> = []
+        for (let index = 0; index < choices; index++) {
+          const systemRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })(
+            OpenAi.choiceEnvelope(envelope.right, index)
+          )
+          if (Either.isLeft(systemRequest)) {
+            const issues = Issues.describe(systemRequest.left, "a chat completion request object", "the request", OpenAi.clientField)
+            return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
+              issues
+            })
+          }
+          requests.push(systemRequest.right)
         }
         const structured = OpenAi.isStructured(completion)
+        const logprobs = completion.logprobs === true
         const meta = {
           id: OpenAi.completionId(requestId),
           model: (yield* engine.modelInfo).name,
@@ -131,27 +220,51 @@ export const make = (settings: Settings) =>
         }
 
         if (completion.stream !== true) {
-          const response = yield* Lifetime.runTied(system, requestId, system.run(systemRequest.right), settings.backstop)
-          yield* forget(response)
-          if (response.error !== undefined) return yield* refuse(response.error)
-          return OpenAi.toCompletion(response, { ...meta, structured })
+          const responses = yield* Effect.forEach(
+            requests,
+            (one) =>
+              Effect.tap(
+                Lifetime.runTied(system, one.requestId ?? requestId, system.run(one), settings.backstop),
+                forget
+              ),
+            { concurrency: "unbounded" }
+          )
+          const failed = responses.find((response) => response.error !== undefined)
+          if (failed?.error !== undefined) return yield* refuse(failed.error)
+          return OpenAi.toCompletion(responses, { ...meta, structured, logprobs })
         }
 
         const queue = yield* Queue.unbounded<Item>()
-        const fiber = yield* Effect.forkDaemon(
-          system
-            .run(systemRequest.right, {
-              onProgress: (p) => (p._tag === "TextDelta" ? Queue.offer(queue, { _tag: "Delta", text: p.text }) : Effect.void)
-            })
-            .pipe(
-              Effect.tap(forget),
-              Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", response }))
-            )
+        const fibers = yield* Effect.forEach(requests, (one, index) =>
+          Effect.forkDaemon(
+            system
+              .run(one, {
+                onProgress: (p) =>
+                  p._tag === "TextDelta" ? Queue.offer(queue, { _tag: "Delta", index, text: p.text }) : Effect.void
+              })
+              .pipe(
+                Effect.tap(forget),
+                Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", index, response }))
+              )
+          ))
+        const stop = Effect.forEach(
+          fibers,
+          (fiber, index) => Lifetime.stopRun(system, requests[index]!.requestId ?? requestId, fiber),
+          { concurrency: "unbounded", discard: true }
         )
-        const stop = Lifetime.stopRun(system, requestId, fiber)
         const first = yield* Queue.take(queue).pipe(Effect.onInterrupt(() => stop))
-        if (first._tag === "Done" && first.response.error !== undefined) return yield* refuse(first.response.error)
-        return HttpServerResponse.stream(events(first, queue, meta, structured).pipe(Stream.ensuring(stop)), {
+        if (first._tag === "Done" && first.response.error !== undefined) {
+          yield* stop
+          return yield* refuse(first.response.error)
+        }
+        const shape: StreamShape = {
+          choices,
+          structured,
+          logprobs,
+          includeUsage: completion.stream_options?.include_usage === true,
+          requestId
+        }
+        return HttpServerResponse.stream(events(first, queue, meta, shape).pipe(Stream.ensuring(stop)), {
           contentType: "text/event-stream",
           headers: { "cache-control": "no-cache", "x-request-id": requestId }
         })

@@ -165,7 +165,7 @@ export const refuseChat = (
   requestId: string,
   status: RefusalStatus = statusOfError(error)
 ): Effect.Effect<never, ChatFailure> =>
-  refusal(error, requestId, status, new ChatFailure({ status, body: openAiError(error, status) }))
+  refusal(error, requestId, status, new ChatFailure({ status, body: openAiError(error, status, requestId) }))
 
 const failedResponse = (error: SystemError, requestId: string, partial: SystemResponse | undefined): SystemResponse =>
   new SystemResponse(
@@ -176,10 +176,29 @@ const failedResponse = (error: SystemError, requestId: string, partial: SystemRe
     true
   )
 
-/** An error as OpenAI's `{ error }` body (also an SSE event once a stream has begun). */
-export const openAiError = (error: SystemError, status: number = statusOfError(error)): OpenAiErrorBody => {
+/**
+ * An error as OpenAI's `{ error }` body (also an SSE event once a stream has
+ * begun): the taxonomy code as `code`, the field at fault as `param` (the
+ * details' `param`, else their `field`), and the rest of the SystemError under
+ * `pagantic`.
+ */
+export const openAiError = (error: SystemError, status: number = statusOfError(error), requestId?: string): OpenAiErrorBody => {
   const safe = forClient(error)
-  return { error: { message: safe.message, type: openAiErrorType(status), code: safe.code, param: null } }
+  const { param, field } = error.details
+  return {
+    error: {
+      message: safe.message,
+      type: openAiErrorType(status),
+      code: safe.code,
+      param: typeof param === "string" ? Text.excerpt(param, 200) : typeof field === "string" ? Text.excerpt(field, 200) : null,
+      pagantic: {
+        ...(requestId === undefined ? {} : { requestId }),
+        category: safe.category,
+        retryable: safe.retryable,
+        details: safe.details
+      }
+    }
+  }
 }
 
 /**

@@ -21,7 +21,7 @@
  */
 import * as Either from "effect/Either"
 import type { SystemResponse } from "../../domain/System.js"
-import type { ChatCompletion, ChatCompletionRequest, ChatMessage, FinishReason } from "./Api.js"
+import type { ChatCompletion, ChatCompletionRequest, ChatMessage, ChatToolCall, FinishReason } from "./Api.js"
 
 /** What the server adds to every envelope. */
 export interface EnvelopeContext {
@@ -54,17 +54,30 @@ const clientFields: ReadonlyArray<readonly [string, string]> = [
   ["hints.maxTokens", "max_tokens"],
   ["hints.temperature", "temperature"],
   ["hints.topP", "top_p"],
+  ["hints.stop", "stop"],
+  ["hints.seed", "seed"],
+  ["hints.presencePenalty", "presence_penalty"],
+  ["hints.frequencyPenalty", "frequency_penalty"],
+  ["hints.logprobs", "logprobs"],
+  ["hints.topLogprobs", "top_logprobs"],
   ["hints", "the request"],
   ["output.schema", "response_format.json_schema.schema"],
-  ["output", "response_format"]
+  ["output", "response_format"],
+  ["clientTools", "tools"],
+  ["toolChoice.name", "tool_choice.function.name"],
+  ["toolChoice", "tool_choice"],
+  ["parallelToolCalls", "parallel_tool_calls"]
 ]
 
 /**
  * A path of the envelope as the client wrote it: `hints.maxTokens` is the
- * client's `max_tokens`, `output.schema.x` its `response_format.json_schema.schema.x`.
- * Messages keep their index (one envelope message per client message).
+ * client's `max_tokens`, `output.schema.x` its `response_format.json_schema.schema.x`,
+ * `clientTools.0.name` its `tools.0.function.name`. Messages keep their index (one
+ * envelope message per client message).
  */
 export const clientField = (path: string): string => {
+  const tool = /^clientTools\.(\d+)\.(name|description|parameters)(.*)$/.exec(path)
+  if (tool !== null) return `tools.${tool[1]}.function.${tool[2]}${tool[3]}`
   for (const [ours, theirs] of clientFields) {
     if (path === ours) return theirs
     if (path.startsWith(`${ours}.`)) return theirs + path.slice(ours.length)
@@ -72,18 +85,69 @@ export const clientField = (path: string): string => {
   return path
 }
 
+/**
+ * OpenAI's `param` for a field path: array indexes in brackets
+ * (`tools.0.function.name` -> `tools[0].function.name`).
+ */
+export const paramOf = (path: string): string => path.replace(/\.(\d+)(?=\.|$)/g, "[$1]")
+
+/** The field an issue line ("path: problem") names, as OpenAI's `param`; none for the whole request. */
+export const paramOfIssue = (issue: string | undefined): string | undefined => {
+  const at = issue === undefined ? -1 : issue.indexOf(": ")
+  if (issue === undefined || at <= 0) return undefined
+  const path = issue.slice(0, at)
+  return path === "the request" || path.includes(" ") ? undefined : paramOf(path)
+}
+
 /** Whether the client asked for structured output. */
 export const isStructured = (request: ChatCompletionRequest): boolean =>
   request.response_format?.type === "json_schema" || request.response_format?.type === "json_object"
+
+/** Why a request cannot be an envelope: a message and the client's field. */
+export interface Refusal {
+  readonly message: string
+  readonly param: string
+}
+
+const refusal = (param: string, message: string): Either.Either<never, Refusal> =>
+  Either.left({ param: paramOf(param), message: `${paramOf(param)}: ${message}` })
+
+/** OpenAI fields pagantic does not implement: refused when set, never dropped silently. */
+const unsupported: ReadonlyArray<readonly [string, string]> = [
+  ["logit_bias", "token biases are not supported by the local engine"],
+  ["functions", "the deprecated functions API is not supported: send tools"],
+  ["function_call", "the deprecated functions API is not supported: send tool_choice"],
+  ["audio", "audio output is not supported"],
+  ["prediction", "predicted outputs are not supported"],
+  ["web_search_options", "web search is not supported"]
+]
+
+/** The refusal of a set field pagantic does not implement, if the body has one. */
+export const checkUnsupported = (body: unknown): Either.Either<void, Refusal> => {
+  if (typeof body !== "object" || body === null) return Either.void
+  const record = body as Record<string, unknown>
+  for (const [field, why] of unsupported) {
+    if (record[field] !== undefined && record[field] !== null) return refusal(field, why)
+  }
+  const modalities = record.modalities
+  if (Array.isArray(modalities) && modalities.some((m) => m !== "text")) {
+    return refusal("modalities", "only \"text\" is supported")
+  }
+  return Either.void
+}
+
+/** Choices a request asks for: `n`, 1 when absent. */
+export const choicesOf = (request: ChatCompletionRequest): number => request.n ?? 1
+
+/** The client's tool_choice as the envelope's toolChoice. */
+const toolChoiceOf = (choice: ChatCompletionRequest["tool_choice"]) =>
+  choice === undefined || choice === null ? undefined : typeof choice === "string" ? choice : { name: choice.function.name }
 
 /** The SystemRequest envelope (wire form) of a chat-completions request, or why it cannot be one. */
 export const toEnvelope = (
   request: ChatCompletionRequest,
   context: EnvelopeContext
-): Either.Either<Record<string, unknown>, string> => {
-  if (request.n !== undefined && request.n !== null && request.n !== 1) {
-    return Either.left(`n: only 1 choice is supported, got ${request.n}`)
-  }
+): Either.Either<Record<string, unknown>, Refusal> => {
   const toolNames = new Map<string, string>()
   const messages: Array<Record<string, unknown>> = []
   for (const [i, m] of request.messages.entries()) {
@@ -99,8 +163,9 @@ export const toEnvelope = (
       case "assistant": {
         const toolCalls: Array<Record<string, unknown>> = []
         for (const [j, call] of (m.tool_calls ?? []).entries()) {
-          const args = parseArguments(call.function.arguments, `messages[${i}].tool_calls[${j}].function.arguments`)
-          if (Either.isLeft(args)) return Either.left(args.left)
+          const where = `messages.${i}.tool_calls.${j}.function.arguments`
+          const args = parseArguments(call.function.arguments, paramOf(where))
+          if (Either.isLeft(args)) return Either.left({ param: paramOf(where), message: args.left })
           toolNames.set(call.id, call.function.name)
           toolCalls.push({ id: call.id, name: call.function.name, arguments: args.right })
         }
@@ -128,14 +193,42 @@ export const toEnvelope = (
       : format?.type === "json_object"
         ? { schema: { type: "object" } }
         : undefined
+  const tools = request.tools ?? []
+  const choice = toolChoiceOf(request.tool_choice)
+  if (output !== undefined) {
+    // structured output runs without tools (SpecializedLoop), so a tool or a log-probability would be ignored
+    if (tools.length > 0) return refusal("tools", "tools cannot be combined with response_format json_object or json_schema")
+    if (choice !== undefined && choice !== "none" && choice !== "auto") {
+      return refusal("tool_choice", "a tool cannot be required with response_format json_object or json_schema")
+    }
+    if (request.logprobs === true) {
+      return refusal("logprobs", "log-probabilities are returned for chat answers, not with response_format json_object or json_schema")
+    }
+  }
+  if (request.top_logprobs !== undefined && request.top_logprobs !== null && request.logprobs !== true) {
+    return refusal("top_logprobs", "needs logprobs: true")
+  }
+  const stop = typeof request.stop === "string" ? [request.stop] : request.stop ?? []
   const maxTokens = request.max_completion_tokens ?? request.max_tokens
+  const present = <K extends string, V>(key: K, value: V | null | undefined) =>
+    value === undefined || value === null ? {} : ({ [key]: value } as { [P in K]: V })
   const hints = {
-    ...(maxTokens === undefined || maxTokens === null ? {} : { maxTokens }),
-    ...(request.temperature === undefined || request.temperature === null ? {} : { temperature: request.temperature }),
-    ...(request.top_p === undefined || request.top_p === null ? {} : { topP: request.top_p }),
+    ...present("maxTokens", maxTokens),
+    ...present("temperature", request.temperature),
+    ...present("topP", request.top_p),
+    ...(stop.length === 0 ? {} : { stop }),
+    ...present("seed", request.seed),
+    ...present("presencePenalty", request.presence_penalty),
+    ...present("frequencyPenalty", request.frequency_penalty),
+    ...present("logprobs", request.logprobs),
+    ...(request.logprobs === true ? present("topLogprobs", request.top_logprobs) : {}),
     ...(context.timeoutMs === undefined ? {} : { timeout: context.timeoutMs })
   }
-  const tools = (request.tools ?? []).map((t) => t.function.name)
+  const clientTools = tools.map((t) => ({
+    name: t.function.name,
+    description: t.function.description ?? "",
+    parameters: t.function.parameters ?? { type: "object", properties: {} }
+  }))
   return Either.right({
     requestId: context.requestId,
     ...(context.traceId === undefined ? {} : { traceId: context.traceId }),
@@ -143,19 +236,74 @@ export const toEnvelope = (
     messages,
     hints,
     ...(output === undefined ? {} : { output }),
-    ...(tools.length === 0 ? {} : { tools })
+    ...(clientTools.length === 0 ? {} : { clientTools }),
+    ...(choice === undefined || output !== undefined ? {} : { toolChoice: choice }),
+    ...(request.parallel_tool_calls === undefined || request.parallel_tool_calls === null || output !== undefined
+      ? {}
+      : { parallelToolCalls: request.parallel_tool_calls })
   })
+}
+
+/**
+ * The envelope of choice `index` of `n`: choice 0 is the request itself; the
+ * others run under their own request id (`<id>.<index>`) and, when the request
+ * has a seed, with seed + index, so each choice is reproducible and they differ.
+ */
+export const choiceEnvelope = (envelope: Record<string, unknown>, index: number): Record<string, unknown> => {
+  if (index === 0) return envelope
+  const hints = envelope.hints as Record<string, unknown>
+  return {
+    ...envelope,
+    requestId: `${String(envelope.requestId)}.${index}`,
+    hints: typeof hints.seed === "number" ? { ...hints, seed: hints.seed + index } : hints
+  }
 }
 
 /** OpenAI's finish reason for a stop reason. */
 export const finishReasonOf = (stopReason: string | undefined): FinishReason =>
-  stopReason === "length" || stopReason === "max_tokens" ? "length" : "stop"
+  stopReason === "length" || stopReason === "max_tokens"
+    ? "length"
+    : stopReason === "tool_calls"
+    ? "tool_calls"
+    : "stop"
 
 /** The message content: the validated JSON in structured mode, the text otherwise. */
 export const contentOf = (response: SystemResponse, structured: boolean): string =>
   structured && response.structuredOutput !== undefined ? JSON.stringify(response.structuredOutput) : response.content
 
-export const usageOf = (response: SystemResponse) => {
+/** The client's tool calls the model made, as OpenAI's `tool_calls` (arguments as JSON text). */
+export const toolCallsOf = (
+  response: SystemResponse
+): ReadonlyArray<ChatToolCall & { readonly type: "function" }> =>
+  (response.pendingToolCalls ?? []).map((call) => ({
+    id: call.id,
+    type: "function" as const,
+    function: { name: call.name, arguments: JSON.stringify(call.arguments) }
+  }))
+
+const bytesOf = (token: string): ReadonlyArray<number> => Array.from(new TextEncoder().encode(token))
+
+/** The answer's log-probabilities in OpenAI's shape, when the request asked for them. */
+export const logprobsOf = (response: SystemResponse, asked: boolean): ChatCompletion["choices"][number]["logprobs"] =>
+  !asked
+    ? null
+    : {
+      content: (response.logprobs ?? []).map((t) => ({
+        token: t.token,
+        logprob: t.logprob,
+        bytes: bytesOf(t.token),
+        top_logprobs: t.topLogprobs.map((a) => ({ token: a.token, logprob: a.logprob, bytes: bytesOf(a.token) }))
+      })),
+      refusal: null
+    }
+
+export interface Usage {
+  readonly prompt_tokens: number
+  readonly completion_tokens: number
+  readonly total_tokens: number
+}
+
+export const usageOf = (response: SystemResponse): Usage => {
   const completion = response.tokenUsage.outputTokens + response.tokenUsage.reasoningTokens
   return {
     prompt_tokens: response.tokenUsage.promptTokens,
@@ -163,6 +311,17 @@ export const usageOf = (response: SystemResponse) => {
     total_tokens: response.tokenUsage.promptTokens + completion
   }
 }
+
+/** The usage of all the choices: every run's tokens, summed. */
+export const totalUsage = (responses: ReadonlyArray<SystemResponse>): Usage =>
+  responses.map(usageOf).reduce(
+    (a, b) => ({
+      prompt_tokens: a.prompt_tokens + b.prompt_tokens,
+      completion_tokens: a.completion_tokens + b.completion_tokens,
+      total_tokens: a.total_tokens + b.total_tokens
+    }),
+    { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+  )
 
 export const extensionOf = (response: SystemResponse): ChatCompletion["pagantic"] => ({
   requestId: response.requestId,
@@ -178,40 +337,90 @@ export const extensionOf = (response: SystemResponse): ChatCompletion["pagantic"
   }))
 })
 
+/** The extension of a completion: the first choice's, and every choice's when there are several. */
+const extensionOfAll = (responses: ReadonlyArray<SystemResponse>): ChatCompletion["pagantic"] => ({
+  ...extensionOf(responses[0]!),
+  ...(responses.length > 1 ? { choices: responses.map(extensionOf) } : {})
+})
+
 export const completionId = (requestId: string): string => `chatcmpl-${requestId}`
 
-/** A successful response as a `chat.completion`. */
-export const toCompletion = (
-  response: SystemResponse,
-  meta: { readonly model: string; readonly created: number; readonly structured: boolean }
-): ChatCompletion => ({
-  id: completionId(response.requestId),
+export interface CompletionMeta {
+  readonly model: string
+  readonly created: number
+  readonly structured: boolean
+  /** Whether the request asked for log-probabilities. */
+  readonly logprobs: boolean
+}
+
+/** A message's content: null when the model only called tools. */
+const messageContent = (response: SystemResponse, structured: boolean): string | null => {
+  const content = contentOf(response, structured)
+  return content === "" && (response.pendingToolCalls ?? []).length > 0 ? null : content
+}
+
+/** Successful responses, one per choice in order, as a `chat.completion`. */
+export const toCompletion = (responses: ReadonlyArray<SystemResponse>, meta: CompletionMeta): ChatCompletion => ({
+  id: completionId(responses[0]!.requestId),
   object: "chat.completion",
   created: meta.created,
   model: meta.model,
-  choices: [
-    {
-      index: 0,
-      message: { role: "assistant", content: contentOf(response, meta.structured), refusal: null },
-      logprobs: null,
+  choices: responses.map((response, index) => {
+    const toolCalls = toolCallsOf(response)
+    return {
+      index,
+      message: {
+        role: "assistant" as const,
+        content: messageContent(response, meta.structured),
+        refusal: null,
+        ...(toolCalls.length === 0 ? {} : { tool_calls: toolCalls })
+      },
+      logprobs: logprobsOf(response, meta.logprobs),
       finish_reason: finishReasonOf(response.stopReason)
     }
-  ],
-  usage: usageOf(response),
-  pagantic: extensionOf(response)
+  }),
+  usage: totalUsage(responses),
+  pagantic: extensionOfAll(responses)
 })
 
-/** One `chat.completion.chunk`. */
+/** What a chunk's choice carries: a role, text, tool calls (each whole, with its index among the calls). */
+export interface Delta {
+  readonly role?: "assistant"
+  readonly content?: string
+  readonly tool_calls?: ReadonlyArray<{
+    readonly index: number
+    readonly id: string
+    readonly type: "function"
+    readonly function: { readonly name: string; readonly arguments: string }
+  }>
+}
+
+/** One `chat.completion.chunk` for choice `index`. */
 export const chunk = (
   meta: { readonly id: string; readonly model: string; readonly created: number },
-  delta: { readonly role?: "assistant"; readonly content?: string },
+  delta: Delta,
   finish: FinishReason | null = null,
-  extra: Record<string, unknown> = {}
+  extra: Record<string, unknown> = {},
+  index = 0,
+  choiceExtra: Record<string, unknown> = {}
 ): Record<string, unknown> => ({
   id: meta.id,
   object: "chat.completion.chunk",
   created: meta.created,
   model: meta.model,
-  choices: [{ index: 0, delta, finish_reason: finish }],
+  choices: [{ index, delta, ...choiceExtra, finish_reason: finish }],
   ...extra
+})
+
+/** The last chunk of a stream that asked for usage (`stream_options.include_usage`): no choices, the usage. */
+export const usageChunk = (
+  meta: { readonly id: string; readonly model: string; readonly created: number },
+  usage: Usage
+): Record<string, unknown> => ({
+  id: meta.id,
+  object: "chat.completion.chunk",
+  created: meta.created,
+  model: meta.model,
+  choices: [],
+  usage
 })
