@@ -11,6 +11,12 @@
  * - `toolCall`: ToolStart / ToolEnd events, the `tool` latency and the
  *   `tool_calls` / `tool_errors` / `tool_retries` counts, inside an
  *   `execute_tool {name}` span, with the call's correlation ids.
+ *
+ * What nobody listens to costs nothing: without an EventLog that keeps events or
+ * a Metrics in the context, no event is built, no clock read and no metric
+ * touched; the spans are still opened (their ids stamp events and link tool
+ * calls), without a stack trace. The events are built from the loop's own values,
+ * without re-validation.
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -33,6 +39,12 @@ import * as Spans from "./Spans.js"
 // ---------------------------------------------------------------------------
 // Services
 // ---------------------------------------------------------------------------
+
+/** Whether an EventLog that keeps events, or a Metrics, is in the context: whether anything records what is observed. */
+export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Context.Context<never>) => {
+  const log = Context.getOption(context, EventLog)
+  return (Option.isSome(log) && log.value.enabled !== false) || Option.isSome(Context.getOption(context, Metrics))
+})
 
 /** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export const services: Effect.Effect<Context.Context<never>> = Effect.gen(function* () {
@@ -78,6 +90,15 @@ export const inference = <E extends { readonly code: string; readonly message: s
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
   Effect.flatMap(options.model, (name) =>
+    Effect.flatMap(recording, (on) =>
+      on ? recordedInference(name, options) : Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId })
+    ).pipe(Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan))
+  )
+
+const recordedInference = <E extends { readonly code: string; readonly message: string }, R>(
+  name: string,
+  options: InferenceOptions<E, R>
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
     Effect.gen(function* () {
       const { inferenceId, request } = options
       const started = yield* Clock.currentTimeMillis
@@ -92,7 +113,7 @@ export const inference = <E extends { readonly code: string; readonly message: s
             schemaPresent: request.schema !== undefined,
             grammarPresent: request.grammar !== undefined,
             ...(request.temperature === undefined ? {} : { temperature: request.temperature })
-          })
+          }, true)
       )
       const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
       const durationMs = (yield* Clock.currentTimeMillis) - started
@@ -107,7 +128,7 @@ export const inference = <E extends { readonly code: string; readonly message: s
               tokensOut: exit.value[0].usage.outputTokens,
               finishReason: exit.value[0].finishReason,
               toolCallCount: exit.value[0].toolCalls.length
-            })
+            }, true)
           : new Event.InferenceEnd({
               ...base,
               layer: "inference",
@@ -118,7 +139,7 @@ export const inference = <E extends { readonly code: string; readonly message: s
               finishReason: "error",
               toolCallCount: 0,
               ...errorFields(failureOf(exit.cause))
-            })
+            }, true)
       )
       yield* withMetrics((m) =>
         Effect.zipRight(
@@ -127,8 +148,7 @@ export const inference = <E extends { readonly code: string; readonly message: s
         )
       )
       return yield* exit
-    }).pipe(Effect.withSpan(Spans.inferenceSpanName(name), { kind: "client" }))
-  )
+    })
 
 // ---------------------------------------------------------------------------
 // Tools
@@ -149,7 +169,8 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
   options: ToolCallOptions<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { attempt, call, inferenceId } = options
-  return Effect.gen(function* () {
+  const inSpan = options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId))
+  const recorded = Effect.gen(function* () {
     if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
     const started = yield* Clock.currentTimeMillis
     yield* recordEvent(
@@ -162,9 +183,9 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
           inferenceId,
           argsHash: hashArgs(call.arguments),
           attempt
-        })
+        }, true)
     )
-    const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
+    const exit = yield* Effect.exit(inSpan)
     const durationMs = (yield* Clock.currentTimeMillis) - started
     const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
     yield* recordEvent(
@@ -177,13 +198,16 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
           durationMs,
           success: Exit.isSuccess(exit),
           ...errorFields(failure)
-        })
+        }, true)
     )
     yield* withMetrics((m) =>
       Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))
     )
     return yield* exit
-  }).pipe(withCorrelation({ toolCallId: call.id, causedBy: call.id }))
+  })
+  return Effect.flatMap(recording, (on) => (on ? recorded : inSpan)).pipe(
+    withCorrelation({ toolCallId: call.id, causedBy: call.id })
+  )
 }
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,13 @@
  * usage, finish reasons) and a tool execution an `execute_tool {name}` span that
  * links to the inference span whose reply asked for it. Lifecycle states are spans
  * too (see Lifecycle.ts): `lifecycle {STATE}`, children of the request span.
+ *
+ * Spans are opened without capturing a stack trace, and with Effect's native
+ * tracer (no tracer installed: spans that go nowhere) nothing is annotated; the
+ * spans stay, for their ids (events carry them, tool spans link to them).
  */
+import * as Context from "effect/Context"
+import * as DefaultServices from "effect/DefaultServices"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
@@ -58,6 +64,19 @@ export const Pagantic = {
   lifecycleReason: "pagantic.lifecycle.reason",
   errorCode: "pagantic.error.code"
 } as const
+
+// ---------------------------------------------------------------------------
+// Who listens
+// ---------------------------------------------------------------------------
+
+/** Effect's own tracer, the one in place when no tracer layer is installed: its spans are exported nowhere. */
+const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
+
+/** Whether the current tracer sends spans somewhere (any tracer but Effect's native one). */
+export const exporting: Effect.Effect<boolean> = Effect.tracerWith((tracer) => Effect.succeed(tracer !== nativeTracer))
+
+/** The options of an inference span: kind client, no stack trace captured. */
+export const clientSpan: Tracer.SpanOptions = { kind: "client", captureStackTrace: false }
 
 // ---------------------------------------------------------------------------
 // Correlation
@@ -131,9 +150,10 @@ export const inTrace =
       return Effect.withParentSpan(effect, remote)
     })
 
-/** Puts the correlation ids (and `extra`) on the current span. */
+/** Puts the correlation ids (and `extra`) on the current span, when the tracer exports spans. */
 export const annotate = (extra: Record<string, unknown> = {}): Effect.Effect<void> =>
-  Effect.flatMap(correlationAttributes, (ids) => Effect.annotateCurrentSpan({ ...ids, ...extra }))
+  Effect.flatMap(exporting, (on) =>
+    on ? Effect.flatMap(correlationAttributes, (ids) => Effect.annotateCurrentSpan({ ...ids, ...extra })) : Effect.void)
 
 const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.option(Effect.currentSpan)
 
@@ -164,7 +184,7 @@ export const inference = <E, R>(
   options: InferenceSpanOptions = {}
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.flatMap(model, (name) =>
-    inferenceInSpan(name, request, call, options).pipe(Effect.withSpan(inferenceSpanName(name), { kind: "client" }))
+    inferenceInSpan(name, request, call, options).pipe(Effect.withSpan(inferenceSpanName(name), clientSpan))
   )
 
 /**
@@ -180,27 +200,32 @@ export const inferenceInSpan = <E, R>(
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.gen(function* () {
     const span = yield* currentSpan
-    yield* annotate({
-      [GenAi.operationName]: "chat",
-      [GenAi.requestModel]: name,
-      ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
-      ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
-      ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
-      ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
-      ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
-      "pagantic.request.message_count": request.messages.length,
-      "pagantic.request.tool_count": request.tools.length,
-      "pagantic.request.schema": request.schema !== undefined,
-      "pagantic.request.grammar": request.grammar !== undefined
-    })
+    const annotated = yield* exporting
+    if (annotated) {
+      yield* annotate({
+        [GenAi.operationName]: "chat",
+        [GenAi.requestModel]: name,
+        ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
+        ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
+        ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
+        ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
+        ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
+        "pagantic.request.message_count": request.messages.length,
+        "pagantic.request.tool_count": request.tools.length,
+        "pagantic.request.schema": request.schema !== undefined,
+        "pagantic.request.grammar": request.grammar !== undefined
+      })
+    }
     const result = yield* call
-    yield* Effect.annotateCurrentSpan({
-      [GenAi.responseModel]: name,
-      [GenAi.responseFinishReasons]: [result.finishReason],
-      [GenAi.usageInputTokens]: result.usage.promptTokens,
-      [GenAi.usageOutputTokens]: result.usage.outputTokens,
-      ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
-    })
+    if (annotated) {
+      yield* Effect.annotateCurrentSpan({
+        [GenAi.responseModel]: name,
+        [GenAi.responseFinishReasons]: [result.finishReason],
+        [GenAi.usageInputTokens]: result.usage.promptTokens,
+        [GenAi.usageOutputTokens]: result.usage.outputTokens,
+        ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
+      })
+    }
     const cost = yield* Effect.serviceOption(CostTracker)
     if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
     return [result, span] as const
@@ -230,6 +255,7 @@ export const tool =
       self
     ).pipe(
       Effect.withSpan(`execute_tool ${call.name}`, {
+        captureStackTrace: false,
         links: Option.isSome(requestedBy)
           ? [{ _tag: "SpanLink", span: requestedBy.value, attributes: { [GenAi.toolCallId]: call.id } }]
           : []

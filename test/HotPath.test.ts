@@ -1,0 +1,140 @@
+/**
+ * What the hot path leaves out when nobody listens (issue 13): no clock read, no
+ * event and no metric in Observed without an EventLog or Metrics in the context;
+ * no span attributes with Effect's native tracer (spans that go nowhere); and the
+ * request settings still checked where the messages are no longer re-validated.
+ * The speed itself is measured in bench/hotpath.bench.ts, not here.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
+import * as Message from "../src/domain/Message.js"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
+import * as Observe from "../src/layers/InMemoryObserve.js"
+import * as Observed from "../src/programs/internal/Observed.js"
+import * as Spans from "../src/programs/internal/Spans.js"
+import { requestOf } from "../src/programs/run/Strategies.js"
+import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { EventLog } from "../src/services/EventLog.js"
+import { Metrics } from "../src/services/Metrics.js"
+
+const request = new InferenceRequest({ messages: [Message.user("hi")], temperature: 0.5 })
+const result = new InferenceResult({
+  content: "hello",
+  toolCalls: [],
+  usage: TokenUsage.make({ promptTokens: 3, outputTokens: 2 }),
+  finishReason: "stop"
+})
+const model = Effect.succeed("m")
+const observedInference = Observed.inference({ model, request, call: Effect.succeed(result), inferenceId: "inf_1" })
+const call = new Message.ToolCall({ id: "call_1", name: "add", arguments: { a: 1 } })
+const observedTool = Observed.toolCall({
+  call,
+  attempt: 1,
+  inferenceId: "inf_1",
+  requestedBy: Option.none(),
+  execute: Effect.succeed("2")
+})
+
+/** Runs `effect` under a Clock that counts its reads; the result and the count. */
+const countingClockReads = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    let reads = 0
+    const clock: Clock.Clock = {
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => 0,
+      unsafeCurrentTimeNanos: () => 0n,
+      currentTimeMillis: Effect.sync(() => {
+        reads++
+        return 0
+      }),
+      currentTimeNanos: Effect.sync(() => {
+        reads++
+        return 0n
+      }),
+      sleep: () => Effect.void
+    }
+    const value = yield* Effect.withClock(effect, clock)
+    return [value, reads] as const
+  })
+
+describe("observability that nobody listens to", { timeout: 30_000 }, () => {
+  it.effect("an inference with no EventLog or Metrics reads no clock; its result and span come back", () =>
+    Effect.gen(function* () {
+      const [[value, span], reads] = yield* countingClockReads(observedInference)
+      expect(value.content).toBe("hello")
+      expect(Option.isSome(span)).toBe(true)
+      expect(reads).toBe(0)
+    }))
+
+  it.effect("with Metrics alone, the inference is timed and its tokens counted", () =>
+    Effect.gen(function* () {
+      const [, reads] = yield* countingClockReads(observedInference)
+      expect(reads).toBe(2)
+      const snapshot = yield* Effect.flatMap(Metrics, (m) => m.snapshot)
+      expect(snapshot.latencies["inference"]).toEqual([0])
+      expect([snapshot.promptTokens, snapshot.outputTokens]).toEqual([3, 2])
+    }).pipe(Effect.provide(Observe.metricsMemory)))
+
+  it.effect("an EventLog that keeps nothing counts as nobody: no clock read", () =>
+    Effect.gen(function* () {
+      const [, reads] = yield* countingClockReads(observedInference)
+      expect(reads).toBe(0)
+    }).pipe(Effect.provide(Observe.eventLogNoop)))
+
+  it.effect("with an EventLog, the inference's start and end are recorded", () =>
+    Effect.gen(function* () {
+      yield* observedInference
+      const events = yield* Effect.flatMap(EventLog, (log) => log.events)
+      expect(events.map((e) => e._tag)).toEqual(["InferenceStart", "InferenceEnd"])
+    }).pipe(Effect.provide(Observe.eventLogMemory)))
+
+  it.effect("a tool call with no EventLog or Metrics reads no clock; with an EventLog, its events are recorded", () =>
+    Effect.gen(function* () {
+      const [value, reads] = yield* countingClockReads(observedTool)
+      expect(value).toBe("2")
+      expect(reads).toBe(0)
+      const [, recordedReads] = yield* countingClockReads(observedTool.pipe(Effect.provide(Observe.eventLogMemory)))
+      expect(recordedReads).toBeGreaterThan(0)
+    }))
+})
+
+describe("spans with no tracer installed", { timeout: 30_000 }, () => {
+  const attributesOf = <E, R>(effect: Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R>) =>
+    Effect.map(effect, ([, span]) => {
+      const s = Option.getOrThrow(span)
+      return s._tag === "Span" ? Object.fromEntries(s.attributes) : {}
+    })
+
+  it.effect("Effect's native tracer: the inference span is opened but not annotated", () =>
+    Effect.gen(function* () {
+      expect(yield* Spans.exporting).toBe(false)
+      expect(yield* attributesOf(observedInference)).toEqual({})
+    }))
+
+  it.effect("any other tracer: the span carries the gen_ai and correlation attributes", () =>
+    Effect.gen(function* () {
+      const native = yield* Effect.tracer
+      const recording = Tracer.make({ span: (...args) => native.span(...args), context: native.context })
+      const attributes = yield* attributesOf(Effect.withTracer(observedInference, recording))
+      expect(attributes).toMatchObject({
+        "gen_ai.operation.name": "chat",
+        "gen_ai.request.model": "m",
+        "gen_ai.request.temperature": 0.5,
+        "gen_ai.usage.output_tokens": 2,
+        "pagantic.inference_id": "inf_1",
+        "pagantic.request_id": "unscoped"
+      })
+    }))
+})
+
+describe("requests the run loop builds", { timeout: 30_000 }, () => {
+  it("are not re-validated in their messages, but their settings are still checked", () => {
+    const built = requestOf([Message.user("hi")], [], { maxTokens: 16, temperature: 0.2 })
+    expect([built.maxTokens, built.temperature, built.messages.length]).toEqual([16, 0.2, 1])
+    expect(() => requestOf([Message.user("hi")], [], { temperature: -1 })).toThrow(/temperature/)
+    expect(() => requestOf([Message.user("hi")], [], { maxTokens: 1.5 })).toThrow(/maxTokens/)
+  })
+})
