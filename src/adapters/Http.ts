@@ -8,6 +8,7 @@
  *   GET  /health               the engine's model and "ok"
  *   /v1/runs...                the durable runs, when the server has `Runs` (`http/Runs.ts`)
  *   GET  /v1/responders/{id}/inbox  a human responder's slots (SSE), when it has `Notifications` (`http/Inbox.ts`)
+ *   GET  /, /v1/events, /v1/events/stream   the runs page and the EventLog it reads (`http/Page.ts`)
  *
  * The contract is `http/Api.ts`; each endpoint has its handler here. A handler
  * adds what only the transport knows and hands the envelope to `PaganticSystem`;
@@ -49,6 +50,7 @@ import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config
 import * as Edge from "./http/Edge.js"
 import * as Inbox from "./http/Inbox.js"
 import * as Models from "./http/Models.js"
+import * as Page from "./http/Page.js"
 import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
 import * as RunsHttp from "./http/Runs.js"
@@ -104,7 +106,8 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
   const edge = Edge.middleware({
     host: options.host ?? defaults.host,
     apiKey: options.apiKey,
-    allowedHosts: options.allowedHosts
+    allowedHosts: options.allowedHosts,
+    openPaths: Page.staticPaths
   })
   const cors = options.corsOrigins !== undefined && options.corsOrigins.length > 0
     ? HttpMiddleware.cors({
@@ -119,7 +122,10 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never,
     Layer.provide(modelsHandlers),
     Layer.provide(runsHandlers(options)),
     Layer.provide(respondersHandlers),
-    Layer.provide(HttpApiBuilder.middleware((app) => (cors === undefined ? edge(app) : cors(edge(app)))))
+    Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware, (page) => (app) => {
+      const served = edge(page(app))
+      return cors === undefined ? served : cors(served)
+    })))
   )
 }
 

@@ -43,7 +43,10 @@ const routes: ReadonlyArray<readonly [string, string]> = [
   ["/v1/runs/{id}/cancel", "POST"],
   ["/v1/runs/{id}/slots/{slot}", "POST"],
   ["/v1/responders/{id}/inbox", "GET"],
-  ["/health", "GET"]
+  ["/v1/events", "GET"],
+  ["/v1/events/stream", "GET"],
+  ["/health", "GET"],
+  ["/", "GET"]
 ]
 const routePatterns = routes.map(([route, method]) =>
   [new RegExp(`^${route.replace(/\{[a-z]+\}/g, "[^/]+")}$`), method] as const
@@ -61,6 +64,8 @@ export interface EdgeOptions {
    * still sends its own name, and is refused). Default for other binds: any.
    */
   readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /** Paths served without the key besides /health: static files that carry no data (the runs page). */
+  readonly openPaths?: ReadonlyArray<string> | undefined
 }
 
 const loopbackNames = ["localhost", "127.0.0.1", "::1", "[::1]"]
@@ -249,6 +254,7 @@ const newErrorId = Effect.sync(() => `req_${globalThis.crypto.randomUUID()}`)
  */
 export const middleware = (options: EdgeOptions & { readonly host: string }) => {
   const hosts = hostsFor(options.host, options.allowedHosts)
+  const open = new Set(["/health", ...(options.openPaths ?? [])])
   return (app: HttpApp.Default): HttpApp.Default =>
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
@@ -271,7 +277,7 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
           )
         }
       }
-      if (options.apiKey !== undefined && path !== "/health") {
+      if (options.apiKey !== undefined && !open.has(path)) {
         const header = request.headers["authorization"] ?? ""
         const match = /^Bearer\s+(.+)$/i.exec(header.trim())
         if (match === null || !keyMatches(match[1]!, options.apiKey)) {
