@@ -3,13 +3,16 @@
  * stream. The handler only renames OpenAI's fields (`OpenAi.ts`) into a
  * SystemRequest and the answer back; OpenAI's API is stateless (the client sends
  * the whole history each time), so the session a completion opened is dropped
- * once it is answered.
+ * once it is answered. A request for `n` choices is n runs of the facade at once
+ * (choice i under request id `<id>.<i>`); a choice that fails refuses the whole
+ * request.
  *
  * A stream's status and headers wait for the first delta or the answer, so that
  * an early failure is still a plain JSON error with its status; a failure after
  * that is an error event in the stream. Events are framed by
  * `@effect/experimental`'s Sse encoder (`data: <json>` and a blank line, as
- * OpenAI sends them).
+ * OpenAI sends them). The client's tool calls are sent whole, one `tool_calls`
+ * delta per choice at its end (OpenAI's SDKs accumulate the pieces either way).
  */
 import * as Sse from "@effect/experimental/Sse"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
@@ -27,7 +30,7 @@ import { SystemError, SystemRequest, type SystemResponse } from "../../domain/Sy
 import { PaganticSystem } from "../../programs/Facade.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import { Engine } from "../../services/Engine.js"
-import { ChatCompletionRequest, type RefusalStatus } from "./Api.js"
+import { ChatCompletionRequest, type ChatFailure, type RefusalStatus } from "./Api.js"
 import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
@@ -152,47 +155,76 @@ const forChat = (error: SystemError): SystemError => {
   return new SystemError({ ...error, details: { ...error.details, param: OpenAi.paramOf(OpenAi.clientField(field)) } }, true)
 }
 
-/** The handler of `/v1/chat/completions`. */
-export const make = (settings: Settings) =>
+/** A chat completion once started: its answers, or the first item of its stream and the queue of the rest. */
+export type Started =
+  | {
+    readonly _tag: "Completed"
+    readonly responses: ReadonlyArray<SystemResponse>
+    readonly meta: Meta
+    readonly structured: boolean
+    readonly logprobs: boolean
+  }
+  | {
+    readonly _tag: "Streaming"
+    readonly first: Item
+    readonly rest: Queue.Queue<Item>
+    /** Stops every choice still running (the client went away, the stream ended). */
+    readonly stop: Effect.Effect<void>
+    readonly meta: Meta
+    readonly shape: StreamShape
+  }
+
+/** What the caller of `makeStart` knows of the HTTP request. */
+export interface StartContext {
+  readonly requestId: string
+  readonly traceparent?: string | undefined
+}
+
+export type { Item, Meta, StreamShape }
+
+/**
+ * Starts a chat completion from its JSON body (already read and within the body
+ * limits): checks it, runs its choices, and answers them or streams them. A
+ * refusal is a ChatFailure in OpenAI's shape, naming the client's field. Shared by
+ * `/v1/chat/completions` and `/v1/responses` (which translates its body first).
+ */
+export const makeStart = (settings: Settings) =>
   Effect.gen(function* () {
     const system = yield* PaganticSystem
     const engine = yield* Engine
     const store = yield* Effect.serviceOption(ConversationStore)
     const forget = (response: SystemResponse) =>
       Option.isSome(store) && response.sessionId !== undefined ? store.value.clear(response.sessionId) : Effect.void
-    const newRequestId = yield* Lifetime.newRequestIds
     const now = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
-    return (request: HttpServerRequest.HttpServerRequest) =>
+    return (body: unknown, context: StartContext): Effect.Effect<Started, ChatFailure> =>
       Effect.gen(function* () {
-        const requestId = yield* newRequestId
+        const requestId = context.requestId
         const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
         const refuseField = (message: string, param: string | undefined, details: Record<string, unknown> = {}) =>
           refuse(Edge.invalidRequest(message, param === undefined ? details : { ...details, param }))
-        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-        if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), body.left.status)
         const checked = Either.flatMap(
-          Guard.checkShape(body.right, settings.limits),
-          () => Guard.checkChat(body.right, settings.limits)
+          Guard.checkShape(body, settings.limits),
+          () => Guard.checkChat(body, settings.limits)
         )
         if (Either.isLeft(checked)) {
           return yield* refuseField(`${checked.left.field}: ${checked.left.message}`, OpenAi.paramOf(checked.left.field), {
             field: checked.left.field
           })
         }
-        const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body.right)
+        const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body)
         if (Either.isLeft(decoded)) {
           const issues = Issues.describe(decoded.left, "a chat completion request object")
           return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
             issues
           })
         }
-        const unsupported = OpenAi.checkUnsupported(body.right)
+        const unsupported = OpenAi.checkUnsupported(body)
         if (Either.isLeft(unsupported)) return yield* refuseField(unsupported.left.message, unsupported.left.param)
         const completion = decoded.right
         const envelope = OpenAi.toEnvelope(completion, {
           requestId,
-          traceId: traceIdOf(request.headers["traceparent"]),
+          traceId: traceIdOf(context.traceparent),
           timeoutMs: settings.limitMs
         })
         if (Either.isLeft(envelope)) return yield* refuseField(envelope.left.message, envelope.left.param)
@@ -231,7 +263,7 @@ export const make = (settings: Settings) =>
           )
           const failed = responses.find((response) => response.error !== undefined)
           if (failed?.error !== undefined) return yield* refuse(failed.error)
-          return OpenAi.toCompletion(responses, { ...meta, structured, logprobs })
+          return { _tag: "Completed" as const, responses, meta, structured, logprobs }
         }
 
         const queue = yield* Queue.unbounded<Item>()
@@ -264,9 +296,36 @@ export const make = (settings: Settings) =>
           includeUsage: completion.stream_options?.include_usage === true,
           requestId
         }
-        return HttpServerResponse.stream(events(first, queue, meta, shape).pipe(Stream.ensuring(stop)), {
-          contentType: "text/event-stream",
-          headers: { "cache-control": "no-cache", "x-request-id": requestId }
-        })
+        return { _tag: "Streaming" as const, first, rest: queue, stop, meta, shape }
+      })
+  })
+
+/** The handler of `/v1/chat/completions`. */
+export const make = (settings: Settings) =>
+  Effect.gen(function* () {
+    const start = yield* makeStart(settings)
+    const newRequestId = yield* Lifetime.newRequestIds
+    return (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        const requestId = yield* newRequestId
+        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+        if (Either.isLeft(body)) {
+          return yield* Edge.refuseChat(Edge.invalidRequest(body.left.message), requestId, body.left.status)
+        }
+        const started = yield* start(body.right, { requestId, traceparent: request.headers["traceparent"] })
+        if (started._tag === "Completed") {
+          return OpenAi.toCompletion(started.responses, {
+            ...started.meta,
+            structured: started.structured,
+            logprobs: started.logprobs
+          })
+        }
+        return HttpServerResponse.stream(
+          events(started.first, started.rest, started.meta, started.shape).pipe(Stream.ensuring(started.stop)),
+          {
+            contentType: "text/event-stream",
+            headers: { "cache-control": "no-cache", "x-request-id": requestId }
+          }
+        )
       })
   })

@@ -3,21 +3,38 @@
  * boundary: a request becomes a SystemRequest envelope (plain JSON, checked by the
  * facade like any other), a SystemResponse becomes a `chat.completion` or its
  * `chat.completion.chunk`s. Nothing here builds prompts, runs tools or validates
- * output; it only renames fields.
+ * output; it only renames fields, and refuses what it cannot honour.
  *
  * - `messages`: system/developer -> system; assistant `tool_calls` keep their ids
  *   and their JSON `arguments` are parsed; a `tool` message takes its tool name
- *   from the assistant call it answers.
- * - `tools`: their names are the request's whitelist over the tools the server
- *   registered (a name it does not register is TOOL_NOT_FOUND, 422); the server runs them itself in the facade's tool loop, so the
- *   answer is the final text (tools run are listed under `pagantic.toolCallsMade`)
- *   and never asks the client to run a tool. No `tools` means every registered tool
- *   (a SystemRequest cannot say "none"), and `tool_choice` is ignored. A
- *   conversation must end with a user message: tool results the client ran
- *   itself may appear in the history, not as the last message.
+ *   from the assistant call it answers. A conversation may end with tool
+ *   messages: they answer the calls of the assistant message before them, and
+ *   the model goes on.
+ * - `tools` are the client's own (`clientTools`): offered to the model and never
+ *   run here; a call to one comes back as `message.tool_calls` (arguments as JSON
+ *   text) with finish_reason "tool_calls", for the client to run and answer with
+ *   tool messages. The server's registered tools are an extension: offered on
+ *   every request, run server-side in the same turn, and listed under
+ *   `pagantic.toolCallsMade`; only a client tool is ever returned as `tool_calls`.
+ *   A client tool named like a server tool wins: the client's definition is
+ *   offered and the call is returned to the client.
+ * - `tool_choice`: auto, none (nothing offered), required (an answer before any
+ *   tool call is asked again), a named function (only it offered, and required).
+ *   `parallel_tool_calls: false`: only the first call of a reply is acted on.
  * - `response_format`: `json_schema` -> mode structured with its schema,
  *   `json_object` -> structured with `{ type: "object" }`, `text` -> chat.
- * - `max_completion_tokens` / `max_tokens`, `temperature`, `top_p` -> hints.
+ *   Structured output runs without tools and log-probabilities: `tools`, a
+ *   required `tool_choice` or `logprobs` with it are refused.
+ * - Sampling, to the hints: `max_completion_tokens` / `max_tokens`,
+ *   `temperature`, `top_p`, `stop` (a string or up to 4), `seed`,
+ *   `presence_penalty` / `frequency_penalty`, `logprobs` / `top_logprobs` (the
+ *   answer's, in `choices[].logprobs.content`).
+ * - `n` (1..8): n runs in parallel, choice i with seed + i when a seed is given,
+ *   usage summed over the runs (each run evaluates its prompt).
+ * - `stream_options.include_usage`: a last chunk with no choices and the usage.
+ * - `user` is accepted and ignored by design; `model` names nothing (the loaded
+ *   model answers). OpenAI fields not implemented (`logit_bias`, `functions`,
+ *   `audio`, ...) are refused naming them; errors name the client's field in `param`.
  */
 import * as Either from "effect/Either"
 import type { SystemResponse } from "../../domain/System.js"
