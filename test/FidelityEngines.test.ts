@@ -5,6 +5,8 @@
  * one of them gets the request's hints (where it sets none itself) and counts in
  * the response's token usage, whether the request succeeds or fails. And gap 7
  * in chat: a turn's confidence is the relevance of the context it retrieved.
+ * And gap 4 for the same inferences: each emits its InferenceStart/InferenceEnd
+ * once, with the request's correlation.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -13,10 +15,11 @@ import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
+import type * as Event from "../src/domain/Event.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
 import { Passage } from "../src/domain/Passage.js"
 import { SystemRequest } from "../src/domain/System.js"
-import { Task, TaskList } from "../src/domain/Task.js"
+import { Task, TaskList, toJson } from "../src/domain/Task.js"
 import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
 import * as MiniSearchRetriever from "../src/layers/MiniSearchRetriever.js"
 import * as RetrieverContextProvider from "../src/layers/RetrieverContextProvider.js"
@@ -29,6 +32,7 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Engine from "../src/services/Engine.js"
 import type { InferenceRequest } from "../src/services/Engine.js"
+import { EventLog } from "../src/services/EventLog.js"
 import * as Retriever from "../src/services/Retriever.js"
 import * as Validator from "../src/services/Validator.js"
 
@@ -281,14 +285,23 @@ describe("a query's llm responders follow the request", { timeout: bound }, () =
       return { control, layer: Layer.mergeAll(responders, Constraint.layer, Observe.eventLogMemory) }
     })
 
-  it.effect("the responder's inference carries the hints it leaves unset, and counts in the answer's usage", () =>
+  it.effect("the responder's inference carries the hints it leaves unset, counts in the answer's usage, and emits its events", () =>
     Effect.gen(function* () {
       const { control, layer } = yield* withResponder([ScriptedEngine.reply('{"category":"research"}')])
-      const response = yield* Effect.provide(respond(queryRequest()), layer)
+      const [response, events] = yield* Effect.provide(
+        Effect.zip(respond(queryRequest({ requestId: "r-query" })), Effect.flatMap(EventLog, (log) => log.events)),
+        layer
+      )
       expect(response.error).toBeUndefined()
       expect(response.content).toBe("research")
       expect((yield* control.requests).map(sent)).toEqual([hinted()])
       expect(response.tokenUsage).toMatchObject({ promptTokens: 10, calls: 1 })
+      // gap 4: the responder's inference has its events, with the request's correlation
+      const inferenceEvents = events.filter((e) => e._tag === "InferenceStart" || e._tag === "InferenceEnd")
+      expect(inferenceEvents.map((e) => [e._tag, e.correlation.requestId])).toEqual([
+        ["InferenceStart", "r-query"],
+        ["InferenceEnd", "r-query"]
+      ])
     }))
 
   it.effect("a query that fails counts the replies its responders gave", () =>
@@ -382,4 +395,98 @@ describe("gap 7 in chat: the relevance of the retrieved context is the answer's 
         expect(response.confidence).toBeUndefined()
       }
     }))
+})
+
+// ---------------------------------------------------------------------------
+// Gap 4 for the inferences no loop makes
+// ---------------------------------------------------------------------------
+
+describe("gap 4 for the inferences no loop makes: each emits its InferenceStart/InferenceEnd once, correlated", { timeout: bound }, () => {
+  const pairs = Effect.map(Effect.flatMap(EventLog, (log) => log.events), (events) => {
+    const starts = events.filter((e): e is Event.InferenceStart => e._tag === "InferenceStart")
+    const ends = events.filter((e): e is Event.InferenceEnd => e._tag === "InferenceEnd")
+    expect(ends).toHaveLength(starts.length)
+    return starts.map((start) => ({ start, end: ends.find((e) => e.inferenceId === start.inferenceId) }))
+  })
+  const expectCorrelated = (found: ReadonlyArray<{ start: Event.InferenceStart; end: Event.InferenceEnd | undefined }>, requestId: string) => {
+    for (const { end, start } of found) {
+      expect(start.correlation.requestId).toBe(requestId)
+      expect(end?.correlation.requestId).toBe(requestId)
+      expect(start.correlation.spanId).toMatch(/\S/)
+      expect(start.correlation.parentSpanId).toMatch(/\S/)
+      expect(end?.correlation.spanId).toBe(start.correlation.spanId)
+    }
+  }
+
+  it.effect("plan: each rerank call of a ModelReranker, and the infer step's call once", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ ...rerankThenAnswer, requestId: "r-rerank" })
+      expect(response.error).toBeUndefined()
+      const found = yield* pairs
+      expect(found.map(({ start }) => start.schemaPresent)).toEqual([true, true, false])
+      // the reranker's own temperature (the infer step's event shows the request as the step built it, before the hints)
+      expect(found.slice(0, 2).map(({ start }) => start.temperature)).toEqual([0, 0])
+      expectCorrelated(found, "r-rerank")
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          ModelReranker.layer(),
+          env([ScriptedEngine.reply('{"score":0.9}'), ScriptedEngine.reply('{"score":0.2}'), ScriptedEngine.reply("1889.")])
+        )
+      )
+    ))
+
+  it.effect("structured: the judge's verdicts beside the loop's own replies, each once", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({
+        mode: "structured",
+        requestId: "r-judge",
+        messages: [{ role: "user", content: "When was the Eiffel Tower finished?" }],
+        output: yearOutput
+      })
+      expect(response.error).toBeUndefined()
+      const found = yield* pairs
+      expect(found).toHaveLength(2)
+      expectCorrelated(found, "r-judge")
+    }).pipe(
+      Effect.provide(judged([ScriptedEngine.reply('{"year":1889}'), ScriptedEngine.reply('{"verdict":"pass","reason":"stated"}')]))
+    ))
+
+  it.effect("task: the analyzer's reply and each processor's", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "task", requestId: "r-task", messages: [{ role: "user", content: "do it" }] })
+      expect(response.error).toBeUndefined()
+      const found = yield* pairs
+      expect(found).toHaveLength(2)
+      expect(found.every(({ end }) => end?.finishReason === "stop")).toBe(true)
+      expectCorrelated(found, "r-task")
+    }).pipe(
+      Effect.provide(
+        env([
+          ScriptedEngine.reply(
+            toJson(new TaskList({ analysis: "one", tasks: [new Task({ id: "a", type: "t", processor: "infer", description: "Name a colour" })] }))
+          ),
+          ScriptedEngine.reply("red")
+        ])
+      )
+    ))
+
+  it.effect("planner: the plan's own inference, then the step's", () =>
+    Effect.gen(function* () {
+      const response = yield* respond({ mode: "plan", requestId: "r-plan", messages: [{ role: "user", content: "Say hi" }] })
+      expect(response.error).toBeUndefined()
+      const found = yield* pairs
+      expect(found).toHaveLength(2)
+      expectCorrelated(found, "r-plan")
+    }).pipe(
+      Effect.provide(
+        Layer.provideMerge(
+          ModelPlanner.layer(),
+          env([
+            ScriptedEngine.reply('{"rationale":"one step","steps":[{"name":"answer","type":"infer","input":"Say hi"}]}'),
+            ScriptedEngine.reply("hi")
+          ])
+        )
+      )
+    ))
 })

@@ -23,6 +23,7 @@ import type { Cancellations } from "./Cancellations.js"
 import * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
+import * as Inferences from "./Inferences.js"
 import * as Modes from "./Modes.js"
 import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
@@ -41,11 +42,11 @@ const executeChecked = (
     const tracker = yield* Lifecycle.makeTracker
     const partial = yield* Ref.make("")
     const { signal, cancelledEarly } = yield* cancellations.register(requestId)
-    // every inference the request causes carries its hints and is recorded, whichever engine makes it:
+    // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
     // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
     const spent = yield* Spent.make
     const hints = Hints.effective(request.hints)
-    const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(engine, hints))
+    const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(Inferences.observed(engine), hints))
     const checked = Either.map(admission.checked, (c): Check.Checked =>
       c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
 

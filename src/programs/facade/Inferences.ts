@@ -1,0 +1,32 @@
+/**
+ * Every inference a request causes, observed once.
+ *
+ * The loops observe their own inferences (internal/Observed: InferenceStart and
+ * InferenceEnd with the request's correlation, the inference metrics, a
+ * `chat {model}` span). Other inferences of a request go through the request's
+ * engines without a loop around them: a model reranker's, a judge's, a model
+ * planner's, a task analyzer's or processor's, a query's responders'. The
+ * request's engines observe those here, as the loops do; a call made inside a
+ * loop's own inference span is that inference's and is not observed twice.
+ * (Streamed calls are the loops' alone, and observed by them.)
+ */
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import type * as Engine from "../../services/Engine.js"
+import * as Observed from "../internal/Observed.js"
+import * as Spans from "../internal/Spans.js"
+
+/** Whether the current span is the inference span of `model` (a loop observing this very call). */
+const insideInference = (model: string): Effect.Effect<boolean> =>
+  Effect.map(Effect.option(Effect.currentSpan), Option.exists((span) => span.name === Spans.inferenceSpanName(model)))
+
+/** `engine`, each inference no loop observes observed as one. */
+export const observed = (engine: Engine.Service): Engine.Service => ({
+  ...engine,
+  infer: (request) =>
+    Effect.flatMap(engine.modelInfo, (info) =>
+      Effect.flatMap(insideInference(info.name), (inside) =>
+        inside
+          ? engine.infer(request)
+          : Observed.meteredInference(Effect.succeed(info.name), request, engine.infer(request))))
+})
