@@ -9,6 +9,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as FiberRef from "effect/FiberRef"
 import { identity } from "effect/Function"
 import * as Schema from "effect/Schema"
@@ -100,10 +101,50 @@ export interface Service {
   readonly stream: (request: InferenceRequest) => Stream.Stream<StreamPart, InferenceFailure>
   /** The model behind the engine. */
   readonly modelInfo: Effect.Effect<ModelInfo>
+  /**
+   * Optional: `n` independent samples of one request, each distributed exactly as
+   * one `infer` of it, sample `i` seeded `seed + i` when the request has a seed.
+   * An engine that can share work between the samples (decode their common
+   * prefix once) provides it; callers use the module's `sampleMany`, which falls
+   * back to `n` concurrent `infer` calls, so every engine has the same contract.
+   * One outcome per sample, in order; the effect fails only when no sample can run.
+   */
+  readonly sampleMany?: SampleMany | undefined
 }
+
+/** N samples of one request: one outcome per sample, in sample order. */
+export type SampleMany = (
+  request: InferenceRequest,
+  n: number
+) => Effect.Effect<ReadonlyArray<Either.Either<InferenceResult, InferenceFailure>>, InferenceFailure>
 
 /** The inference engine. */
 export class Engine extends Context.Tag("pagantic/Engine")<Engine, Service>() {}
+
+/** `request` as sample `index` of many: its seed moved by the index (no seed stays no seed). */
+export const sampleRequest = (request: InferenceRequest, index: number): InferenceRequest =>
+  request.seed === undefined || index === 0
+    ? request
+    : new InferenceRequest({ ...request, seed: request.seed + index }, true)
+
+/** `n` concurrent `infer` calls, sample `i` seeded `seed + i`: what `sampleMany` is for any engine. */
+export const independentSamples = (engine: Service, request: InferenceRequest, n: number) =>
+  Effect.forEach(
+    Array.from({ length: Math.max(0, Math.floor(n)) }, (_, i) => i),
+    (i) => Effect.either(engine.infer(sampleRequest(request, i))),
+    { concurrency: "unbounded" }
+  )
+
+/**
+ * `n` independent samples of `request` on `engine`: its own `sampleMany` when it
+ * has one, else `n` concurrent `infer` calls with seeds `seed + i`.
+ */
+export const sampleMany = (
+  engine: Service,
+  request: InferenceRequest,
+  n: number
+): Effect.Effect<ReadonlyArray<Either.Either<InferenceResult, InferenceFailure>>, InferenceFailure> =>
+  engine.sampleMany !== undefined ? engine.sampleMany(request, n) : independentSamples(engine, request, n)
 
 // ---------------------------------------------------------------------------
 // The request in progress
@@ -134,7 +175,11 @@ export const inRequest = (engine: Service): Service => {
     [followsRequest]: true,
     infer: (request) => Effect.flatMap(FiberRef.get(currentRequest), (wrap) => wrap(engine).infer(request)),
     stream: (request) => Stream.unwrap(Effect.map(FiberRef.get(currentRequest), (wrap) => wrap(engine).stream(request))),
-    modelInfo: engine.modelInfo
+    modelInfo: engine.modelInfo,
+    ...(engine.sampleMany === undefined ? {} : {
+      sampleMany: (request: InferenceRequest, n: number) =>
+        Effect.flatMap(FiberRef.get(currentRequest), (wrap) => sampleMany(wrap(engine), request, n))
+    })
   }
   return following
 }
