@@ -68,7 +68,7 @@ const make = (
       toolCalls: extra.toolCalls ?? [],
       ...(extra.toolResult === undefined ? {} : { toolResult: extra.toolResult }),
       metadata: fields.metadata ?? {}
-    }))
+    }, true)) // typed as the schema's fields: built without re-validation
 
 export const system = (content: string, fields: Fields = {}) => make("system", content, fields)
 export const user = (content: string, fields: Fields = {}) => make("user", content, fields)
@@ -95,7 +95,7 @@ export const fromDomain = (message: Message.Message, fields: Fields = {}): Effec
           name: message.name,
           content: message.content,
           isError: message.isError
-        }),
+        }, true),
         fields
       )
   }
@@ -142,7 +142,7 @@ export const toDomain = (message: RunMessage): Message.Message | undefined => {
       const r = message.toolResult
       return r === undefined
         ? undefined
-        : Message.toolResult(new Message.ToolResult({ callId: r.callId, name: r.name, content: r.content, isError: r.isError }))
+        : Message.toolResult(new Message.ToolResult({ callId: r.callId, name: r.name, content: r.content, isError: r.isError }, true))
     }
     case "internal":
       return undefined

@@ -53,14 +53,14 @@ export const run = (
       : `Error [${outcome.left.code}]: ${outcome.left.message}`
     const isError = Either.isLeft(outcome)
     return {
-      record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }),
+      record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }, true),
       result: new RunToolResult({
         callId: call.id,
         name: call.name,
         content,
         isError,
         ...(Either.isRight(outcome) ? { raw: outcome.right.value } : {})
-      }),
+      }, true),
       failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
     }
   })
@@ -78,8 +78,8 @@ const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegist
 export const notExecuted = (call: Message.ToolCall, reason: string): Outcome => {
   const content = `Error: not executed: ${reason}`
   return {
-    record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError: true, durationMs: 0 }),
-    result: new RunToolResult({ callId: call.id, name: call.name, content, isError: true }),
+    record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError: true, durationMs: 0 }, true),
+    result: new RunToolResult({ callId: call.id, name: call.name, content, isError: true }, true),
     failure: Option.none()
   }
 }
