@@ -268,7 +268,8 @@ const runRound = <Out, E>(
             yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
             if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
           }),
-        { concurrency: settings.toolConcurrency, discard: true }
+        // one call runs in this fiber: no fiber pool for it
+        { concurrency: action.toolCalls.length > 1 ? settings.toolConcurrency : 1, discard: true }
       )
     )
     yield* answerRound(state, "a sibling call failed and the run stopped")
