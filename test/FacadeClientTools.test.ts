@@ -119,10 +119,21 @@ describe("Facade chat with client tools", () => {
       const choice = yield* system.run(request({ messages: [{ role: "user", content: "q" }], toolChoice: { name: "nope" } }))
       expect(choice.error?.code).toBe("CONFIG_INVALID_REQUEST")
       expect(choice.error?.details).toMatchObject({ field: "toolChoice.name" })
+      const required = yield* system.run(
+        request({ clientTools: [], tools: [], messages: [{ role: "user", content: "q" }], toolChoice: "required" })
+      )
+      expect(required.error).toBeUndefined() // the registered add is offered
+      const nothing = yield* Facade.make().pipe(
+        Effect.flatMap((s) =>
+          s.run(request({ clientTools: [], messages: [{ role: "user", content: "q" }], toolChoice: "required" }))
+        ),
+        Effect.provide(Registry.layer([]))
+      )
+      expect(nothing.error?.details).toMatchObject({ field: "toolChoice" })
       const structured = yield* system.run(
         request({ mode: "structured", output: { schema: { type: "object" } }, messages: [{ role: "user", content: "q" }] })
       )
       expect(structured.error?.details).toMatchObject({ field: "clientTools" })
-      expect(yield* ScriptedEngine.requests).toEqual([])
-    }).pipe(Effect.provide(base([]))))
+      expect(yield* ScriptedEngine.requests).toHaveLength(2) // the one request that was admitted
+    }).pipe(Effect.provide(base([ScriptedEngine.toolCalls([{ id: "s1", name: "add", arguments: { a: 1, b: 2 } }]), ScriptedEngine.reply("3")]))))
 })

@@ -161,9 +161,21 @@ const trailingToolResults = (request: SystemRequest): Either.Either<ReadonlyArra
     ))
 }
 
-/** A named toolChoice must be a tool the turn offers: a registered tool (of the request's list) or a client tool. */
+/**
+ * A named toolChoice must be a tool the turn offers: a registered tool (of the
+ * request's list) or a client tool; "required" needs some tool offered.
+ */
 const checkToolChoice = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
   const choice = request.toolChoice
+  if (choice === "required") {
+    const offered = request.clientTools.length > 0 ||
+      (Option.isSome(env.registry) && env.registry.value.definitions(request.tools.length === 0 ? undefined : request.tools).length > 0)
+    return offered
+      ? Either.void
+      : Either.left(invalid(`toolChoice: "required", but no tool is offered (no clientTools and no registered tool)`, {
+        field: "toolChoice"
+      }))
+  }
   if (typeof choice !== "object") return Either.void
   const registered = Option.isSome(env.registry) && env.registry.value.has(choice.name) &&
     (request.tools.length === 0 || request.tools.includes(choice.name))
