@@ -68,7 +68,7 @@ const unreadable = (what: string, file: string) => (e: PlatformError.PlatformErr
  * A schema or plan file as UTF-8 text: at most MAX_FILE_BYTES are read, so a huge
  * file or a device (/dev/zero) is refused without being read whole; a pipe works.
  */
-const readText = (file: string, what: string, maxBytes: number = MAX_FILE_BYTES) =>
+export const readText = (file: string, what: string, maxBytes: number = MAX_FILE_BYTES) =>
   Effect.gen(function* () {
     const fs = yield* FileSystem.FileSystem
     if (file.length === 0) return yield* fail(`${what} is an empty path`)
