@@ -28,8 +28,18 @@
  * a failed run fails the stream after the replicas it saw finish.
  *
  * The vote is recorded in the EventLog as an `orchestrate` Custom event `vote`:
- * the strategy, quorum, winner and confidence, and each replica's answer (or its
- * failure's code and message); below the quorum, with the error instead of a winner.
+ * the strategy, quorum, winner and confidence, the sampling, and each replica's
+ * answer (or its failure's code and message); below the quorum, with the error
+ * instead of a winner.
+ *
+ * Seeds: with `seed`, replica i's requests carry `seed + i`, so replicas differ
+ * from each other and a vote replays exactly; without, the engine draws its own.
+ *
+ * Sampling: replicas started together (concurrency N) whose first requests are
+ * identical but for the seed are drawn by one `Engine.sampleMany` call ("tree":
+ * an engine that can, like LlamaEngine, decodes what the samples share once);
+ * otherwise, and for every later request (repairs, retries), each replica makes
+ * its own calls ("independent"). Both draw from the same distribution.
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
@@ -44,8 +54,10 @@ import { OrchestrationFailure } from "../domain/Failure.js"
 import { ValidationResult } from "../domain/System.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Constraint } from "../services/Constraint.js"
-import type { Engine } from "../services/Engine.js"
+import type * as Engine from "../services/Engine.js"
+import { Engine as EngineTag } from "../services/Engine.js"
 import * as EventStream from "./internal/EventStream.js"
+import * as ReplicaSampling from "./internal/ReplicaSampling.js"
 import * as OrchestrateEvent from "./internal/OrchestrateEvent.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
@@ -74,7 +86,12 @@ export interface Options<A> extends Omit<Structured.Options<A>, "validate" | "st
   readonly voting?: VotingStrategy | undefined
   /** Deadline for the whole call; past it every replica is interrupted and the call fails with CANCELLED_TIMEOUT. */
   readonly timeout?: Duration.DurationInput | undefined
+  /** Replica i's requests carry `seed + i` (default: none, the engine draws its own). */
+  readonly seed?: number | undefined
 }
+
+/** How the replicas were drawn: by one `Engine.sampleMany` call, or each by its own calls. */
+export type Sampling = ReplicaSampling.Sampling
 
 /** The outcome of one replica. */
 export type Replica<A> =
@@ -98,6 +115,8 @@ export interface Result<A> {
   readonly usage: TokenUsage.TokenUsage
   /** Valid and failed replicas, repair attempts, and the failed replicas' violations. */
   readonly validation: ValidationResult
+  /** How the replicas' first replies were drawn. */
+  readonly sampling: Sampling
 }
 
 /** What a RedundantLoop run can fail with. */
@@ -139,7 +158,7 @@ const describeReplica = (r: Replica<unknown>) =>
 export const run: <A>(
   prompt: string,
   options: Options<A>
-) => Effect.Effect<Result<A>, RedundantLoopError, Engine | Constraint> = Effect.fn("RedundantLoop.run")(function* <A>(
+) => Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> = Effect.fn("RedundantLoop.run")(function* <A>(
   prompt: string,
   options: Options<A>
 ) {
@@ -150,7 +169,7 @@ export const run: <A>(
 export const runStream = <A>(
   prompt: string,
   options: Options<A>
-): Stream.Stream<Progress<A>, RedundantLoopError, Engine | Constraint> =>
+): Stream.Stream<Progress<A>, RedundantLoopError, Engine.Engine | Constraint> =>
   EventStream.fromEmitting(
     (emit) => runWith(prompt, options, emit).pipe(Effect.withSpan("RedundantLoop.runStream")),
     (result): Progress<A> => ({ _tag: "Finished", result })
@@ -160,7 +179,7 @@ const runWith = <A>(
   prompt: string,
   options: Options<A>,
   emit: Emit<A>
-): Effect.Effect<Result<A>, RedundantLoopError, Engine | Constraint> => Effect.gen(function* () {
+): Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> => Effect.gen(function* () {
   const n = Math.max(1, Math.floor(options.n ?? defaultReplicas))
   const quorum = Math.min(n, Math.max(1, Math.floor(options.quorum ?? majorityOf(n))))
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? n))
@@ -169,6 +188,7 @@ const runWith = <A>(
   const body = Effect.gen(function* () {
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
     yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
+    const draw = yield* ReplicaSampling.make(yield* EngineTag, n, options.seed, concurrency >= n)
     const spent = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
     const replicaOptions: Structured.Options<A, ValidationFailure> = {
       ...options,
@@ -183,7 +203,10 @@ const runWith = <A>(
       (replica) =>
         Effect.map(
           // A replica's own moves are events only: the request's tracker sees the loop as a whole.
-          Effect.either(Effect.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())),
+          Effect.either(Effect.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())).pipe(
+            Effect.provideService(EngineTag, draw.engineFor(replica)),
+            Effect.ensuring(draw.ended(replica))
+          ),
           (outcome): Replica<A> =>
             Either.isRight(outcome)
               ? { _tag: "Valid", replica, result: outcome.right }
@@ -193,14 +216,15 @@ const runWith = <A>(
     )
     const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
     const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
-    yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid`)
+    const sampling = yield* draw.sampling
+    yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid (${sampling} sampling)`)
 
     // below the quorum (at most n) some replica failed: the first failure is typed
     const firstFailed = failed[0]
     if (valid.length < quorum && firstFailed !== undefined) {
       yield* OrchestrateEvent.record(
         "vote",
-        { strategy: voting.name, quorum, replicas: replicas.map(describeReplica) },
+        { strategy: voting.name, quorum, sampling, replicas: replicas.map(describeReplica) },
         { error: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}` }
       )
       // a broken rule is not the pattern's to emit: no replica left by the rules is no consensus
@@ -228,6 +252,7 @@ const runWith = <A>(
       quorum,
       winner: winner.replica,
       confidence: vote.confidence,
+      sampling,
       replicas: replicas.map(describeReplica)
     })
     const repairAttempts =
@@ -241,6 +266,7 @@ const runWith = <A>(
       candidates,
       replicas,
       usage: TokenUsage.combineAll(yield* Ref.get(spent)),
+      sampling,
       validation: new ValidationResult({
         passed: valid.length,
         failed: failed.length,
@@ -260,8 +286,8 @@ const runWith = <A>(
 })
 
 /** A RedundantLoop with its options and services fixed. */
-export const make = <A>(options: Options<A>): Effect.Effect<RedundantLoop<A>, never, Engine | Constraint> =>
-  Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
+export const make = <A>(options: Options<A>): Effect.Effect<RedundantLoop<A>, never, Engine.Engine | Constraint> =>
+  Effect.map(Effect.context<Engine.Engine | Constraint>(), (context: Context.Context<Engine.Engine | Constraint>) => ({
     run: (prompt: string) => Effect.provide(run(prompt, options), context),
     runStream: (prompt: string) => Stream.provideContext(runStream(prompt, options), context)
   }))
