@@ -96,7 +96,9 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
       maxTokens: hints.maxTokens,
       temperature: hints.temperature,
       topP: hints.topP,
-      options: hints.options
+      options: hints.options,
+      // replica i samples with seed + i: replicas differ, and the vote replays exactly
+      seed: hints.seed
     })
     yield* tracker.transition("VALIDATE", "replicas voted")
     yield* Effect.annotateCurrentSpan({
