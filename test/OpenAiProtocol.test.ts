@@ -207,6 +207,16 @@ describe("OpenAI protocol: the client's tools", () => {
         const badName = yield* post(url, { messages: ask("hi"), tools: [weather, { type: "function", function: { name: "1 bad" } }] })
         expect(badName.status).toBe(400)
         expect(badName.json.error.param).toBe("tools[1].function.name")
+        const stray = yield* post(url, {
+          messages: [
+            ...ask("hi"),
+            { role: "assistant", content: "no calls" },
+            { role: "tool", tool_call_id: "call_9", name: "weather", content: "sun" }
+          ],
+          tools: [weather]
+        })
+        expect(stray.status).toBe(400)
+        expect(stray.json.error.message).toMatch(/call_9/)
         const withFormat = yield* post(url, { messages: ask("hi"), tools: [weather], response_format: { type: "json_object" } })
         expect(withFormat.status).toBe(400)
         expect(withFormat.json.error.param).toBe("tools")
@@ -243,7 +253,11 @@ describe("OpenAI protocol: sampling parameters", () => {
         expect(content[0].bytes).toEqual(Array.from(new TextEncoder().encode(content[0].token)))
         expect(res.json.choices[0].logprobs.refusal).toBeNull()
         expect((yield* requests)[0]).toMatchObject({ logprobs: true, topLogprobs: 2 })
-      })))
+        // streamed: the finish chunk of the choice carries them
+        const streamed = yield* post(url, { messages: ask("hi"), logprobs: true, stream: true })
+        const tokens = chunksOf(streamed.text).flatMap((c) => c.choices[0]?.logprobs?.content ?? [])
+        expect(tokens.map((t: any) => t.token).join("")).toBe("Hi there")
+      }), { whenExhausted: "repeat-last" }))
 
   it.live("each out-of-range or unsupported parameter is a 400 naming it, before any inference", () =>
     withServer([], ({ requests, url }) =>
