@@ -3,6 +3,7 @@
  *
  *   POST /v1/run               a SystemRequest in, the SystemResponse out (`http/Run.ts`)
  *   POST /v1/chat/completions  OpenAI-compatible, JSON or SSE (`http/ChatCompletions.ts`)
+ *   POST /v1/responses         OpenAI's Responses API over the same path (`http/Responses.ts`)
  *   POST /v1/queries           an infer.query.v1 query, answered or started (`http/Queries.ts`)
  *   GET  /v1/models, /v1/models/{id}  OpenAI-compatible: the model served (`http/Models.ts`)
  *   GET  /health               the engine's model and "ok"
@@ -46,6 +47,7 @@ import type { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import { PaganticApi } from "./http/Api.js"
 import * as ChatCompletions from "./http/ChatCompletions.js"
+import * as Responses from "./http/Responses.js"
 import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config.js"
 import * as Edge from "./http/Edge.js"
 import * as Inbox from "./http/Inbox.js"
@@ -68,10 +70,12 @@ const handlers = (options: Options) =>
       const engine = yield* Engine
       const run = yield* Run.make(settings)
       const chat = yield* ChatCompletions.make(settings)
+      const responses = yield* Responses.make(settings)
       const queries = yield* Queries.make(settings)
       return handlers
         .handleRaw("run", ({ request }) => run(request))
         .handleRaw("chatCompletions", ({ request }) => chat(request))
+        .handleRaw("responses", ({ request }) => responses(request))
         .handleRaw("queries", ({ request }) => queries(request))
         .handle("health", () => Effect.map(engine.modelInfo, (model) => ({ status: "ok" as const, model })))
     })

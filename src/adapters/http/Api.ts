@@ -326,6 +326,16 @@ export const chatCompletions = HttpApiEndpoint.post("chatCompletions", "/v1/chat
   .addSuccess(ChatCompletion)
   .addError(Schema.Union(...refusalStatuses.map(ChatFailure.at)))
 
+/**
+ * OpenAI's Responses API (`ResponsesWire.ts` says how each field is honoured): the
+ * body is translated to a chat completion and checked as one; a `response` object
+ * or its event stream comes back, refusals in OpenAI's error shape.
+ */
+export const responses = HttpApiEndpoint.post("responses", "/v1/responses")
+  .setPayload(Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({ identifier: "CreateResponse" }))
+  .addSuccess(Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({ identifier: "Response" }))
+  .addError(Schema.Union(...refusalStatuses.map(ChatFailure.at)))
+
 export const health = HttpApiEndpoint.get("health", "/health").addSuccess(Health)
 
 /**
@@ -347,7 +357,7 @@ export const queries = HttpApiEndpoint.post("queries", "/v1/queries")
   .addSuccess(QueryAccepted, { status: 202 })
   .addError(Schema.Union(...refusalStatuses.map(RunFailure.at)))
 
-export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(queries).add(health) {}
+export class PaganticGroup extends HttpApiGroup.make("pagantic").add(run).add(chatCompletions).add(responses).add(queries).add(health) {}
 
 // ---------------------------------------------------------------------------
 // OpenAI-compatible models

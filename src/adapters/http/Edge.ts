@@ -34,6 +34,7 @@ import { openAiErrorType, statusOfError } from "./Status.js"
 const routes: ReadonlyArray<readonly [string, string]> = [
   ["/v1/run", "POST"],
   ["/v1/chat/completions", "POST"],
+  ["/v1/responses", "POST"],
   ["/v1/queries", "POST"],
   ["/v1/models", "GET"],
   ["/v1/models/{id}", "GET"],
@@ -129,7 +130,7 @@ export const errorResponse = (
   headers: Record<string, string> = {}
 ): HttpServerResponse.HttpServerResponse => {
   return HttpServerResponse.unsafeJson(
-    path === "/v1/chat/completions" || path === "/v1/models" || path.startsWith("/v1/models/")
+    path === "/v1/chat/completions" || path === "/v1/responses" || path === "/v1/models" || path.startsWith("/v1/models/")
       ? openAiError(error, status)
       : encodeResponse(failedResponse(error, requestId, undefined)),
     { status, headers: { "x-request-id": requestIdHeader(requestId), ...headers } }
