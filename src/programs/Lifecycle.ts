@@ -91,7 +91,7 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
 /** A tracker starting in INIT. */
 export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const now = DateTime.unsafeMake(yield* Clock.currentTimeMillis)
-  const state = yield* Ref.make(new ExecutionState({ current: "INIT", enteredAt: now, attempt: 1, totalSteps: 0 }))
+  const state = yield* Ref.make(new ExecutionState({ current: "INIT", enteredAt: now, attempt: 1, totalSteps: 0 }, true))
   const history = yield* Ref.make<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>([])
   const lock = yield* Effect.makeSemaphore(1)
   const parent = yield* Effect.option(Effect.currentParentSpan)
