@@ -310,6 +310,15 @@ const withTelemetry = Effect.gen(function* () {
   )
 }).pipe(Effect.provide(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())))
 
+/** One call of each of our sides, its services provided: what bench/profile.ts profiles. */
+export const ourCalls: Readonly<Record<string, Effect.Effect<void, unknown>>> = {
+  agent: Effect.provide(agentTurn, agentServices),
+  telemetry: Effect.provide(agentTurn, Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())),
+  structured: Effect.provide(structuredCall, Layer.merge(jsonEngine, JsonConstraint.layer)),
+  redundant: Effect.provide(redundantCall, Layer.merge(jsonEngine, JsonConstraint.layer)),
+  facade: Effect.flatMap(Facade.make(), facadeCall).pipe(withConstraint(textEngine), Effect.orDie)
+}
+
 const only = process.env.HOTPATH_BENCH_ONLY ?? ""
 
 const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> = [

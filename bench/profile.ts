@@ -1,10 +1,11 @@
 /**
  * A CPU profile of AgentLoop turns, and what it says: run
  *
- *   npx tsx bench/profile.ts [turns] [out.cpuprofile] [telemetry]
+ *   npx tsx bench/profile.ts [calls] [out.cpuprofile] [agent|telemetry|structured|redundant|facade]
  *   npx tsx bench/profile.ts --summary out.cpuprofile
  *
- * The first runs 300 warm-up turns, then profiles `turns` turns (default 2,000)
+ * The first runs 300 warm-up calls, then profiles `calls` calls (default 2,000;
+ * a call is an AgentLoop turn unless another row of bench/hotpath.bench.ts is named)
  * with V8's sampling profiler (node:inspector, so module loading and warm-up are
  * not in the profile) and writes it; the second prints the profile's self time
  * by function and by file, and the share of busy samples in V8's
@@ -15,7 +16,7 @@ import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import * as inspector from "node:inspector/promises"
 import * as Telemetry from "../src/layers/Telemetry.js"
-import { agentServices, agentTurn } from "./hotpath.bench.js"
+import { agentServices, agentTurn, ourCalls } from "./hotpath.bench.js"
 
 interface ProfileNode {
   readonly id: number
@@ -68,18 +69,28 @@ if (process.argv[2] === "--summary") {
 } else {
   const turns = Number(process.argv[2] ?? 2_000)
   const out = process.argv[3] ?? "agentloop.cpuprofile"
-  const services = process.argv[4] === "telemetry" ? Layer.merge(agentServices, Telemetry.layerInMemory()) : agentServices
+  const which = process.argv[4] ?? "agent"
   const session = new inspector.Session()
   session.connect()
   const program = Effect.gen(function* () {
-    yield* Effect.repeatN(agentTurn, 299)
-    yield* Effect.promise(() => session.post("Profiler.enable").then(() => session.post("Profiler.start")))
-    const started = performance.now()
-    yield* Effect.repeatN(agentTurn, turns - 1)
-    const ms = (performance.now() - started) / turns
-    const { profile } = yield* Effect.promise(() => session.post("Profiler.stop"))
-    fs.writeFileSync(out, JSON.stringify(profile))
-    return ms
-  }).pipe(Effect.provide(services))
-  Effect.runPromise(program).then((ms) => console.log(`${turns} turns, ${(ms * 1000).toFixed(0)} us wall per turn; profile in ${out}`))
+    if (which === "agent" || which === "telemetry") {
+      const turn = agentTurn.pipe(
+        Effect.provide(which === "telemetry" ? Layer.merge(agentServices, Telemetry.layerInMemory()) : agentServices)
+      )
+      return yield* profiled(turn, turns)
+    }
+    return yield* profiled(ourCalls[which]!, turns)
+  })
+  const profiled = (call: Effect.Effect<void, unknown>, n: number) =>
+    Effect.gen(function* () {
+      yield* Effect.repeatN(call, 299)
+      yield* Effect.promise(() => session.post("Profiler.enable").then(() => session.post("Profiler.start")))
+      const started = performance.now()
+      yield* Effect.repeatN(call, n - 1)
+      const ms = (performance.now() - started) / n
+      const { profile } = yield* Effect.promise(() => session.post("Profiler.stop"))
+      fs.writeFileSync(out, JSON.stringify(profile))
+      return ms
+    })
+  Effect.runPromise(program).then((ms) => console.log(`${turns} calls (${which}), ${(ms * 1000).toFixed(0)} us wall per call; profile in ${out}`))
 }
