@@ -2,7 +2,7 @@
  * Effect AI's OpenAI provider (`@effect/ai-openai` on `@effect/ai`, pinned in
  * devDependencies) against a real `pagantic serve` on the bundled model over
  * loopback: `OpenAiLanguageModel` behind `LanguageModel.generateText` and
- * `LanguageModel.streamText`, and the provider's `OpenAiClient` speaking chat
+ * `LanguageModel.streamText` (a refusal as an AiError), and the provider's `OpenAiClient` speaking chat
  * completions directly (its generated `createChatCompletion`, its SSE
  * `streamRequest`). Every call is bounded by a timeout.
  *
@@ -86,6 +86,19 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("Effect 
       const finish = parts.filter((part) => part.type === "finish")
       expect(finish).toHaveLength(1)
       expect(finish[0]).toMatchObject({ reason: "stop", usage: { outputTokens: expected.usage!.completion_tokens } })
+    }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("a refused request through OpenAiLanguageModel is an AiError: status 400, our code and the parameter in its body", () =>
+    Effect.gen(function* () {
+      const error = yield* LanguageModel.generateText({ prompt: "Hello!" }).pipe(
+        OpenAiLanguageModel.withConfigOverride({ temperature: 5 }),
+        Effect.provide(model),
+        Effect.flip
+      )
+      expect(error._tag).toBe("HttpResponseError")
+      if (error._tag !== "HttpResponseError") return
+      expect(error.response.status).toBe(400)
+      expect(JSON.parse(error.body ?? "{}")).toMatchObject({ error: { code: "CONFIG_INVALID_REQUEST", param: "temperature" } })
     }).pipe(Effect.timeout("30 seconds")), 30_000)
 
   it.effect("OpenAiClient's createChatCompletion: a greeting and a json_schema answer, decoded by the provider's schema", () =>

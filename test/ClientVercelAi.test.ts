@@ -4,7 +4,7 @@
  * loopback: `generateText` with a client tool the SDK runs itself and its
  * multi-step loop (`stopWhen: stepCountIs(n)`), `streamText` with usage, and
  * structured output (`generateObject`, and `generateText` with `Output.object`)
- * through json_schema. The server registers no tools: the calculator is the
+ * through json_schema, and a refusal as the SDK's APICallError. The server registers no tools: the calculator is the
  * client's, executed by the SDK between steps.
  *
  * The bundled model knows greetings, thanks, sentiment and calculator calls
@@ -12,7 +12,7 @@
  */
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { expect, layer } from "@effect/vitest"
-import { generateObject, generateText, Output, stepCountIs, streamText, tool } from "ai"
+import { APICallError, generateObject, generateText, Output, stepCountIs, streamText, tool } from "ai"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -35,6 +35,13 @@ const ProviderLive = Layer.scoped(
 const call = <A>(f: (model: ReturnType<ReturnType<typeof providerAt>["chatModel"]>, signal: AbortSignal) => Promise<A>) =>
   Effect.flatMap(Provider, (provider) =>
     Effect.promise(() => f(provider.chatModel(BUNDLED_MODEL_NAME), AbortSignal.timeout(30_000))))
+
+/** A call of the SDK the test expects to fail: its error. */
+const refused = <A>(f: (model: ReturnType<ReturnType<typeof providerAt>["chatModel"]>, signal: AbortSignal) => Promise<A>) =>
+  Effect.flatMap(Provider, (provider) =>
+    Effect.flip(
+      Effect.tryPromise({ try: () => f(provider.chatModel(BUNDLED_MODEL_NAME), AbortSignal.timeout(30_000)), catch: (e) => e })
+    ))
 
 /** The calculator the client runs itself: two numbers and an operator, as the model writes them. */
 const calculate = (expression: string): string => {
@@ -154,5 +161,18 @@ layer(ProviderLive, { excludeTestServices: true, timeout: "60 seconds" })("the V
         })
       )
       expect(result.output).toEqual({ sentiment: "negative" })
+    }), 30_000)
+
+  it.effect("a refused request is the SDK's APICallError: status 400, our code and the parameter in its data", () =>
+    Effect.gen(function* () {
+      const error = yield* refused((model, abortSignal) =>
+        generateText({ model, abortSignal, maxRetries: 0, temperature: 5, prompt: "Hello!" })
+      )
+      expect(APICallError.isInstance(error)).toBe(true)
+      const apiError = error as APICallError
+      expect(apiError.statusCode).toBe(400)
+      expect(apiError.isRetryable).toBe(false)
+      expect(apiError.message).toContain("temperature")
+      expect(apiError.data).toMatchObject({ error: { code: "CONFIG_INVALID_REQUEST", param: "temperature" } })
     }), 30_000)
 })
