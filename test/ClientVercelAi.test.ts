@@ -4,8 +4,9 @@
  * loopback: `generateText` with a client tool the SDK runs itself and its
  * multi-step loop (`stopWhen: stepCountIs(n)`), `streamText` with usage, and
  * structured output (`generateObject`, and `generateText` with `Output.object`)
- * through json_schema, and a refusal as the SDK's APICallError. The server registers no tools: the calculator is the
- * client's, executed by the SDK between steps.
+ * through json_schema, and a refusal as the SDK's APICallError. The server
+ * registers no tools: the calculator is the client's, executed by the SDK
+ * between steps.
  *
  * The bundled model knows greetings, thanks, sentiment and calculator calls
  * (training/README.md); the prompts stay inside that.
