@@ -1,7 +1,8 @@
 /**
  * The command-line adapter: `pagantic chat | extract | vote | plan | task | query | demo | serve`,
- * and the durable runs' `migrate | runs | thread | respond` (their durable layer
- * is loaded only when one of them runs: `cli/RunsState.ts`).
+ * the durable runs' `migrate | runs | thread | respond` (their durable layer
+ * is loaded only when one of them runs: `cli/RunsState.ts`), and `trace show`
+ * (the runs page of a trace file, as one HTML file).
  *
  * A thin shell: each command decodes its flags and arguments into a
  * SystemRequest, runs it through the facade (`PaganticSystem`) and prints the
@@ -40,6 +41,7 @@ import { runs, runsUsage } from "./cli/commands/Runs.js"
 import { serve } from "./cli/commands/Serve.js"
 import { task } from "./cli/commands/Task.js"
 import { thread, threadUsage } from "./cli/commands/Thread.js"
+import { trace, traceUsage } from "./cli/commands/Trace.js"
 import { vote } from "./cli/commands/Vote.js"
 import { root } from "./cli/Flags.js"
 import { CliIo } from "./cli/Io.js"
@@ -59,7 +61,7 @@ export { CliRuns } from "./cli/RunsState.js"
 
 /** The `pagantic` command and its subcommands, for embedding or testing. */
 export const command = root.pipe(
-  Command.withSubcommands([chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond])
+  Command.withSubcommands([chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond, trace])
 )
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
@@ -85,7 +87,8 @@ export const checkCommandLine: (args: ReadonlyArray<string>) => string | undefin
     migrate: Command.getUsage(migrate),
     runs: runsUsage,
     thread: threadUsage,
-    respond: Command.getUsage(respond)
+    respond: Command.getUsage(respond),
+    trace: traceUsage
   },
   new Set(["chat", "extract", "vote", "task"])
 )
