@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import OpenAI from "openai"
 import * as Http from "../src/adapters/Http.js"
 import * as Live from "../src/adapters/Live.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
@@ -360,4 +361,44 @@ describe("OpenAI protocol: errors in OpenAI's shape", () => {
           isOpenAiError(broken.json, "INFERENCE_ENGINE_ERROR", "server_error")
         }), { whenExhausted: "repeat-last" })
     }))
+})
+
+describe("OpenAI protocol: read by the official openai SDK", () => {
+  const sdk = (url: string) =>
+    new OpenAI({ baseURL: url.replace("/chat/completions", ""), apiKey: "unused", maxRetries: 0, timeout: 15_000 })
+
+  it.live("the SDK's stream helper accumulates two streamed tool calls, and two streamed choices, into final completions", () =>
+    withServer(
+      [
+        ScriptedEngine.toolCalls([
+          { id: "a", name: "weather", arguments: { city: "Oslo" } },
+          { id: "b", name: "weather", arguments: { city: "Rome" } }
+        ]),
+        echoSeed
+      ],
+      ({ url }) =>
+        Effect.promise(async () => {
+          const client = sdk(url)
+          const calls = await client.chat.completions
+            .stream({ model: "m", messages: [{ role: "user", content: "Oslo and Rome?" }], tools: [weather as any] })
+            .finalChatCompletion()
+          expect(calls.choices[0]!.finish_reason).toBe("tool_calls")
+          expect(calls.choices[0]!.message.tool_calls!.map((c: any) => [c.id, c.function.name, JSON.parse(c.function.arguments)])).toEqual([
+            ["a", "weather", { city: "Oslo" }],
+            ["b", "weather", { city: "Rome" }]
+          ])
+          const two = await client.chat.completions
+            .stream({ model: "m", messages: [{ role: "user", content: "hi" }], n: 2, seed: 3, stream_options: { include_usage: true } })
+            .finalChatCompletion()
+          expect(two.choices.map((c) => [c.index, c.message.content])).toEqual([[0, "seed 3"], [1, "seed 4"]])
+          expect(two.usage?.completion_tokens).toBe(4)
+          // a refusal is the SDK's BadRequestError with our code and the param
+          const refused = await client.chat.completions
+            .create({ model: "m", messages: [{ role: "user", content: "hi" }], presence_penalty: 9 })
+            .then(() => undefined, (e: unknown) => e)
+          expect(refused).toBeInstanceOf(OpenAI.BadRequestError)
+          expect(refused).toMatchObject({ status: 400, code: "CONFIG_INVALID_REQUEST", param: "presence_penalty" })
+        }),
+      { whenExhausted: "repeat-last" }
+    ))
 })
