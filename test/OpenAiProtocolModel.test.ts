@@ -55,6 +55,13 @@ describe("OpenAI protocol on the bundled model", () => {
         expect(second.json.choices[0].finish_reason).toBe("stop")
         expect(second.json.choices[0].message.content).toContain("19")
 
+        // tool_choice none: nothing is offered, so the same question gets no call (server or client)
+        const none = yield* post(url, { messages, tools: [calculator], tool_choice: "none", max_tokens: 32, temperature: 0 })
+        expect(none.status, none.text.slice(0, 300)).toBe(200)
+        expect(none.json.choices[0].message.tool_calls).toBeUndefined()
+        expect(none.json.pagantic.toolCallsMade).toEqual([])
+        expect(none.json.choices[0].finish_reason).not.toBe("tool_calls")
+
         // streamed: the same call as a tool_calls delta
         const streamed = yield* post(url, { messages, tools: [calculator], max_tokens: 64, temperature: 0, stream: true })
         expect(streamed.status).toBe(200)
