@@ -53,7 +53,13 @@ export interface Tracker {
  * prints one plain line. Interruption clears the line too.
  */
 export const track = <A, E, R>(
-  options: { readonly label: string; readonly total?: number | undefined; readonly unit: string },
+  options: {
+    readonly label: string
+    readonly total?: number | undefined
+    readonly unit: string
+    /** Off a terminal, a plain line only when the count reaches a multiple of this (default 1: every step). */
+    readonly every?: number | undefined
+  },
   body: (tracker: Tracker) => Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, R | CliIo> =>
   Effect.gen(function*() {
@@ -65,9 +71,13 @@ export const track = <A, E, R>(
       return render({ ...options, done: yield* Ref.get(done), elapsedMs: now - started })
     })
     const status = io.status
+    const every = Math.max(1, options.every ?? 1)
     const show = status === undefined ? Effect.flatMap(line, io.error) : Effect.flatMap(line, status)
     const moveTo = (next: (n: number) => number) =>
-      Effect.flatMap(Ref.modify(done, (n) => [next(n) !== n, next(n)] as const), (moved) => moved ? show : Effect.void)
+      Effect.flatMap(
+        Ref.modify(done, (n) => [next(n) !== n && (status !== undefined || next(n) % every === 0), next(n)] as const),
+        (moved) => moved ? show : Effect.void
+      )
     const tracker: Tracker = { advance: (by = 1) => moveTo((n) => n + by), set: (count) => moveTo(() => count) }
     if (status === undefined) return yield* body(tracker)
     const ticker = yield* Effect.forkScoped(Effect.repeat(show, Schedule.spaced(Duration.millis(250))))

@@ -10,6 +10,7 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Fiber from "effect/Fiber"
 import * as Stream from "effect/Stream"
 import * as SubscriptionRef from "effect/SubscriptionRef"
 import type { InferenceFailure } from "../../domain/Failure.js"
@@ -24,6 +25,7 @@ import type * as Tool from "../../services/ToolRegistry.js"
 import * as Live from "../Live.js"
 import { fromLayerFailure } from "./CliFailure.js"
 import { type GlobalOptions, root } from "./Flags.js"
+import * as Progress from "./Progress.js"
 
 // ---------------------------------------------------------------------------
 // The engine
@@ -98,6 +100,25 @@ export const withEngine = <A, E, R>(
     })
   )
 
+/**
+ * `withEngine` with a progress line on standard error counting the engine's
+ * finished inferences (live on a terminal; off one, a plain line every 10): for
+ * commands that run many inferences without printing (`task`, `query`, `plan`).
+ */
+export const withEngineTracked = <A, E, R>(
+  own: GlobalOptions,
+  label: string,
+  program: (engine: Layer.Layer<Engine>, outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) =>
+  withEngine(own, (engine, outputs) =>
+    Progress.track({ label, unit: "inferences", every: 10 }, (tracker) =>
+      Effect.gen(function* () {
+        const watching = yield* Effect.fork(
+          Stream.runForEach(Stream.drop(outputs.changes, 1), (all) => tracker.set(all.length))
+        )
+        return yield* program(engine, outputs).pipe(Effect.ensuring(Fiber.interrupt(watching)))
+      })))
+
 // ---------------------------------------------------------------------------
 // The facade
 // ---------------------------------------------------------------------------
@@ -118,6 +139,14 @@ export const toolsFor = {
   plan: [Calculator.calculator],
   structured: []
 } as const
+
+/** `withSystem` with the progress line of `withEngineTracked`. */
+export const withSystemTracked = <A, E, R>(
+  own: GlobalOptions,
+  label: string,
+  tools: ReadonlyArray<Tool.Tool<any, any>>,
+  program: (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<string>>) => Effect.Effect<A, E, R>
+) => withEngineTracked(own, label, (engine, outputs) => onSystem(engine, tools)(program(outputs)))
 
 /** Runs `program` on the facade with `tools`, over the engine chosen by the options. */
 export const withSystem = <A, E, R>(

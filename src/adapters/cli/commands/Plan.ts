@@ -12,7 +12,7 @@ import type { SystemResponse } from "../../../domain/System.js"
 import { globalOptions, jsonOption } from "../Flags.js"
 import { decodeRequest, loadPlan } from "../Input.js"
 import { formatUsage, json, print, respond } from "../Output.js"
-import { toolsFor, withSystem } from "../Wiring.js"
+import { toolsFor, withSystemTracked } from "../Wiring.js"
 
 const outputText = (output: unknown): string =>
   typeof output === "object" && output !== null && "content" in output && typeof output.content === "string"
@@ -50,7 +50,7 @@ export const plan = Command.make(
     Effect.gen(function* () {
       const { plan, wire } = yield* loadPlan(args.file)
       const request = yield* decodeRequest({ mode: "plan", messages: [], plan: wire })
-      yield* withSystem(args, toolsFor.plan, () =>
+      yield* withSystemTracked(args, "plan", toolsFor.plan, () =>
         respond(request, args.json, (response) =>
           Effect.zipRight(printPlan(plan, response), print(`usage: ${formatUsage(response.tokenUsage)}`))))
     })

@@ -35,7 +35,7 @@ import { globalOptions, jsonOption } from "../Flags.js"
 import { decodeRequest, readJsonFile } from "../Input.js"
 import { confidence, json, print, respond } from "../Output.js"
 import { chosenStore, commandRunner, definitionsOf, loadDurable, runsFailure, stateOption } from "../RunsState.js"
-import { withEngine } from "../Wiring.js"
+import { withEngineTracked } from "../Wiring.js"
 
 /** The largest query file read. */
 const maxQueryBytes = 1024 * 1024
@@ -119,7 +119,7 @@ export const query = Command.make(
           "the query asks a human (an actor responder): pagantic query registers no humans and could hand the slot to nobody; run it from an application that registers its responders"
         )
       }
-      yield* withEngine(args, (engine) =>
+      yield* withEngineTracked(args, "query", (engine) =>
         Effect.gen(function* () {
           const service = yield* Effect.provide(Engine, engine)
           const responders = models.map((model): Responder => ({ id: model, kind: "llm", model, engine: service }))

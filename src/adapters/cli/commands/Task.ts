@@ -32,7 +32,7 @@ import { decodeRequest, hints, messages, messageText } from "../Input.js"
 import { fail } from "../CliFailure.js"
 import { formatUsage, json, print, respond } from "../Output.js"
 import { chosenStore, commandRunner, definitionsOf, loadDurable, runsFailure, stateOption, type Store } from "../RunsState.js"
-import { withEngine } from "../Wiring.js"
+import { withEngineTracked } from "../Wiring.js"
 
 /** The orchestration of a task response, task by task. */
 export const printTasks = (response: SystemResponse, options: { readonly usage?: boolean } = {}) =>
@@ -119,7 +119,7 @@ export const task = Command.make(
       const store = yield* chosenStore(args.state)
       // on the bundled model: the analyzer configuration it was taught and its two
       // processors (sentiment, calculator); on any other model the facade's defaults
-      yield* withEngine(args, (engine) =>
+      yield* withEngineTracked(args, "task", (engine) =>
         Effect.gen(function* () {
           const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
           const facade = isBundledModelName(info.name)
