@@ -3,8 +3,30 @@
  * Reporter scripts use (`npm run eval`): a live line on a terminal, plain lines at
  * every tenth of the work otherwise.
  */
-import { describe, expect, it } from "vitest"
-import { render, Reporter } from "../src/adapters/cli/Progress.js"
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { CliIo } from "../src/adapters/cli/Io.js"
+import { render, Reporter, track } from "../src/adapters/cli/Progress.js"
+
+/** Runs `track` on an Io that records its standard error lines and, on a "terminal", its status line. */
+const tracked = (tty: boolean, every: number | undefined, steps: number) =>
+  Effect.gen(function* () {
+    const errors: Array<string> = []
+    const status: Array<string | undefined> = []
+    yield* track({ label: "task", unit: "inferences", every }, (tracker) =>
+      Effect.forEach(Array.from({ length: steps }, (_, i) => i + 1), (n) => tracker.set(n), { discard: true })
+    ).pipe(
+      Effect.provideService(CliIo, {
+        write: () => Effect.void,
+        error: (line) => Effect.sync(() => void errors.push(line)),
+        readLine: () => Effect.succeed(Option.none()),
+        colors: false,
+        ...(tty ? { status: (line: string | undefined) => Effect.sync(() => void status.push(line)) } : {})
+      })
+    )
+    return { errors, status }
+  })
 
 const sink = (isTTY: boolean) => {
   const written: Array<string> = []
@@ -13,6 +35,19 @@ const sink = (isTTY: boolean) => {
 }
 
 describe("Progress", () => {
+  it.effect("track off a terminal prints a plain line at each multiple of `every`; on a terminal it redraws each step and clears", () =>
+    Effect.gen(function* () {
+      const plain = yield* tracked(false, 10, 25)
+      expect(plain.errors).toEqual(["task 10 inferences 0.0 s", "task 20 inferences 0.0 s"])
+      const each = yield* tracked(false, undefined, 3)
+      expect(each.errors).toEqual(["task 1 inferences 0.0 s", "task 2 inferences 0.0 s", "task 3 inferences 0.0 s"])
+      const live = yield* tracked(true, 10, 25)
+      expect(live.errors).toEqual([])
+      expect(live.status.filter((line) => line !== undefined)).toContain("task 25 inferences 0.0 s")
+      expect(live.status.filter((line) => line !== undefined).length).toBeGreaterThanOrEqual(25)
+      expect(live.status.at(-1)).toBeUndefined()
+    }))
+
   it("renders a bar with counts and elapsed time, or counts alone without a total", () => {
     expect(render({ label: "vote", done: 2, total: 5, unit: "answers", elapsedMs: 1234 })).toBe(
       "vote [########------------] 2/5 answers 1.2 s"
