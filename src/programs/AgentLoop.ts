@@ -337,7 +337,7 @@ const turnMessages = (base: ReadonlyArray<Message.Message>, input: TurnInput): E
   return answers._tag === "Ok"
     ? Effect.succeed(answers.messages)
     : Effect.dieMessage(
-      `AgentLoop.resume: the result for call "${answers.callId}" answers no call waiting in session's history`
+      `AgentLoop.resume: the result for call "${answers.callId}" answers no call the session's last assistant message is waiting on`
     )
 }
 

@@ -34,10 +34,7 @@ export interface Offer {
   readonly policy: ToolUsePolicy
 }
 
-/**
- * The tools offered under `choice`: the registered ones not shadowed by a client
- * tool, then the client tools; or why `choice` names no tool offered.
- */
+/** The tools offered under `choice`: the registered ones not shadowed by a client tool, then the client tools. */
 export const offer = (
   registered: ReadonlyArray<Message.ToolDefinition>,
   client: ReadonlyArray<Message.ToolDefinition>,
@@ -64,8 +61,8 @@ export const unknownChoice = (
 
 /**
  * `inner` with the client protocol: a reply calling a client tool ends the run
- * (its registered calls are run by the turn afterwards, see `settle`), and with
- * `parallel` false only a reply's first call is acted on.
+ * (the turn then runs that reply's registered calls itself), and with `parallel`
+ * false only a reply's first call is acted on.
  */
 export const strategy = (inner: Strategy<string>, clientNames: ReadonlySet<string>, parallel: boolean): Strategy<string> => ({
   ...inner,
