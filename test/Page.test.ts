@@ -4,10 +4,10 @@
  * on 127.0.0.1 with an API key, a scripted engine, a tool that fails and in-memory
  * durable runs: the page loads without the key, takes it from its field (never in
  * a URL), follows requests live as they run, draws their lifecycle bands,
- * inference and tool bars (the failed tool's error), a vote with every replica's
- * answer, and a durable run waiting on a human that completes live when answered.
- * Markup planted in a request's content, a tool's error and the replicas' answers
- * stays text. Screenshots go to test-artifacts/; with UPDATE_SCREENSHOTS=1 the
+ * inference and tool bars (the failed tool's error), the demo's vote (its review,
+ * five replicas, scripted) with every replica's answer, and a durable run waiting
+ * on a human that completes live when answered. Markup planted in a request's
+ * content, a tool's error and a human's answer stays text. Screenshots go to test-artifacts/; with UPDATE_SCREENSHOTS=1 the
  * README's two are written to docs/.
  *
  * The events routes themselves (key, bounds, filter, stream) are checked without a browser.
@@ -34,6 +34,10 @@ import * as Tool from "../src/services/ToolRegistry.js"
 import { Approval, Probe, secretOf } from "./support/durable-runs.js"
 import { post, send } from "./support/server.js"
 import { add } from "./support/tools.js"
+import { DEMO_TEMPERATURE, DEMO_VOTE_REVIEW, SENTIMENT_SYSTEM } from "../src/adapters/cli/commands/DemoData.js"
+import { messages } from "../src/adapters/cli/Input.js"
+import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
+import * as Option from "effect/Option"
 
 // puppeteer-core's types are loaded with the module (a devDependency)
 type Browser = import("puppeteer-core").Browser
@@ -71,11 +75,6 @@ const lookup = Tool.make({
   handler: ({ query }) => Effect.fail(`no entry for ${query}`)
 })
 
-const sentiment = {
-  type: "object",
-  properties: { sentiment: { type: "string", enum: ["positive", "negative"] }, note: { type: "string" } },
-  required: ["sentiment", "note"]
-}
 
 const script: ReadonlyArray<ScriptedEngine.Step> = [
   // the chat request: two tool calls (one fails), then the answer
@@ -84,10 +83,12 @@ const script: ReadonlyArray<ScriptedEngine.Step> = [
     usage: { promptTokens: 42, outputTokens: 18 }
   }),
   ScriptedEngine.reply("2 + 3 = 5; the lookup failed.", { delay: "40 millis", usage: { promptTokens: 70, outputTokens: 9 } }),
-  // the redundant request: three replicas, two agree
-  ScriptedEngine.reply(JSON.stringify({ sentiment: "positive", note: PLANT }), { delay: "50 millis" }),
-  ScriptedEngine.reply(JSON.stringify({ sentiment: "negative", note: "meh" }), { delay: "80 millis" }),
-  ScriptedEngine.reply(JSON.stringify({ note: PLANT, sentiment: "positive" }), { delay: "30 millis" })
+  // the demo's vote (`pagantic demo`): five replicas classify its review, three agree
+  ScriptedEngine.reply(`{"sentiment": "neutral"}`, { delay: "70 millis", usage: { promptTokens: 31, outputTokens: 6 } }),
+  ScriptedEngine.reply(`{"sentiment": "negative"}`, { delay: "95 millis", usage: { promptTokens: 31, outputTokens: 6 } }),
+  ScriptedEngine.reply(`{ "sentiment" : "neutral" }`, { delay: "60 millis", usage: { promptTokens: 31, outputTokens: 7 } }),
+  ScriptedEngine.reply(`{"sentiment": "positive"}`, { delay: "110 millis", usage: { promptTokens: 31, outputTokens: 6 } }),
+  ScriptedEngine.reply(`{"sentiment":"neutral"}`, { delay: "80 millis", usage: { promptTokens: 31, outputTokens: 5 } })
 ]
 
 /** The server: key, scripted engine, the tools, durable runs of the approval definition, and the slots they open. */
@@ -178,7 +179,7 @@ const text = (page: Page, selector: string) =>
   step(`text of ${selector}`, () => page.$$eval(selector, (nodes) => nodes.map((n) => n.textContent ?? "")))
 
 describe("the runs page in Chromium", () => {
-  it.live("requests followed live: lifecycle bands, inference and tool bars, the failed tool's error, a vote's replicas; planted markup stays text; the key never in a URL", () =>
+  it.live("requests followed live: lifecycle bands, inference and tool bars, the failed tool's error, the demo's vote with each replica's answer; planted markup stays text; the key never in a URL", () =>
     Effect.scoped(
       Effect.gen(function* () {
         const { url } = yield* serveAll
@@ -198,14 +199,15 @@ describe("the runs page in Chromium", () => {
           ["add", false]
         ])
         const vote = yield* post(`${url}/v1/run`, {
-          requestId: "page-vote",
+          requestId: "demo-vote",
           mode: "redundant",
-          messages: [{ role: "user", content: `How does this sound? ${PLANT}` }],
-          output: { schema: sentiment },
-          redundancy: { n: 3 }
+          messages: messages(DEMO_VOTE_REVIEW, Option.some(SENTIMENT_SYSTEM)),
+          output: { schema: BUNDLED_SENTIMENT_SCHEMA },
+          hints: { temperature: DEMO_TEMPERATURE },
+          redundancy: { n: 5, voting: "majority" }
         }, auth)
         expect(vote.status).toBe(200)
-        expect(vote.json.structuredOutput).toEqual({ sentiment: "positive", note: PLANT })
+        expect(vote.json.structuredOutput).toEqual({ sentiment: "neutral" })
 
         // the chat request's timeline
         yield* clickItem(page, "request", "page-chat")
@@ -234,15 +236,21 @@ describe("the runs page in Chromium", () => {
         yield* shoot(page, "page-chat-tool")
 
         // the vote's timeline: every replica's answer, the winner marked
-        yield* clickItem(page, "request", "page-vote")
-        yield* step("the replicas", () => page.waitForFunction(() => document.querySelectorAll(".vote .replica").length === 3))
+        yield* clickItem(page, "request", "demo-vote")
+        yield* step("the replicas", () => page.waitForFunction(() => document.querySelectorAll(".vote .replica").length === 5))
         const heading = yield* text(page, ".vote h3")
-        expect(heading[0]).toMatch(/^vote \(majority\): replica \d wins, confidence 0\.67, quorum 2$/)
+        expect(heading[0]).toMatch(/^vote \(majority\): replica \d wins, confidence 0\.60, quorum 3$/)
         const answers = yield* text(page, ".vote .replica .answer")
-        expect(answers).toContain(JSON.stringify({ sentiment: "negative", note: "meh" }))
-        expect(answers.filter((a) => a.includes(JSON.stringify(PLANT)))).toHaveLength(2)
-        expect(yield* step("the winner", () => page.$$(".vote .replica.winner"))).toHaveLength(1)
-        expect(yield* text(page, ".row.inference")).toHaveLength(3)
+        // each replica's answer as the vote compared it (its JSON, whitespace aside)
+        expect(answers.map((a) => JSON.parse(a).sentiment).sort()).toEqual(["negative", "neutral", "neutral", "neutral", "positive"])
+        const winner = yield* text(page, ".vote .replica.winner .answer")
+        expect(winner).toHaveLength(1)
+        expect(JSON.parse(winner[0]!)).toEqual({ sentiment: "neutral" })
+        expect(yield* text(page, ".row.inference")).toHaveLength(5)
+        // the replicas' own moves are not the request's: one band per state
+        const voteStates = yield* step("the vote's states", () =>
+          page.$$eval(".band[data-state]", (nodes) => nodes.map((n) => n.getAttribute("data-state"))))
+        expect(voteStates).toEqual(["PREPARE", "EXECUTE", "VALIDATE", "COMPLETE"])
         yield* shoot(page, "page-vote", "page-vote")
 
         // markup in the data stayed text: no element made of it, no script ran

@@ -48,7 +48,7 @@ section#detail { padding: 16px 20px; overflow-x: hidden; }
 #detail h2 { font-size: 16px; margin: 0 0 4px; word-break: break-all; }
 #detail .summary { color: var(--muted); margin-bottom: 12px; }
 .timeline { background: #fff; border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-.row { display: grid; grid-template-columns: 280px 1fr; gap: 10px; align-items: center; min-height: 24px; border-bottom: 1px dashed #eef0f3; }
+.row { display: grid; grid-template-columns: 300px 1fr; gap: 10px; align-items: center; min-height: 24px; border-bottom: 1px dashed #eef0f3; }
 .row:last-child { border-bottom: 0; }
 .row .label { font-size: 12px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
 .row .error { grid-column: 1 / span 2; color: var(--error); font-size: 12px; padding: 0 0 4px 12px; word-break: break-word; }
@@ -65,7 +65,7 @@ section#detail { padding: 16px 20px; overflow-x: hidden; }
 .state-INIT { background: #98a2b3; } .state-PLAN { background: #7a5af8; } .state-PREPARE { background: #2e90fa; }
 .state-EXECUTE { background: #1570ef; } .state-VALIDATE { background: #0e9384; } .state-COMPLETE { background: #12b76a; }
 .state-ERROR { background: var(--error); } .state-CANCELLED { background: #667085; } .state-SUSPENDED, .band.waiting { background: var(--waiting); }
-.axis { display: flex; justify-content: space-between; color: var(--muted); font-size: 11px; margin: 0 0 4px 290px; }
+.axis { display: flex; justify-content: space-between; color: var(--muted); font-size: 11px; margin: 0 0 4px 310px; }
 .vote { margin: 8px 0; padding: 8px 12px; background: #fff; border: 1px solid var(--line); border-radius: 6px; }
 .vote h3, .records h3, .waiting-slot h3 { font-size: 13px; margin: 0 0 6px; }
 .vote .vote-error { color: var(--error); font-size: 12px; }
@@ -244,6 +244,16 @@ export const script = String.raw`
     return r;
   }
 
+  /**
+   * The request's own moves: inner loops (a vote's replicas) record the same move
+   * (from, to, attempt) before the request makes it, so the last of each is kept.
+   */
+  function ownMoves(transitions) {
+    var last = new Map();
+    transitions.forEach(function (t, i) { last.set(t.fromState + ">" + t.toState + ">" + t.attempt, i); });
+    return transitions.filter(function (t, i) { return last.get(t.fromState + ">" + t.toState + ">" + t.attempt) === i; });
+  }
+
   function errorText(e) {
     if (!e.error && !e.errorCode) return undefined;
     return (e.errorCode ? e.errorCode + ": " : "") + cut(e.error || "", 500);
@@ -283,7 +293,7 @@ export const script = String.raw`
     detail.appendChild(el("div", "summary", statusOfState(r.lifecycle) + " \u00b7 " + clock(r.first) + " \u00b7 " + ms(r.last - r.first) + " \u00b7 " + events.length + " events"));
     var tl = el("div", "timeline");
     tl.appendChild(axis(t0, t1));
-    var transitions = events.filter(function (e) { return e._tag === "LifecycleTransition" && !(e.correlation && e.correlation.stepName); });
+    var transitions = ownMoves(events.filter(function (e) { return e._tag === "LifecycleTransition" && !(e.correlation && e.correlation.stepName); }));
     if (transitions.length > 0) tl.appendChild(lifecycleRow(transitions, x, t1));
     var starts = new Map(), votes = [], rows = 0;
     for (var i = 0; i < events.length && rows < LIMITS.rows; i++) {
