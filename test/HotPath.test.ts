@@ -6,6 +6,8 @@
  * The speed itself is measured in bench/hotpath.bench.ts, not here.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as OtelApi from "@opentelemetry/api"
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -13,6 +15,7 @@ import * as Tracer from "effect/Tracer"
 import * as Message from "../src/domain/Message.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
+import * as Telemetry from "../src/layers/Telemetry.js"
 import * as Observed from "../src/programs/internal/Observed.js"
 import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
@@ -137,4 +140,35 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
     expect(() => requestOf([Message.user("hi")], [], { temperature: -1 })).toThrow(/temperature/)
     expect(() => requestOf([Message.user("hi")], [], { maxTokens: 1.5 })).toThrow(/maxTokens/)
   })
+})
+
+describe("Telemetry.layerInMemory and OpenTelemetry's context", { timeout: 30_000 }, () => {
+  /** The OpenTelemetry span id active inside an Effect span, and that span's id. */
+  const activeInside = Effect.gen(function* () {
+    const span = yield* Effect.currentSpan
+    return [OtelApi.trace.getActiveSpan()?.spanContext().spanId, span.spanId] as const
+  }).pipe(Effect.withSpan("inside"), Effect.orDie, Effect.provide(Telemetry.layerInMemory()))
+
+  it.effect("with a context manager registered, code instrumented by OpenTelemetry sees the Effect span", () =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => OtelApi.context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())),
+      () =>
+        Effect.map(activeInside, ([active, effectSpan]) => {
+          expect(active).toBe(effectSpan)
+        }),
+      () => Effect.sync(() => OtelApi.context.disable())
+    ))
+
+  it.effect("without one (OpenTelemetry's default), spans are still exported with their parents", () =>
+    Effect.gen(function* () {
+      const [active] = yield* activeInside
+      expect(active).toBeUndefined()
+      const spans = yield* Effect.flatMap(Telemetry.InMemorySpans, (s) => s.spans).pipe(
+        Effect.zipLeft(Effect.void.pipe(Effect.withSpan("child"), Effect.withSpan("parent"))),
+        Effect.zipRight(Effect.flatMap(Telemetry.InMemorySpans, (s) => s.spans)),
+        Effect.provide(Telemetry.layerInMemory())
+      )
+      const byName = new Map(spans.map((s) => [s.name, s]))
+      expect(byName.get("child")?.parentSpanContext?.spanId).toBe(byName.get("parent")?.spanContext().spanId)
+    }))
 })

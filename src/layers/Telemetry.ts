@@ -28,7 +28,7 @@
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import * as Otlp from "@effect/opentelemetry/Otlp"
-import type * as OtelApi from "@opentelemetry/api"
+import * as OtelApi from "@opentelemetry/api"
 import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import type { ReadableSpan, Span, SpanProcessor } from "@opentelemetry/sdk-trace-base"
 import * as Config from "effect/Config"
@@ -44,6 +44,7 @@ import type * as MetricPair from "effect/MetricPair"
 import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import * as Tracer from "effect/Tracer"
 import type { Service as CostTrackerService } from "../services/CostTracker.js"
 import type { EventLog } from "../services/EventLog.js"
 import type { Service as MetricsService } from "../services/Metrics.js"
@@ -128,9 +129,37 @@ export const layerInMemory = (options: ResourceOptions = {}): Layer.Layer<InMemo
         spans: Effect.sync(() => exporter.getFinishedSpans().slice()),
         reset: Effect.sync(() => exporter.reset())
       })
-      return Layer.merge(spans, Layer.discard(sdk))
+      return Layer.merge(spans, Layer.discard(Layer.provideMerge(withoutIdleContext, sdk)))
     })
   )
+
+/**
+ * Whether OpenTelemetry's context propagates: a context manager is registered
+ * (OpenTelemetry's default is a no-op one, under which `context.with` runs its
+ * function in the root context whatever it is given).
+ */
+const contextPropagates = (): boolean => {
+  const key = OtelApi.createContextKey("pagantic.probe")
+  const probe = OtelApi.ROOT_CONTEXT.setValue(key, true)
+  return OtelApi.context.with(probe, () => OtelApi.context.active().getValue(key) === true)
+}
+
+/**
+ * The installed tracer without its OpenTelemetry context step when that context
+ * goes nowhere (no context manager): @effect/opentelemetry builds an
+ * OpenTelemetry context around every run of a fiber in a span so that code
+ * instrumented by OpenTelemetry itself sees the span; with the no-op manager
+ * nothing can see it, and the cost was most of a traced turn's overhead. Spans,
+ * their parents and links are unchanged (they are Effect's own context).
+ */
+const withoutIdleContext: Layer.Layer<never> = Layer.unwrapEffect(
+  Effect.map(Effect.tracer, (tracer) =>
+    contextPropagates()
+      ? Layer.empty
+      : Layer.setTracer(
+        Tracer.make({ span: (...args: Parameters<Tracer.Tracer["span"]>) => tracer.span(...args), context: (f) => f() })
+      ))
+)
 
 // ---------------------------------------------------------------------------
 // OTLP
