@@ -13,8 +13,16 @@
  * handlers, so the calls the model makes are returned to the caller (the tool loop
  * runs them) instead of being executed here. Every failure is an InferenceFailure.
  *
+ * `sampleMany` draws N samples of one request as a prefix tree: the prompt and
+ * every token the samples agree on are decoded once, and a sample forks onto a
+ * sequence of its own (by KV copy) only where it draws a different token. Both
+ * paths sample from the same distribution: the grammar applied before the
+ * sampler chain (the exact constrained distribution), then top-k, top-p, min-p
+ * and temperature (see llama/Resources and llama/TreeSampler).
+ *
  * The parts live in llama/: Resources (loading), Generation (one request on a
- * sequence), Response (node-llama-cpp's answers and errors in pagantic's terms).
+ * sequence), SampleMany and TreeSampler (many samples of one request), Response
+ * (node-llama-cpp's answers and errors in pagantic's terms).
  */
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
@@ -37,6 +45,7 @@ import * as Grammars from "./llama/Grammars.js"
 import { BUNDLED_MODEL_FILE } from "./llama/PaganticChatWrapper.js"
 import * as PromptSharing from "./llama/PromptSharing.js"
 import * as Resources from "./llama/Resources.js"
+import * as SampleMany from "./llama/SampleMany.js"
 
 // ---------------------------------------------------------------------------
 // Options
@@ -68,6 +77,18 @@ export interface Options {
   readonly shareMinTokens?: number | undefined
   /** Compiled grammars kept for reuse, least recently used out first (default 64). */
   readonly grammarCacheSize?: number | undefined
+  /**
+   * How a grammar shapes sampling: "exact" (default) applies it before the
+   * sampler chain, as `sampleMany` does; "lazy" is node-llama-cpp's shortcut
+   * (sample, re-sample constrained only when refused), kept for measurements.
+   */
+  readonly grammarSampling?: Resources.GrammarSampling | undefined
+  /**
+   * The uniform random stream `sampleMany` gives each sample, from its seed
+   * (default: a 32-bit generator seeded `seed + i`). For tests of the sampler's
+   * distribution, which inject a biased stream to show they can fail.
+   */
+  readonly sampleRandom?: ((seed: number) => () => number) | undefined
 }
 
 export const DEFAULT_SEQUENCES = 6
@@ -97,7 +118,9 @@ const settingsOf = (options: Options): Resources.Settings => ({
   batchSize: options.batchSize,
   chatWrapper: options.chatWrapper,
   pinnedSessions: options.pinnedSessions,
-  shareMinTokens: options.shareMinTokens
+  shareMinTokens: options.shareMinTokens,
+  grammarSampling: options.grammarSampling,
+  sampleRandom: options.sampleRandom
 })
 
 // ---------------------------------------------------------------------------
@@ -150,8 +173,10 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
     return yield* run(request, undefined)
   })
   const stream = (request: InferenceRequest) => streamOf((onText) => run(request, onText))
+  const plain: Service = { infer, stream, modelInfo: Effect.succeed(resources.modelInfo) }
+  const sampleMany = (request: InferenceRequest, n: number) => SampleMany.sampleMany(resources, grammars, plain, request, n)
 
-  return Engine.of({ infer, stream, modelInfo: Effect.succeed(resources.modelInfo) }) satisfies Service
+  return Engine.of({ ...plain, sampleMany }) satisfies Service
 })
 
 // ---------------------------------------------------------------------------

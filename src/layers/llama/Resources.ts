@@ -7,6 +7,15 @@
  * its GGUF structure sound (llama.cpp logs its way through a broken file,
  * node-llama-cpp trusts its lengths). Each native resource is released with the
  * scope, in reverse order. Every failure is INFERENCE_MODEL_UNAVAILABLE.
+ *
+ * Grammar sampling: LlamaChat's sequences sample through `evaluate`, where
+ * llama.cpp (as node-llama-cpp calls it) draws a token without the grammar and
+ * only when the grammar refuses it draws again with the grammar applied: a
+ * shortcut whose distribution is not the constrained one (a token the grammar
+ * allows is favoured by its unconstrained mass). With `grammarSampling: "exact"`
+ * (the default) every sequence's `evaluate` asks for the selected token's
+ * confidence, which makes node-llama-cpp apply the grammar before the sampler
+ * chain: the exact constrained distribution, the one TreeSampler draws from.
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -36,7 +45,14 @@ export interface Settings {
   readonly chatWrapper?: ChatWrapper | undefined
   readonly pinnedSessions?: number | undefined
   readonly shareMinTokens?: number | undefined
+  /** How a grammar shapes sampling (default "exact"; "lazy" is node-llama-cpp's sample-then-check shortcut). */
+  readonly grammarSampling?: GrammarSampling | undefined
+  /** The uniform stream of each sample of `sampleMany`, from its seed (default: TreeSampler's). */
+  readonly sampleRandom?: ((seed: number) => () => number) | undefined
 }
+
+/** "exact": the grammar before the sampler chain; "lazy": sample, and re-sample constrained only when refused. */
+export type GrammarSampling = "exact" | "lazy"
 
 /** One sequence of the context with the chat that generates on it. */
 export interface Worker {
@@ -56,6 +72,10 @@ export interface Resources {
   readonly sharing: PromptSharing.PromptSharing
   /** Sequences inside a generation: no prompt donors until it ends. */
   readonly generating: Set<LlamaContextSequence>
+  /** Held while a caller takes several sequences at once (so two such callers never deadlock). */
+  readonly manySequences: Effect.Semaphore
+  readonly sequences: number
+  readonly sampleRandom: ((seed: number) => () => number) | undefined
 }
 
 const unavailable = (message: string, details: Record<string, unknown>) => (cause: unknown) =>
@@ -135,11 +155,39 @@ export const modelNameOf = (model: LlamaModel, modelPath: string): string =>
 export const chatWrapperOf = (model: LlamaModel, modelName: string, chatWrapper: ChatWrapper | undefined): ChatWrapper =>
   chatWrapper ?? (modelName === BUNDLED_MODEL_NAME ? new PaganticChatWrapper() : resolveChatWrapper(model))
 
+/**
+ * `sequence` with its `evaluate` (what LlamaChat samples through) asking for each
+ * token's confidence: node-llama-cpp then applies the grammar before the sampler
+ * chain instead of sampling first and checking after. Tokens are as before.
+ */
+export const sampleGrammarFirst = (sequence: LlamaContextSequence): LlamaContextSequence => {
+  const evaluate: LlamaContextSequence["evaluate"] = async function*(tokens, options) {
+    const iterator = sequence.evaluateWithMetadata(tokens, { confidence: true }, options)
+    let input: Parameters<typeof iterator.next>[0] = undefined
+    try {
+      while (true) {
+        const { done, value } = await iterator.next(input)
+        if (done === true) return
+        input = yield value.token
+      }
+    } finally {
+      await iterator.return()
+    }
+  }
+  Object.defineProperty(sequence, "evaluate", { value: evaluate, configurable: true, writable: true })
+  return sequence
+}
+
 /** Every sequence of the context with its chat. */
-export const workersOf = (context: LlamaContext, sequences: number, chatWrapper: ChatWrapper): Array<Worker> => {
+export const workersOf = (
+  context: LlamaContext,
+  sequences: number,
+  chatWrapper: ChatWrapper,
+  grammarSampling: GrammarSampling = "exact"
+): Array<Worker> => {
   const workers: Array<Worker> = []
   for (let i = 0; i < sequences; i++) {
-    const sequence = context.getSequence()
+    const sequence = grammarSampling === "exact" ? sampleGrammarFirst(context.getSequence()) : context.getSequence()
     workers.push({ sequence, chat: new LlamaChat({ contextSequence: sequence, chatWrapper }) })
   }
   return workers
@@ -154,7 +202,7 @@ export const acquire = Effect.fnUntraced(function*(settings: Settings) {
 
   const modelName = modelNameOf(model, settings.modelPath)
   const chatWrapper = chatWrapperOf(model, modelName, settings.chatWrapper)
-  const workers = workersOf(context, settings.sequences, chatWrapper)
+  const workers = workersOf(context, settings.sequences, chatWrapper, settings.grammarSampling)
   const pool = yield* SequencePool.make(workers, {
     maxPinnedSessions: Math.max(0, settings.pinnedSessions ?? settings.sequences - 1)
   })
@@ -166,6 +214,19 @@ export const acquire = Effect.fnUntraced(function*(settings: Settings) {
 
   const contextWindow = context.contextSize
   const modelInfo = new ModelInfo({ name: modelName, contextWindow, supportsGrammar: true, supportsTools: true })
-  const resources: Resources = { llama, model, chatWrapper, modelInfo, contextWindow, pool, sharing, generating }
+  const manySequences = yield* Effect.makeSemaphore(1)
+  const resources: Resources = {
+    llama,
+    model,
+    chatWrapper,
+    modelInfo,
+    contextWindow,
+    pool,
+    sharing,
+    generating,
+    manySequences,
+    sequences: settings.sequences,
+    sampleRandom: settings.sampleRandom
+  }
   return resources
 })
