@@ -16,17 +16,24 @@ import type * as Engine from "../../services/Engine.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 
-/** Whether the current span is the inference span of `model` (a loop observing this very call). */
-const insideInference = (model: string): Effect.Effect<boolean> =>
-  Effect.map(Effect.option(Effect.currentSpan), Option.exists((span) => span.name === Spans.inferenceSpanName(model)))
+const inferenceSpanPrefix = Spans.inferenceSpanName("")
+
+/**
+ * Whether the current span is an inference span (`chat {model}`): a loop
+ * observing this very call. Read before the model's name, so a loop's call costs
+ * no `modelInfo` (an HTTP engine may ask its server for it).
+ */
+const insideInference: Effect.Effect<boolean> = Effect.map(
+  Effect.option(Effect.currentSpan),
+  Option.exists((span) => span.name.startsWith(inferenceSpanPrefix))
+)
 
 /** `engine`, each inference no loop observes observed as one. */
 export const observed = (engine: Engine.Service): Engine.Service => ({
   ...engine,
   infer: (request) =>
-    Effect.flatMap(engine.modelInfo, (info) =>
-      Effect.flatMap(insideInference(info.name), (inside) =>
-        inside
-          ? engine.infer(request)
-          : Observed.meteredInference(Effect.succeed(info.name), request, engine.infer(request))))
+    Effect.flatMap(insideInference, (inside) =>
+      inside
+        ? engine.infer(request)
+        : Observed.meteredInference(Effect.map(engine.modelInfo, (info) => info.name), request, engine.infer(request)))
 })
