@@ -10,7 +10,8 @@
  * content, a tool's error and a human's answer stays text. Screenshots go to test-artifacts/; with UPDATE_SCREENSHOTS=1 the
  * README's two are written to docs/.
  *
- * The events routes themselves (key, bounds, filter, stream) are checked without a browser.
+ * What the page's "Download trace" saves is read back as a trace file. The events
+ * routes themselves (key, bounds, filter, stream) are checked without a browser.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -38,6 +39,8 @@ import { DEMO_TEMPERATURE, DEMO_VOTE_REVIEW, SENTIMENT_SYSTEM } from "../src/ada
 import { messages } from "../src/adapters/cli/Input.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
 import * as Option from "effect/Option"
+import * as Either from "effect/Either"
+import { parseTrace } from "../src/adapters/http/PageTrace.js"
 
 // puppeteer-core's types are loaded with the module (a devDependency)
 type Browser = import("puppeteer-core").Browser
@@ -304,6 +307,13 @@ describe("the runs page in Chromium", () => {
         expect(bodies.some((b) => b.includes(JSON.stringify({ approved: true, note: PLANT })))).toBe(true)
         expect(yield* step("images", () => page.$$("img"))).toHaveLength(0)
         yield* shoot(page, "page-run-completed")
+
+        // what "Download trace" saves is a trace file `pagantic trace show` reads back
+        const saved: string = yield* step("the trace", () => page.evaluate(() => window.paganticPage.traceLines()))
+        const trace = Either.getOrThrowWith(parseTrace(saved), (p) => new Error(`${p.where}: ${p.message}`))
+        expect(trace.runs).toHaveLength(1)
+        expect(trace.runs[0]!.run).toMatchObject({ id: "approval-7", status: "completed" })
+        expect(trace.runs[0]!.records.map((r: any) => r.kind)).toContain("KNOW")
         expect(errors).toEqual([])
         expect(urls.filter((u) => u.includes(KEY))).toEqual([])
       })
