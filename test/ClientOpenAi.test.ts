@@ -129,9 +129,9 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       ])
       const last = chunks.at(-1)!
       expect(last.choices).toEqual([])
-      // prompt_tokens counts what the engine evaluated (a prefix it holds is not evaluated again): only the output is comparable
+      // prompt_tokens counts what the engine evaluated (a prefix it holds is not evaluated again, down to 0): only the output is comparable
       expect(last.usage!.completion_tokens).toBe(whole.usage!.completion_tokens)
-      expect(last.usage!.prompt_tokens).toBeGreaterThan(0)
+      expect(last.usage!.prompt_tokens).toBeGreaterThanOrEqual(0)
       expect(last.usage!.total_tokens).toBe(last.usage!.prompt_tokens + last.usage!.completion_tokens)
       expect(chunks.slice(0, -1).every((c) => c.usage == null)).toBe(true)
     }), 30_000)
