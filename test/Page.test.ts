@@ -40,6 +40,7 @@ import { messages } from "../src/adapters/cli/Input.js"
 import { BUNDLED_SENTIMENT_SCHEMA } from "../src/layers/llama/PaganticChatWrapper.js"
 import * as Option from "effect/Option"
 import * as Either from "effect/Either"
+import { newerThan } from "../src/adapters/http/Page.js"
 import { parseTrace } from "../src/adapters/http/PageTrace.js"
 
 // puppeteer-core's types are loaded with the module (a devDependency)
@@ -321,6 +322,17 @@ describe("the runs page in Chromium", () => {
 })
 
 describe("the page's routes", () => {
+  it("the stream sends each event once: those after the last it sent, or all when that one left the ring", () => {
+    const [a, b, c, d] = [{ n: 1 }, { n: 2 }, { n: 3 }, { n: 4 }]
+    expect(newerThan([a, b, c], undefined)).toEqual([a, b, c])
+    expect(newerThan([a, b, c], b)).toEqual([c])
+    expect(newerThan([a, b, c], c)).toEqual([])
+    // the ring dropped b (and a) since: every event left is newer
+    expect(newerThan([c, d], b)).toEqual([c, d])
+    // equal but not the same event: identity, not content
+    expect(newerThan([a, { n: 2 }, c], b)).toEqual([a, { n: 2 }, c])
+  })
+
   it.live("the page is open and strict; the events need the key, are bounded and filtered, and stream new events", () =>
     Effect.scoped(
       Effect.gen(function* () {
