@@ -28,6 +28,7 @@ import * as Sse from "@effect/experimental/Sse"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -223,16 +224,16 @@ const eventsStream = (log: EventLogService, path: string, url: string) =>
     const query = eventsQuery(url)
     if (Either.isLeft(query)) return badQuery(path, query.left)
     const keep = matches(query.right)
-    let last: Event | undefined = undefined
     const first = yield* log.events
-    last = first[first.length - 1]
+    // the last event sent (or passed over), to know which are new at the next look
+    const last = yield* Ref.make<Event | undefined>(first[first.length - 1])
     const backlog = select(first, query.right)
     const fresh = Stream.repeatEffectWithSchedule(
-      Effect.map(log.events, (events) => {
-        const newer = newerThan(events, last)
-        if (newer.length > 0) last = newer[newer.length - 1]
-        return newer.filter(keep)
-      }),
+      Effect.flatMap(log.events, (events) =>
+        Ref.modify(last, (previous) => {
+          const newer = newerThan(events, previous)
+          return [newer.filter(keep), newer.length > 0 ? newer[newer.length - 1] : previous]
+        })),
       Schedule.spaced(pollEvery)
     )
     const body = Stream.concat(Stream.make(backlog), fresh).pipe(
