@@ -99,4 +99,4 @@ export const serve = Command.make(
           : fromLayerFailure(e)
       )
     )
-).pipe(Command.withDescription("serve the HTTP API (/v1/run, /v1/chat/completions, /health) on the model, on 127.0.0.1"))
+).pipe(Command.withDescription("serve the HTTP API (/v1/run, /v1/chat/completions, /health) on the model, and the runs page at /, on 127.0.0.1"))
