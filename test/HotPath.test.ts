@@ -21,6 +21,7 @@ import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
 import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
 import { EventLog } from "../src/services/EventLog.js"
+import { IdGenerator } from "../src/services/IdGenerator.js"
 import { Metrics } from "../src/services/Metrics.js"
 
 const request = new InferenceRequest({ messages: [Message.user("hi")], temperature: 0.5 })
@@ -101,6 +102,30 @@ describe("observability that nobody listens to", { timeout: 30_000 }, () => {
       expect(reads).toBe(0)
       const [, recordedReads] = yield* countingClockReads(observedTool.pipe(Effect.provide(Observe.eventLogMemory)))
       expect(recordedReads).toBeGreaterThan(0)
+    }))
+})
+
+/** Runs `effect` with an IdGenerator that counts its draws; the count. */
+const countingIdDraws = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    let draws = 0
+    yield* Effect.provideService(effect, IdGenerator, {
+      next: (prefix) =>
+        Effect.sync(() => {
+          draws++
+          return `${prefix}_${draws}`
+        })
+    })
+    return draws
+  })
+
+describe("ids nobody reads", { timeout: 30_000 }, () => {
+  const metered = Observed.meteredInference(model, request, Effect.succeed(result))
+
+  it.effect("a single-shot inference draws no id when nothing records or exports; one when an EventLog keeps events", () =>
+    Effect.gen(function* () {
+      expect(yield* countingIdDraws(metered)).toBe(0)
+      expect(yield* countingIdDraws(metered.pipe(Effect.provide(Observe.eventLogMemory)))).toBe(1)
     }))
 })
 

@@ -62,14 +62,19 @@ export const services: Effect.Effect<Context.Context<never>> = Effect.gen(functi
 // Inference
 // ---------------------------------------------------------------------------
 
-/** One engine call with its events, metrics and `chat {model}` span, under a fresh inference id; the result alone. */
+/**
+ * One engine call with its events, metrics and `chat {model}` span, under a fresh
+ * inference id (drawn only when events are recorded or spans exported); the result alone.
+ */
 export const meteredInference = <E extends { readonly code: string; readonly message: string }, R>(
   model: Effect.Effect<string>,
   request: InferenceRequest,
   call: Effect.Effect<InferenceResult, E, R>
 ): Effect.Effect<InferenceResult, E, R> =>
   Effect.gen(function* () {
-    const inferenceId = yield* (yield* IdGenerator).next("inf")
+    // the id is read by events and span attributes only: none is drawn when nothing records or exports
+    const listened = (yield* recording) || (yield* Spans.exporting)
+    const inferenceId = listened ? yield* (yield* IdGenerator).next("inf") : ""
     const [result] = yield* inference({ model, request, call, inferenceId })
     return result
   })
@@ -99,56 +104,56 @@ const recordedInference = <E extends { readonly code: string; readonly message: 
   name: string,
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
-    Effect.gen(function* () {
-      const { inferenceId, request } = options
-      const started = yield* Clock.currentTimeMillis
-      yield* recordEvent(
-        (base) =>
-          new Event.InferenceStart({
+  Effect.gen(function* () {
+    const { inferenceId, request } = options
+    const started = yield* Clock.currentTimeMillis
+    yield* recordEvent(
+      (base) =>
+        new Event.InferenceStart({
+          ...base,
+          layer: "inference",
+          inferenceId,
+          messageCount: request.messages.length,
+          toolDefsCount: request.tools.length,
+          schemaPresent: request.schema !== undefined,
+          grammarPresent: request.grammar !== undefined,
+          ...(request.temperature === undefined ? {} : { temperature: request.temperature })
+        }, true)
+    )
+    const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
+    const durationMs = (yield* Clock.currentTimeMillis) - started
+    yield* recordEvent((base) =>
+      Exit.isSuccess(exit)
+        ? new Event.InferenceEnd({
             ...base,
             layer: "inference",
             inferenceId,
-            messageCount: request.messages.length,
-            toolDefsCount: request.tools.length,
-            schemaPresent: request.schema !== undefined,
-            grammarPresent: request.grammar !== undefined,
-            ...(request.temperature === undefined ? {} : { temperature: request.temperature })
+            durationMs,
+            tokensIn: exit.value[0].usage.promptTokens,
+            tokensOut: exit.value[0].usage.outputTokens,
+            finishReason: exit.value[0].finishReason,
+            toolCallCount: exit.value[0].toolCalls.length
           }, true)
+        : new Event.InferenceEnd({
+            ...base,
+            layer: "inference",
+            inferenceId,
+            durationMs,
+            tokensIn: 0,
+            tokensOut: 0,
+            finishReason: "error",
+            toolCallCount: 0,
+            ...errorFields(failureOf(exit.cause))
+          }, true)
+    )
+    yield* withMetrics((m) =>
+      Effect.zipRight(
+        m.recordLatency("inference", durationMs),
+        Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
       )
-      const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
-      const durationMs = (yield* Clock.currentTimeMillis) - started
-      yield* recordEvent((base) =>
-        Exit.isSuccess(exit)
-          ? new Event.InferenceEnd({
-              ...base,
-              layer: "inference",
-              inferenceId,
-              durationMs,
-              tokensIn: exit.value[0].usage.promptTokens,
-              tokensOut: exit.value[0].usage.outputTokens,
-              finishReason: exit.value[0].finishReason,
-              toolCallCount: exit.value[0].toolCalls.length
-            }, true)
-          : new Event.InferenceEnd({
-              ...base,
-              layer: "inference",
-              inferenceId,
-              durationMs,
-              tokensIn: 0,
-              tokensOut: 0,
-              finishReason: "error",
-              toolCallCount: 0,
-              ...errorFields(failureOf(exit.cause))
-            }, true)
-      )
-      yield* withMetrics((m) =>
-        Effect.zipRight(
-          m.recordLatency("inference", durationMs),
-          Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
-        )
-      )
-      return yield* exit
-    })
+    )
+    return yield* exit
+  })
 
 // ---------------------------------------------------------------------------
 // Tools
