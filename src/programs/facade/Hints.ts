@@ -74,11 +74,13 @@ export const fill = (request: Engine.InferenceRequest, hints: Effective): Engine
 }
 
 /** The engine a request runs on: every inference, streamed or not, gets the hints it leaves unset. */
-export const engine = (inner: Engine.Service, hints: Effective): Engine.Service =>
-  isEmpty(hints)
-    ? inner
-    : {
-      infer: (request) => inner.infer(fill(request, hints)),
-      stream: (request) => Stream.suspend(() => inner.stream(fill(request, hints))),
-      modelInfo: inner.modelInfo
-    }
+export const engine = (inner: Engine.Service, hints: Effective): Engine.Service => {
+  if (isEmpty(hints)) return inner
+  const sampleMany = inner.sampleMany
+  return {
+    infer: (request) => inner.infer(fill(request, hints)),
+    stream: (request) => Stream.suspend(() => inner.stream(fill(request, hints))),
+    modelInfo: inner.modelInfo,
+    ...(sampleMany === undefined ? {} : { sampleMany: (request: Engine.InferenceRequest, n: number) => sampleMany(fill(request, hints), n) })
+  }
+}
