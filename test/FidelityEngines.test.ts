@@ -490,3 +490,31 @@ describe("gap 4 for the inferences no loop makes: each emits its InferenceStart/
       )
     ))
 })
+
+// ---------------------------------------------------------------------------
+// An engine's own sampling of many, through the request's engines
+// ---------------------------------------------------------------------------
+
+describe("an engine's sampleMany stays within a request: hinted, counted", { timeout: bound }, () => {
+  it.effect("redundant replicas drawn by one sampleMany carry the hints, and each sample counts in the usage", () =>
+    Effect.gen(function* () {
+      const { engine } = yield* ScriptedEngine.make(Array.from({ length: 3 }, () => ScriptedEngine.reply('{"year":1889}')))
+      const drawn: Array<{ readonly request: InferenceRequest; readonly n: number }> = []
+      const sampling: Engine.Service = {
+        ...engine,
+        sampleMany: (request, n) =>
+          Effect.zipRight(Effect.sync(() => drawn.push({ request, n })), Engine.independentSamples(engine, request, n))
+      }
+      const response = yield* respond({
+        mode: "redundant",
+        messages: [{ role: "user", content: "When was the Eiffel Tower finished?" }],
+        output: yearOutput,
+        redundancy: { n: 3 },
+        hints
+      }).pipe(Effect.provide(Layer.mergeAll(Layer.succeed(Engine.Engine, sampling), Constraint.layer, Observe.eventLogMemory)))
+      expect(response.error).toBeUndefined()
+      expect(response.structuredOutput).toEqual({ year: 1889 })
+      expect(drawn.map(({ n, request }) => [n, sent(request)])).toEqual([[3, hinted()]])
+      expect(response.tokenUsage).toMatchObject({ promptTokens: 30, calls: 3 })
+    }))
+})

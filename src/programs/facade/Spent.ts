@@ -15,6 +15,7 @@
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
@@ -44,12 +45,21 @@ export const make: Effect.Effect<Spent> = Effect.gen(function* () {
   const called = (record: ToolCallRecord) =>
     Ref.update(calls, (recorded) => new Map(recorded).set(record.id, record))
 
-  const engine = (inner: Engine.Service): Engine.Service => ({
-    infer: (request) => Effect.tap(inner.infer(request), used),
-    stream: (request) =>
-      Stream.tap(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
-    modelInfo: inner.modelInfo
-  })
+  const engine = (inner: Engine.Service): Engine.Service => {
+    const sampleMany = inner.sampleMany
+    return {
+      infer: (request) => Effect.tap(inner.infer(request), used),
+      stream: (request) =>
+        Stream.tap(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
+      modelInfo: inner.modelInfo,
+      // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded
+      ...(sampleMany === undefined ? {} : {
+        sampleMany: (request: Engine.InferenceRequest, n: number) =>
+          Effect.tap(sampleMany(request, n), (samples) =>
+            Effect.forEach(samples, (sample) => (Either.isRight(sample) ? used(sample.right) : Effect.void), { discard: true }))
+      })
+    }
+  }
 
   const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => ({
     ...inner,
