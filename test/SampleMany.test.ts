@@ -64,7 +64,7 @@ layer(Layer.mergeAll(Layer.provideMerge(LlamaEngine.layer({ sequences: 6 }), IdG
       expect(prompts.slice(1)).toEqual([0, 0, 0, 0])
     }), 60_000)
 
-  it.effect("a seed reproduces the N samples; at temperature 1 they are not all the same; no seed draws anew", () =>
+  it.effect("a seed reproduces the N samples; at temperature 1 they are not all the same; sample i is seed + i", () =>
     Effect.gen(function*() {
       const engine = yield* Engine
       const first = contents(yield* EngineModule.sampleMany(engine, ask(SPLIT, { temperature: 1, seed: 11 }), 6))

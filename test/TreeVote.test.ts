@@ -79,6 +79,24 @@ describe("TreeVote: seeds per replica", () => {
     }).pipe(Effect.provide(env([reply("furious"), reply("positive")]))))
 })
 
+describe("TreeVote: Engine.sampleMany", () => {
+  it.effect("an engine without its own (the scripted one): n concurrent infers, sample i seeded seed + i, one outcome each", () =>
+    Effect.gen(function* () {
+      const engine = yield* Engine.Engine
+      expect(engine.sampleMany).toBeUndefined()
+      const outcomes = yield* Engine.sampleMany(engine, new Engine.InferenceRequest({ messages: [], seed: 5 }), 3)
+      expect(outcomes.map((o) => o._tag)).toEqual(["Right", "Left", "Right"])
+      expect([...(yield* seedsSent)].sort()).toEqual([5, 6, 7])
+      const unseeded = yield* Engine.sampleMany(engine, new Engine.InferenceRequest({ messages: [] }), 2)
+      expect(unseeded).toHaveLength(2)
+      expect((yield* seedsSent).slice(3)).toEqual([undefined, undefined])
+    }).pipe(
+      Effect.provide(
+        env([reply("positive"), ScriptedEngine.fail(InferenceFailure.modelUnavailable("gone")), reply("negative")])
+      )
+    ))
+})
+
 describe("TreeVote: sampling choice", () => {
   it.effect("replicas started together with identical requests: one sampleMany call of N, 'tree' on the result and the vote event", () => {
     const calls: Array<number> = []
@@ -101,10 +119,10 @@ describe("TreeVote: sampling choice", () => {
     }).pipe(Effect.provide(Layer.provideMerge(withNativeSampleMany(calls), env([reply("positive")]))))
   })
 
-  it.effect("an engine without sampleMany: the fallback draws the N samples by concurrent infer calls", () =>
+  it.effect("an engine without its own sampleMany: replicas call it independently, 'independent'", () =>
     Effect.gen(function* () {
       const result = yield* RedundantLoop.run("I love it", { schema: Sentiment, n: 3, seed: 0 })
-      expect(result.sampling).toBe("tree")
+      expect(result.sampling).toBe("independent")
       expect(result.candidates).toEqual(['{"sentiment":"positive"}', '{"sentiment":"negative"}', '{"sentiment":"positive"}'])
       expect([...(yield* seedsSent)].sort()).toEqual([0, 1, 2])
     }).pipe(Effect.provide(env([reply("positive"), reply("negative"), reply("positive")]))))
@@ -162,7 +180,9 @@ describe("TreeVote: sampling choice", () => {
 
   it.effect("a replica that ends without asking does not keep the others waiting", () =>
     Effect.gen(function* () {
-      const draw = yield* ReplicaSampling.make(yield* Engine.Engine, 3, undefined, true)
+      const inner = yield* Engine.Engine
+      const engine: Engine.Service = { ...inner, sampleMany: (request, n) => Engine.independentSamples(inner, request, n) }
+      const draw = yield* ReplicaSampling.make(engine, 3, undefined, true)
       const ask = (index: number) => draw.engineFor(index).infer(new Engine.InferenceRequest({ messages: [] }))
       const results = yield* Effect.all([ask(0), ask(1), draw.ended(2)], { concurrency: "unbounded" })
       expect(results[0].content).toBe('{"sentiment":"positive"}')

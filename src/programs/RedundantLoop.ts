@@ -35,11 +35,12 @@
  * Seeds: with `seed`, replica i's requests carry `seed + i`, so replicas differ
  * from each other and a vote replays exactly; without, the engine draws its own.
  *
- * Sampling: replicas started together (concurrency N) whose first requests are
- * identical but for the seed are drawn by one `Engine.sampleMany` call ("tree":
- * an engine that can, like LlamaEngine, decodes what the samples share once);
- * otherwise, and for every later request (repairs, retries), each replica makes
- * its own calls ("independent"). Both draw from the same distribution.
+ * Sampling: on an engine with its own `sampleMany` (LlamaEngine decodes what
+ * the samples share once), replicas started together (concurrency N) whose
+ * first requests are identical but for the seed are drawn by one `sampleMany`
+ * call ("tree"); otherwise, and for every later request (repairs, retries),
+ * each replica makes its own calls ("independent"). Both draw from the same
+ * distribution.
  */
 import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"

@@ -7,7 +7,8 @@
  * request but for the seed, one `Engine.sampleMany` call draws the N replies (an
  * engine that can decodes what they share once) and each replica gets its own;
  * otherwise each replica makes its own call. Later requests (repairs, retries)
- * are always a replica's own. A replica that ends without asking (it failed
+ * are always a replica's own. An engine without its own `sampleMany` is not
+ * waited on: its replicas call it independently, as its fallback would. A replica that ends without asking (it failed
  * before its first request) is counted as absent, so the others never wait for it.
  */
 import * as Deferred from "effect/Deferred"
@@ -17,7 +18,7 @@ import * as Option from "effect/Option"
 import { InferenceFailure } from "../../domain/Failure.js"
 import * as Engine from "../../services/Engine.js"
 
-/** How the replicas' first replies were drawn. */
+/** How the replicas' first replies were drawn: by the engine's own `sampleMany`, or by independent calls. */
 export type Sampling = "tree" | "independent"
 
 type Outcome = Either.Either<Engine.InferenceResult, InferenceFailure>
@@ -49,7 +50,7 @@ export const make = (
   together: boolean
 ): Effect.Effect<ReplicaSampling> =>
   Effect.gen(function* () {
-    const gather = together && n > 1
+    const gather = together && n > 1 && engine.sampleMany !== undefined
     const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
     const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())
     let settled = false
