@@ -4,8 +4,8 @@
  * durable run becomes one self-contained HTML file: style, script and data inline
  * under a hash-only Content-Security-Policy, markup in the data escaped so it can
  * neither end the data block nor become an element. Opened from disk in headless
- * Chromium it draws the requests (the failed tool's error, the vote's replicas)
- * and the run, and asks the network for nothing. Bad trace files are refused
+ * Chromium it draws the requests (the failed tool's error, the vote's replicas, a
+ * request that failed: its failed inference and its ERROR) and the run, and asks the network for nothing. Bad trace files are refused
  * naming the line and field.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -114,6 +114,19 @@ const runLine = JSON.stringify({
   ]
 })
 
+/** A request that failed: its inference errored and it ended in ERROR (as the facade records it). */
+const failedLines = (() => {
+  const c = { requestId: "trace-fail" }
+  const t = 1_767_261_600_000
+  return [
+    { _tag: "LifecycleTransition", timestamp: t, layer: "orchestrate", correlation: c, fromState: "INIT", toState: "PREPARE", attempt: 1, reason: "checked" },
+    { _tag: "LifecycleTransition", timestamp: t + 5, layer: "orchestrate", correlation: c, fromState: "PREPARE", toState: "EXECUTE", attempt: 1, reason: "prepared" },
+    { _tag: "InferenceStart", timestamp: t + 6, layer: "inference", correlation: c, inferenceId: "inf-1", messageCount: 1, toolDefsCount: 0, schemaPresent: false, grammarPresent: false },
+    { _tag: "InferenceEnd", timestamp: t + 90, layer: "inference", correlation: c, inferenceId: "inf-1", durationMs: 84, tokensIn: 0, tokensOut: 0, finishReason: "error", toolCallCount: 0, errorCode: "INFERENCE_CONTEXT_EXCEEDED", error: `the prompt needs 5000 tokens ${PLANT}` },
+    { _tag: "LifecycleTransition", timestamp: t + 91, layer: "orchestrate", correlation: c, fromState: "EXECUTE", toState: "ERROR", attempt: 1, reason: "the prompt needs 5000 tokens; the context holds 4096" }
+  ].map((e) => JSON.stringify(e))
+})()
+
 const chromium = (): string | undefined => {
   for (const p of [process.env.CHROMIUM_PATH, "/usr/bin/chromium", "/usr/bin/chromium-browser"]) {
     if (p !== undefined && p !== "" && fs.existsSync(p)) return p
@@ -201,11 +214,11 @@ describe("pagantic trace show", () => {
       const dir = tempDir()
       const events = JSON.parse(yield* recordedTrace).events as ReadonlyArray<unknown>
       const file = path.join(dir, "trace.jsonl")
-      fs.writeFileSync(file, [...events.map((e) => JSON.stringify(e)), runLine].join("\n") + "\n")
+      fs.writeFileSync(file, [...events.map((e) => JSON.stringify(e)), ...failedLines, runLine].join("\n") + "\n")
       const output = path.join(dir, "page.html")
       const run = yield* runCli(["trace", "show", file, "-o", output])
       expect(run.err).toEqual([])
-      expect(run.out).toContain(`(${events.length} events, 1 runs)`)
+      expect(run.out).toContain(`(${events.length + failedLines.length} events, 1 runs)`)
 
       const result = yield* Effect.acquireUseRelease(
         Effect.promise(async () => {
@@ -234,19 +247,33 @@ describe("pagantic trace show", () => {
             await page.$eval(`li[data-kind="request"][data-id="trace-vote"]`, (n: any) => n.click())
             await page.waitForFunction(() => document.querySelectorAll(".vote .replica").length === 3)
             const answers = await page.$$eval(".vote .replica .answer", (ns: Array<any>) => ns.map((n) => n.textContent))
+            await page.$eval(`li[data-kind="request"][data-id="trace-fail"]`, (n: any) => n.click())
+            await page.waitForSelector(".row.inference .bar.failed")
+            const failed = {
+              status: await page.$eval(`li[data-kind="request"][data-id="trace-fail"] .status`, (n: any) => n.textContent),
+              inference: await page.$eval(".row.inference .error", (n: any) => n.textContent),
+              states: await page.$$eval(".band[data-state]", (ns: Array<any>) => ns.map((n) => n.getAttribute("data-state"))),
+              ended: await page.$eval(".request-error", (n: any) => n.textContent)
+            }
             await page.$eval(`li[data-kind="run"][data-id="approval-1"]`, (n: any) => n.click())
             await page.waitForSelector(".waiting-slot")
             const waiting = await page.$eval(".waiting-slot h3", (n: any) => n.textContent)
             const images = await page.$$eval("img", (ns: Array<any>) => ns.length)
             fs.mkdirSync("test-artifacts", { recursive: true })
             await page.screenshot({ path: "test-artifacts/trace-show.png", fullPage: true })
-            return { notice, toolError, answers, waiting, images, urls, errors }
+            return { notice, toolError, answers, failed, waiting, images, urls, errors }
           }).pipe(Effect.timeout("60 seconds"), Effect.orDie),
         (browser) => Effect.promise(() => browser.close()).pipe(Effect.timeout("10 seconds"), Effect.ignore)
       )
-      expect(result.notice).toBe(`trace file: ${events.length} events, 1 runs`)
+      expect(result.notice).toBe(`trace file: ${events.length + failedLines.length} events, 1 runs`)
       expect(result.toolError).toBe(`TOOL_EXECUTION_FAILED: Tool "lookup" failed: no entry for ${PLANT}`)
       expect(result.answers.filter((a: string) => a === JSON.stringify({ word: PLANT }))).toHaveLength(2)
+      expect(result.failed).toEqual({
+        status: "failed",
+        inference: `INFERENCE_CONTEXT_EXCEEDED: the prompt needs 5000 tokens ${PLANT}`,
+        states: ["PREPARE", "EXECUTE", "ERROR"],
+        ended: "ERROR: the prompt needs 5000 tokens; the context holds 4096"
+      })
       expect(result.waiting).toBe("waiting on the human slot review")
       expect(result.images).toBe(0)
       expect(result.errors).toEqual([])

@@ -295,6 +295,11 @@ export const script = String.raw`
     tl.appendChild(axis(t0, t1));
     var transitions = ownMoves(events.filter(function (e) { return e._tag === "LifecycleTransition" && !(e.correlation && e.correlation.stepName); }));
     if (transitions.length > 0) tl.appendChild(lifecycleRow(transitions, x, t1));
+    var end = transitions[transitions.length - 1];
+    if (end && (end.toState === "ERROR" || end.toState === "CANCELLED")) {
+      var ended = el("div", "row error request-error", end.toState + ": " + cut(end.reason || "", 500));
+      tl.appendChild(ended);
+    }
     var starts = new Map(), votes = [], rows = 0;
     for (var i = 0; i < events.length && rows < LIMITS.rows; i++) {
       var e = events[i];
