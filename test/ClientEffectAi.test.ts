@@ -1,19 +1,21 @@
 /**
  * Effect AI's OpenAI provider (`@effect/ai-openai` on `@effect/ai`, pinned in
  * devDependencies) against a real `pagantic serve` on the bundled model over
- * loopback: `OpenAiLanguageModel` behind `LanguageModel.generateText` and
- * `LanguageModel.streamText` (a refusal as an AiError), and the provider's `OpenAiClient` speaking chat
- * completions directly (its generated `createChatCompletion`, its SSE
+ * loopback. `OpenAiLanguageModel` (0.41) speaks OpenAI's Responses API
+ * (`POST /v1/responses`): `LanguageModel.generateText` and `streamText` through
+ * it, a client tool (a Toolkit whose handler Effect AI runs, a `Chat` carrying
+ * the result to the next turn) and a refusal as an AiError. The provider's
+ * `OpenAiClient` speaks chat completions directly (its generated
+ * `createChatCompletion`, decoded by the provider's own schema, and its SSE
  * `streamRequest`). Every call is bounded by a timeout.
- *
- * Note: `OpenAiLanguageModel` (0.41) talks to OpenAI's Responses API
- * (`POST /v1/responses`), not to chat completions; the first two tests need the
- * server to answer that route.
  *
  * The bundled model knows greetings, thanks, sentiment and calculator calls
  * (training/README.md); the prompts stay inside that.
  */
+import * as Chat from "@effect/ai/Chat"
 import * as LanguageModel from "@effect/ai/LanguageModel"
+import * as Tool from "@effect/ai/Tool"
+import * as Toolkit from "@effect/ai/Toolkit"
 import * as OpenAiClient from "@effect/ai-openai/OpenAiClient"
 import * as OpenAiLanguageModel from "@effect/ai-openai/OpenAiLanguageModel"
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
@@ -49,6 +51,22 @@ const reference = Effect.gen(function* () {
   })
   return completion
 })
+
+/** The client's calculator, run by Effect AI between turns: two numbers and an operator, as the model writes them. */
+const calculate = (expression: string): string => {
+  const match = /^\s*(-?\d+(?:\.\d+)?)\s*([-+*/])\s*(-?\d+(?:\.\d+)?)\s*$/.exec(expression)
+  if (match === null) return `cannot evaluate ${expression}`
+  const [a, b] = [Number(match[1]), Number(match[3])]
+  return String(match[2] === "+" ? a + b : match[2] === "-" ? a - b : match[2] === "*" ? a * b : a / b)
+}
+
+const Calculator = Tool.make("calculator", {
+  description: "Evaluate an arithmetic expression",
+  parameters: { expression: Schema.String },
+  success: Schema.String
+})
+const CalculatorKit = Toolkit.make(Calculator)
+const CalculatorHandlers = CalculatorKit.toLayer({ calculator: ({ expression }) => Effect.succeed(calculate(expression)) })
 
 /** A `chat.completion.chunk`, as much of it as the test reads. */
 const Chunk_ = Schema.Struct({
@@ -87,6 +105,21 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("Effect 
       expect(finish).toHaveLength(1)
       expect(finish[0]).toMatchObject({ reason: "stop", usage: { outputTokens: expected.usage!.completion_tokens } })
     }).pipe(Effect.timeout("30 seconds")), 30_000)
+
+  it.effect("a client tool through OpenAiLanguageModel: Effect AI runs the toolkit's handler, the next turn answers with its result", () =>
+    Effect.gen(function* () {
+      const chat = yield* Chat.empty
+      const first = yield* chat.generateText({ prompt: "What is 12 plus 7?", toolkit: CalculatorKit })
+      expect(first.finishReason).toBe("tool-calls")
+      expect(first.toolCalls.map((call) => [call.name, call.params])).toEqual([["calculator", { expression: "12 + 7" }]])
+      expect(first.toolResults.map((result) => result.result)).toEqual(["19"])
+
+      // the history now ends with the tool's result: the model goes on from it
+      const second = yield* chat.generateText({ prompt: [], toolkit: CalculatorKit })
+      expect(second.toolCalls).toEqual([])
+      expect(second.finishReason).toBe("stop")
+      expect(second.text).toContain("19")
+    }).pipe(Effect.provide(CalculatorHandlers), Effect.provide(model), Effect.timeout("50 seconds")), 60_000)
 
   it.effect("a refused request through OpenAiLanguageModel is an AiError: status 400, our code and the parameter in its body", () =>
     Effect.gen(function* () {
