@@ -5,7 +5,7 @@
  * under a hash-only Content-Security-Policy, markup in the data escaped so it can
  * neither end the data block nor become an element. Opened from disk in headless
  * Chromium it draws the requests (the failed tool's error, the vote's replicas, a
- * request that failed: its failed inference and its ERROR) and the run, and asks the network for nothing. Bad trace files are refused
+ * request that failed: a plan step's bar, its failed inference and its ERROR) and the run, and asks the network for nothing. Bad trace files are refused
  * naming the line and field.
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -123,6 +123,7 @@ const failedLines = (() => {
     { _tag: "LifecycleTransition", timestamp: t + 5, layer: "orchestrate", correlation: c, fromState: "PREPARE", toState: "EXECUTE", attempt: 1, reason: "prepared" },
     { _tag: "InferenceStart", timestamp: t + 6, layer: "inference", correlation: c, inferenceId: "inf-1", messageCount: 1, toolDefsCount: 0, schemaPresent: false, grammarPresent: false },
     { _tag: "InferenceEnd", timestamp: t + 90, layer: "inference", correlation: c, inferenceId: "inf-1", durationMs: 84, tokensIn: 0, tokensOut: 0, finishReason: "error", toolCallCount: 0, errorCode: "INFERENCE_CONTEXT_EXCEEDED", error: `the prompt needs 5000 tokens ${PLANT}` },
+    { _tag: "Custom", timestamp: t + 60, layer: "orchestrate", correlation: c, action: "plan.step.end", durationMs: 40, data: { step: "fetch", type: "tool" } },
     { _tag: "LifecycleTransition", timestamp: t + 91, layer: "orchestrate", correlation: c, fromState: "EXECUTE", toState: "ERROR", attempt: 1, reason: "the prompt needs 5000 tokens; the context holds 4096" }
   ].map((e) => JSON.stringify(e))
 })()
@@ -253,7 +254,8 @@ describe("pagantic trace show", () => {
               status: await page.$eval(`li[data-kind="request"][data-id="trace-fail"] .status`, (n: any) => n.textContent),
               inference: await page.$eval(".row.inference .error", (n: any) => n.textContent),
               states: await page.$$eval(".band[data-state]", (ns: Array<any>) => ns.map((n) => n.getAttribute("data-state"))),
-              ended: await page.$eval(".request-error", (n: any) => n.textContent)
+              ended: await page.$eval(".request-error", (n: any) => n.textContent),
+              steps: await page.$$eval(".row.step .label", (ns: Array<any>) => ns.map((n) => n.textContent))
             }
             await page.$eval(`li[data-kind="run"][data-id="approval-1"]`, (n: any) => n.click())
             await page.waitForSelector(".waiting-slot")
@@ -272,7 +274,8 @@ describe("pagantic trace show", () => {
         status: "failed",
         inference: `INFERENCE_CONTEXT_EXCEEDED: the prompt needs 5000 tokens ${PLANT}`,
         states: ["PREPARE", "EXECUTE", "ERROR"],
-        ended: "ERROR: the prompt needs 5000 tokens; the context holds 4096"
+        ended: "ERROR: the prompt needs 5000 tokens; the context holds 4096",
+        steps: ["plan.step.end fetch · 40 ms"]
       })
       expect(result.waiting).toBe("waiting on the human slot review")
       expect(result.images).toBe(0)
