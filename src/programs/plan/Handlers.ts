@@ -17,6 +17,7 @@ import { ToolRegistry } from "../../services/ToolRegistry.js"
 import type { Rule } from "../../services/Validator.js"
 import { Validator } from "../../services/Validator.js"
 import * as Observed from "../internal/Observed.js"
+import * as Request from "../internal/Request.js"
 import * as Spans from "../internal/Spans.js"
 import type { StepHandler } from "./Handler.js"
 import { handler } from "./Handler.js"
@@ -65,8 +66,7 @@ export const infer = (options: InferOptions = {}): StepHandler<typeof InferInput
         const call = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
         if (input instanceof InferenceRequest) return call(input)
         return call(
-          new InferenceRequest({
-            messages: inferMessages(input, options.systemPrompt),
+          Request.make(inferMessages(input, options.systemPrompt), [], {
             ...(options.maxTokens === undefined ? {} : { maxTokens: options.maxTokens }),
             ...(options.temperature === undefined ? {} : { temperature: options.temperature })
           })

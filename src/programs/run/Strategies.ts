@@ -20,9 +20,9 @@ import type { JsonSchema } from "../../domain/JsonSchema.js"
 import * as Message from "../../domain/Message.js"
 import type { OutputSchema } from "../../services/Constraint.js"
 import { Constraint } from "../../services/Constraint.js"
-import { InferenceRequest } from "../../services/Engine.js"
-import type { InferenceResult } from "../../services/Engine.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { IdGenerator } from "../../services/IdGenerator.js"
+import * as Request from "../internal/Request.js"
 import type { LoopAction, LoopEnv, RequestDefaults, Strategy, ToolUsePolicy } from "./Types.js"
 
 /** Output tokens per model call when the request defaults say nothing. */
@@ -47,12 +47,8 @@ export const requestOf = (
     ...(schema === undefined ? {} : { schema }),
     ...(grammar === undefined ? {} : { grammar })
   }
-  // the settings are checked; the messages and tool definitions are the run's own values, not re-validated
-  return new InferenceRequest({ messages, tools, ...checkSettings(settings) }, true)
+  return Request.make(messages, tools, settings)
 }
-
-/** InferenceRequest's fields but its messages and tools: the settings a run's options give a request. */
-const checkSettings = Schema.validateSync(Schema.Struct(InferenceRequest.fields).pipe(Schema.omit("messages", "tools")))
 
 const callOnce = (env: LoopEnv, request: InferenceRequest) => env.infer(request)
 const actOnTools = <Out>(action: LoopAction<Out>) => Effect.succeed(action.toolCalls.length > 0)
