@@ -123,11 +123,15 @@ export const supportsGrammar = (model: LlamaModel, grammar: LlamaGrammar): boole
 
 interface Group {
   sequence: LlamaContextSequence
-  readonly members: ReadonlyArray<number>
+  members: ReadonlyArray<number>
   pending: Array<Token>
-  readonly generated: Array<Token>
-  readonly grammar: LlamaGrammarEvaluationState | undefined
+  generated: Array<Token>
+  grammar: LlamaGrammarEvaluationState | undefined
+  /** The group's evaluation on its sequence, kept from step to step (one native sampler). */
+  evaluation: Evaluation | undefined
 }
+
+type Evaluation = ReturnType<LlamaContextSequence["evaluateWithMetadata"]>
 
 const REPEAT_PENALTY_TOKENS = 64
 
@@ -176,21 +180,21 @@ export const run = async (
     members: Array.from({ length: n }, (_, i) => i),
     pending: prompt.slice(held),
     generated: [],
-    grammar: settings.grammar === undefined ? undefined : new LlamaGrammarEvaluationState({ model, grammar: settings.grammar })
+    grammar: settings.grammar === undefined ? undefined : new LlamaGrammarEvaluationState({ model, grammar: settings.grammar }),
+    evaluation: undefined
   }]
 
-  const distribution = async (group: Group) => {
-    const punish = group.generated.slice(-REPEAT_PENALTY_TOKENS).filter((token) => token !== nl)
-    const iterator = group.sequence.evaluateWithMetadata(group.pending, { probabilities: true }, {
+  const evaluationOf = (group: Group): Evaluation =>
+    group.sequence.evaluateWithMetadata(group.pending, { probabilities: true }, {
       temperature: settings.temperature,
       ...(settings.topK === undefined ? {} : { topK: settings.topK }),
       ...(settings.topP === undefined ? {} : { topP: settings.topP }),
       ...(settings.minP === undefined ? {} : { minP: settings.minP }),
       seed: 0,
-      // the native sampler advances the state by its own pick: give it a copy
-      ...(group.grammar === undefined ? {} : { grammarEvaluationState: group.grammar.clone() }),
+      // read at every token; the native sampler advances the state by its own pick: give it a copy
+      grammarEvaluationState: () => group.grammar?.clone(),
       repeatPenalty: {
-        punishTokens: punish,
+        punishTokens: () => group.generated.slice(-REPEAT_PENALTY_TOKENS).filter((token) => token !== nl),
         maxPunishTokens: REPEAT_PENALTY_TOKENS,
         ...(settings.presencePenalty === undefined ? {} : { presencePenalty: settings.presencePenalty }),
         ...(settings.frequencyPenalty === undefined ? {} : { frequencyPenalty: settings.frequencyPenalty })
@@ -198,12 +202,25 @@ export const run = async (
       yieldEogToken: true,
       contextShift: Response.contextShift
     })
-    try {
-      const step = await iterator.next()
-      return step.done === true ? undefined : step.value
-    } finally {
-      await iterator.return()
+
+  /** Evaluates the group's pending tokens and reads the next-token distribution. */
+  const distribution = async (group: Group) => {
+    let step: IteratorResult<unknown, unknown>
+    if (group.evaluation === undefined) {
+      group.evaluation = evaluationOf(group)
+      step = await group.evaluation.next()
+    } else {
+      // the evaluation goes on with the tokens this group chose instead of the native pick
+      step = await group.evaluation.next(group.pending)
     }
+    return step.done === true ? undefined : (step.value as { readonly token: Token; readonly probabilities: Map<Token, number> })
+  }
+
+  /** The group is done with its sequence: stop its evaluation and free the sequence for forks. */
+  const release = async (group: Group) => {
+    await group.evaluation?.return()
+    group.evaluation = undefined
+    free.push(group.sequence)
   }
 
   /** One step of one group: the groups that continue after it. */
@@ -212,7 +229,7 @@ export const run = async (
     decoded += 1
     if (next === undefined) {
       finish(group.members, group.generated, "stop")
-      free.push(group.sequence)
+      await release(group)
       return []
     }
     const byToken = new Map<Token, Array<number>>()
@@ -241,7 +258,7 @@ export const run = async (
       continuing.push({ token, members, generated })
     }
     if (continuing.length === 0) {
-      free.push(group.sequence)
+      await release(group)
       return []
     }
     // the largest group stays on the sequence; ties go to the group of the lowest sample
@@ -250,8 +267,22 @@ export const run = async (
     for (const [k, branch] of continuing.entries()) {
       const grammar = group.grammar === undefined ? undefined : k === continuing.length - 1 ? group.grammar : group.grammar.clone()
       if (grammar !== undefined) acceptorOf(grammar)?.(branch.token)
-      groups.push({ sequence: group.sequence, members: branch.members, pending: [branch.token], generated: branch.generated, grammar })
+      groups.push({
+        sequence: group.sequence,
+        members: branch.members,
+        pending: [branch.token],
+        generated: branch.generated,
+        grammar,
+        evaluation: undefined
+      })
     }
+    // the largest branch goes on as this group, with its evaluation
+    const [stays] = groups
+    group.members = stays!.members
+    group.pending = stays!.pending
+    group.generated = stays!.generated
+    group.grammar = stays!.grammar
+    groups[0] = group
     // forks copy the sequence before its own group moves on
     for (const fork of groups.slice(1)) {
       const target = free.pop()
@@ -269,10 +300,13 @@ export const run = async (
   }
 
   const promptEvaluated = live[0]!.pending.length
-  while (live.length > 0) {
-    if (aborted()) break
-    const nextLive = await Promise.all(live.map(step))
-    live = nextLive.flat()
+  try {
+    while (live.length > 0 && !aborted()) {
+      const nextLive = await Promise.all(live.map(step))
+      live = nextLive.flat()
+    }
+  } finally {
+    await Promise.all(live.map((group) => group.evaluation?.return()))
   }
   return {
     samples: samples.map((sample) => sample ?? { tokens: [], text: "", finish: "stop" }),
