@@ -31,6 +31,7 @@ const main = Effect.gen(function*() {
   yield* Console.log(`load average before: ${load()} (other processes on the machine skew every figure)`)
   const rows = yield* EngineBench.run
   yield* Console.log(table(rows))
+  yield* Effect.flatMap(Effect.promise(() => import("./votes.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nVotes: RedundantLoop N=5 with replicas started together (prefix-tree sampleMany, and independent replicas) against the same five calls in sequence, beside llama.cpp's batching\n${table(rows)}`)))
   yield* Console.log(`\nHTTP adapter: canned answers (ScriptedEngine, and an engine that records nothing), ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
   yield* Console.log(table(yield* HttpBench.run))
   yield* Console.log("\nIn-memory event log, metrics and conversation store: 1,000 writes into a full store against a small one (O(1): ~1.0)")
