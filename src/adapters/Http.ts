@@ -61,6 +61,8 @@ export * as Api from "./http/Api.js"
 export { type Options, optionsConfig } from "./http/Config.js"
 export * as Guard from "./http/Guard.js"
 export * as Inbox from "./http/Inbox.js"
+export * as Page from "./http/Page.js"
+export * as PageTrace from "./http/PageTrace.js"
 export { statusOf, statusOfError, traceIdOf } from "./http/Status.js"
 
 const handlers = (options: Options) =>
