@@ -45,7 +45,15 @@ const refused = <A>(f: (openai: OpenAI) => Promise<A>) =>
 
 const model = BUNDLED_MODEL_NAME
 const hello: Array<ChatCompletionMessageParam> = [{ role: "user", content: "Hello!" }]
-const calculatorTool = { type: "function" as const, function: { ...BUNDLED_CALCULATOR_TOOL, parameters: { ...BUNDLED_CALCULATOR_TOOL.parameters } } }
+/** The calculator as the bundled model was trained on it, defined by the client. */
+const calculatorTool = {
+  type: "function" as const,
+  function: {
+    name: BUNDLED_CALCULATOR_TOOL.name,
+    description: BUNDLED_CALCULATOR_TOOL.description,
+    parameters: { type: "object", properties: { expression: { type: "string" } }, required: ["expression"] }
+  }
+}
 const question: ChatCompletionMessageParam = { role: "user", content: "What is 12 plus 7?" }
 
 /** The calculator the client runs itself: sums and products of two numbers, as the model writes them. */
@@ -201,6 +209,35 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       expect(second.choices[0]!.message.content).toContain("19")
     }), 60_000)
 
+  it.effect("runTools: the SDK's own tool runner calls the client's function and loops to the answer", () =>
+    Effect.gen(function* () {
+      const executed: Array<string> = []
+      const result = yield* call(async (openai) => {
+        const runner = openai.chat.completions.runTools({
+          model,
+          messages: [question],
+          temperature: 0,
+          tools: [
+            {
+              type: "function",
+              function: {
+                ...calculatorTool.function,
+                parse: JSON.parse,
+                function: (args: { expression: string }) => {
+                  executed.push(args.expression)
+                  return calculate(args.expression)
+                }
+              }
+            }
+          ]
+        })
+        return { content: await runner.finalContent(), messages: runner.messages }
+      })
+      expect(executed.map((e) => e.replace(/\s/g, ""))).toEqual(["12+7"])
+      expect(result.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool", "assistant"])
+      expect(result.content).toContain("19")
+    }), 60_000)
+
   it.effect("n=3: three choices from one request, one usage for them all", () =>
     Effect.gen(function* () {
       const three = yield* call((openai) =>
@@ -214,6 +251,15 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       }
       expect(three.usage!.completion_tokens).toBeGreaterThanOrEqual(3)
       expect(three.usage!.total_tokens).toBe(three.usage!.prompt_tokens + three.usage!.completion_tokens)
+
+      // streamed, the same seeded request: each choice's deltas under its index spell the same three answers
+      const texts = yield* call(async (openai) => {
+        const stream = await openai.chat.completions.create({ model, messages: hello, n: 3, temperature: 1, seed: 11, max_tokens: 24, stream: true })
+        const byIndex = ["", "", ""]
+        for await (const chunk of stream) for (const choice of chunk.choices) byIndex[choice.index] += choice.delta.content ?? ""
+        return byIndex
+      })
+      expect(texts).toEqual(three.choices.map((c) => c.message.content))
     }), 60_000)
 
   it.effect("stop: the answer ends before the first stop string, finish_reason stop; more than 4 is a 400 naming stop", () =>
