@@ -41,6 +41,7 @@ import { Engine, InferenceRequest } from "../services/Engine.js"
 import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
+import * as Request from "./internal/Request.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
@@ -216,8 +217,7 @@ export const run: <A, EV extends ValidationFailure = never>(
   const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.gen(
     function* () {
       const n = yield* Ref.updateAndGet(attempts, (k) => k + 1)
-      const request = new InferenceRequest({
-        messages: [...messages, ...(yield* Ref.get(correction))],
+      const request = Request.make([...messages, ...(yield* Ref.get(correction))], [], {
         schema: constraints.schema,
         maxTokens: options.maxTokens ?? defaultMaxTokens,
         temperature: options.temperature ?? defaultTemperature,
