@@ -28,7 +28,10 @@
  *               bundled model's trained form (default) or with the library's query
  *               prompt (--prompt query, or both; --warm T, --hot T)
  *
- * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --only sentiment,decomposition,patterns --verbose --provisional]
+ *               Votes are drawn both ways unless `--sampling tree|independent`
+ *               picks one: "tree" (replicas started together, one prefix-tree
+ *               sampleMany) and "independent" (each replica its own infer).
+ * Usage: npm run eval [-- --model path.gguf --limit 100 --temperature 2 --top-p 1 --n 5 --sampling tree --only sentiment,decomposition,patterns --verbose --provisional]
  */
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
@@ -67,6 +70,12 @@ const votes = Number(arg("n") ?? 5)
 // can matter; sampling from the whole distribution is what makes replicas disagree
 const topP = Number(arg("top-p") ?? 1)
 const modelPath = arg("model")
+/** `--sampling tree|independent`: how the votes' replicas are drawn (default: both, one line each). */
+const samplings: ReadonlyArray<"tree" | "independent"> = arg("sampling") === "tree"
+  ? ["tree"]
+  : arg("sampling") === "independent"
+  ? ["independent"]
+  : ["tree", "independent"]
 /** `--only sentiment,decomposition` runs only those parts (sentiment, calculator, decomposition, voting, patterns). */
 const only = arg("only")?.split(",")
 const runs = (part: string): boolean => only === undefined || only.includes(part)
@@ -148,7 +157,12 @@ const tools = Effect.gen(function* () {
   return { called, rightArgs, rightAnswer, total: questions.length }
 })
 
-const voting = Effect.gen(function* () {
+/** The engine without its own sampleMany: replicas started together each make their own infer. */
+const independentEngine = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.flatMap(Engine, (engine) =>
+    Effect.provideService(effect, Engine, { infer: engine.infer, stream: engine.stream, modelInfo: engine.modelInfo }))
+
+const voting = (sampling: "tree" | "independent") => Effect.gen(function* () {
   const reviews = readJsonl<Review>("sentiment.jsonl")
   const single = yield* Effect.forEach(
     reviews,
@@ -165,7 +179,7 @@ const voting = Effect.gen(function* () {
       ),
     { concurrency: 2 }
   )
-  const bar = progress(`vote N=${votes}`, reviews.length, "reviews")
+  const bar = progress(`vote N=${votes} (${sampling})`, reviews.length, "reviews")
   const voted = yield* Effect.forEach(
     reviews,
     (r) =>
@@ -177,6 +191,7 @@ const voting = Effect.gen(function* () {
         topP,
         maxTokens: 24
       }).pipe(
+        sampling === "independent" ? independentEngine : (effect) => effect,
         Effect.map((res) => labelOf(res.value) === r.label),
         Effect.orElseSucceed(() => false),
         Effect.zipLeft(bar.tick)
@@ -338,9 +353,11 @@ const program = Effect.gen(function* () {
     console.log(`                                  exact TaskList ${pct(d.exact, d.total)}; sampled at 0.8 (seed = index) decodes ${pct(d.sampledDecoded, d.total)}   goal 100/100`)
   }
   if (runs("voting")) {
-    const v = yield* voting
-    console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)}`)
-    console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}`)
+    for (const sampling of samplings) {
+      const v = yield* voting(sampling)
+      console.log(`sentiment at temperature ${temperature}, top-p ${topP}: single-shot ${pct(v.single, v.total)} (${sampling} votes)`)
+      console.log(`                                  RedundantLoop N=${votes} majority ${pct(v.voted, v.total)}, ${sampling} sampling`)
+    }
   }
   if (runs("patterns")) {
     // the query prompt's rows take about four times as long (the model writes past the label): asked for
