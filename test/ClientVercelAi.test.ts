@@ -2,7 +2,8 @@
  * The Vercel AI SDK (`ai` 6, through `@ai-sdk/openai-compatible`, pinned in
  * devDependencies) against a real `pagantic serve` on the bundled model over
  * loopback: `generateText` with a client tool the SDK runs itself and its
- * multi-step loop (`stopWhen: stepCountIs(n)`), `streamText` with usage, and
+ * multi-step loop (`stopWhen: stepCountIs(n)`), `streamText` with usage and
+ * with a client tool (its call streamed as a `tool_calls` delta), and
  * structured output (`generateObject`, and `generateText` with `Output.object`)
  * through json_schema, and a refusal as the SDK's APICallError. The server
  * registers no tools: the calculator is the client's, executed by the SDK
@@ -128,6 +129,39 @@ layer(ProviderLive, { excludeTestServices: true, timeout: "60 seconds" })("the V
       expect(streamed.usage.outputTokens).toBe(whole.usage.outputTokens)
       expect(streamed.usage.inputTokens).toBeGreaterThanOrEqual(0) // the prompt tokens evaluated: 0 when the engine holds the prompt
     }), 30_000)
+
+  it.effect("streamText with a client tool: the streamed call is run by the SDK and the next step streams the answer", () =>
+    Effect.gen(function* () {
+      const executed: Array<string> = []
+      const streamed = yield* call(async (model, abortSignal) => {
+        const result = streamText({
+          model,
+          abortSignal,
+          maxRetries: 0,
+          temperature: 0,
+          prompt: "What is 12 plus 7?",
+          tools: {
+            calculator: tool({
+              description: BUNDLED_CALCULATOR_TOOL.description,
+              inputSchema: z.object({ expression: z.string() }),
+              execute: async ({ expression }) => {
+                executed.push(expression)
+                return calculate(expression)
+              }
+            })
+          },
+          stopWhen: stepCountIs(4)
+        })
+        const deltas: Array<string> = []
+        for await (const delta of result.textStream) deltas.push(delta)
+        return { deltas, text: await result.text, steps: await result.steps }
+      })
+      expect(executed.map((e) => e.replace(/\s/g, ""))).toEqual(["12+7"])
+      expect(streamed.steps.map((step) => step.finishReason)).toEqual(["tool-calls", "stop"])
+      expect(streamed.steps[0]!.toolCalls.map((c) => c.toolName)).toEqual(["calculator"])
+      expect(streamed.text).toContain("19")
+      expect(streamed.deltas.join("")).toBe(streamed.steps.map((step) => step.text).join(""))
+    }), 60_000)
 
   it.effect("generateObject: a zod schema through json_schema, the sentiment typed", () =>
     Effect.gen(function* () {
