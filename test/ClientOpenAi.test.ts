@@ -82,6 +82,7 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       expect(error.status).toBe(404)
       expect(error.code).toBe("CONFIG_INVALID_REQUEST")
       expect(error.type).toBe("invalid_request_error")
+      expect(error.param).toBe("model")
       expect(error.message).toContain("gpt-4o")
     }), 30_000)
 
