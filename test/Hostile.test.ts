@@ -326,7 +326,10 @@ describe("hostile input against pagantic serve", () => {
           chatRequest("x", { tools: [huge] }),
           { mode: "plan", messages: [], plan: { steps: [{ name: "s", type: "infer", input: { messages: huge } }] } },
           { mode: "plan", messages: [], plan: { steps: [{ name: huge, type: "nope", input: "x" }] } },
-          { mode: "chat", messages: [{ role: huge, content: "x" }] }
+          { mode: "chat", messages: [{ role: huge, content: "x" }] },
+          // a tool call that ran and failed is reported (what the request did), its arguments cut to an excerpt
+          { mode: "plan", messages: [], plan: { steps: [{ name: "s0", type: "tool", input: { name: "calculator", arguments: { expression: huge } } }] } },
+          { mode: "plan", messages: [], plan: { steps: [{ name: "s0", type: "tool", input: { name: "calculator", arguments: { expression: Array.from({ length: 20_000 }, (_, i) => i % 10) } } }] } }
         ]
         for (const body of cases) {
           const res = yield* post(`${url}/v1/run`, body)

@@ -687,6 +687,14 @@ const problemsOf = (path: string, method: string, built: Built, reply: Reply): A
   if (reply.status === 0) return [reply.text]
   if (reply.status >= 500) problems.push(`status ${reply.status} (the engine always answers: a 5xx is a bug)`)
   if (method === "HEAD") return problems
+  // the runs page: GET / is its static HTML, the same for every request (nothing of the request in it)
+  if (route === "/" && method === "GET" && reply.status === 200) {
+    if (!contentType.startsWith("text/html")) problems.push(`the page as ${JSON.stringify(contentType)}`)
+    for (const marker of built.markers) {
+      if (longestRun(reply.text, marker) >= ECHO_RUN) problems.push("a marker of the request echoed by the page")
+    }
+    return problems
+  }
   const sse = reply.status === 200 && contentType.startsWith("text/event-stream")
   if (sse) {
     if (!chatShaped) problems.push("an event stream outside chat completions")

@@ -21,7 +21,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { createHash, timingSafeEqual } from "node:crypto"
-import { excerptCause, SystemError, SystemResponse } from "../../domain/System.js"
+import { excerptCause, SystemError, SystemResponse, ToolCallRecord } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Json from "../../domain/Json.js"
@@ -173,14 +173,29 @@ export const refuseChat = (
 ): Effect.Effect<never, ChatFailure> =>
   refusal(error, requestId, status, new ChatFailure({ status, body: openAiError(error, status, requestId) }))
 
-const failedResponse = (error: SystemError, requestId: string, partial: SystemResponse | undefined): SystemResponse =>
-  new SystemResponse(
+/**
+ * A refused request's SystemResponse: its partial output, and the tool calls it
+ * made (it reports what it did), each call's arguments and result cut to an
+ * excerpt as the error's details are: a refusal never sends a client's large
+ * input back.
+ */
+const failedResponse = (error: SystemError, requestId: string, partial: SystemResponse | undefined): SystemResponse => {
+  const base = partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })
+  return new SystemResponse(
     {
-      ...(partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })),
+      ...base,
+      toolCallsMade: base.toolCallsMade.map((call) =>
+        new ToolCallRecord({
+          ...call,
+          arguments: Text.bounded(call.arguments, { maxString: 200, maxDepth: 5, maxItems: 20 }) as Record<string, unknown>,
+          result: Text.excerpt(call.result, 200)
+        }, true)
+      ),
       error: forClient(error)
     },
     true
   )
+}
 
 /**
  * An error as OpenAI's `{ error }` body (also an SSE event once a stream has
