@@ -24,6 +24,7 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
+import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
@@ -310,13 +311,16 @@ const withTelemetry = Effect.gen(function* () {
   )
 }).pipe(Effect.provide(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())))
 
-/** One call of each of our sides, its services provided: what bench/profile.ts profiles. */
-export const ourCalls: Readonly<Record<string, Effect.Effect<void, unknown>>> = {
-  agent: Effect.provide(agentTurn, agentServices),
-  telemetry: Effect.provide(agentTurn, Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())),
-  structured: Effect.provide(structuredCall, Layer.merge(jsonEngine, JsonConstraint.layer)),
-  redundant: Effect.provide(redundantCall, Layer.merge(jsonEngine, JsonConstraint.layer)),
-  facade: Effect.flatMap(Facade.make(), facadeCall).pipe(withConstraint(textEngine), Effect.orDie)
+/** One call of each of our sides on services built once: what bench/profile.ts profiles. */
+export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void, unknown>, never, Scope.Scope>>> = {
+  agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(agentTurn, c)),
+  telemetry: Effect.map(Layer.build(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())), (c) => Effect.provide(agentTurn, c)),
+  structured: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(structuredCall, c)),
+  redundant: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(redundantCall, c)),
+  plan: Effect.flatMap(Layer.build(textEngine), (c) =>
+    Effect.map(Effect.provide(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), c), (executor) => planCall(executor))),
+  facade: Effect.flatMap(Layer.build(Layer.merge(textEngine, JsonConstraint.layer)), (c) =>
+    Effect.map(Effect.provide(Facade.make(), c), (system) => Effect.provide(facadeCall(system), c)))
 }
 
 const only = process.env.HOTPATH_BENCH_ONLY ?? ""

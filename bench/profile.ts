@@ -1,7 +1,7 @@
 /**
  * A CPU profile of AgentLoop turns, and what it says: run
  *
- *   npx tsx bench/profile.ts [calls] [out.cpuprofile] [agent|telemetry|structured|redundant|facade]
+ *   npx tsx bench/profile.ts [calls] [out.cpuprofile] [agent|telemetry|structured|redundant|plan|facade]
  *   npx tsx bench/profile.ts --summary out.cpuprofile
  *
  * The first runs 300 warm-up calls, then profiles `calls` calls (default 2,000;
@@ -12,11 +12,9 @@
  * `(garbage collector)` node: the GC share of the CPU time.
  */
 import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
 import * as inspector from "node:inspector/promises"
-import * as Telemetry from "../src/layers/Telemetry.js"
-import { agentServices, agentTurn, ourCalls } from "./hotpath.bench.js"
+import { ourCalls } from "./hotpath.bench.js"
 
 interface ProfileNode {
   readonly id: number
@@ -72,15 +70,7 @@ if (process.argv[2] === "--summary") {
   const which = process.argv[4] ?? "agent"
   const session = new inspector.Session()
   session.connect()
-  const program = Effect.gen(function* () {
-    if (which === "agent" || which === "telemetry") {
-      const turn = agentTurn.pipe(
-        Effect.provide(which === "telemetry" ? Layer.merge(agentServices, Telemetry.layerInMemory()) : agentServices)
-      )
-      return yield* profiled(turn, turns)
-    }
-    return yield* profiled(ourCalls[which]!, turns)
-  })
+  const program = Effect.scoped(Effect.flatMap(ourCalls[which]!, (call) => profiled(call, turns)))
   const profiled = (call: Effect.Effect<void, unknown>, n: number) =>
     Effect.gen(function* () {
       yield* Effect.repeatN(call, 299)
