@@ -17,6 +17,7 @@ import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import * as Observed from "../src/programs/internal/Observed.js"
+import * as Request from "../src/programs/internal/Request.js"
 import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
 import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
@@ -164,6 +165,16 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
     expect([built.maxTokens, built.temperature, built.messages.length]).toEqual([16, 0.2, 1])
     expect(() => requestOf([Message.user("hi")], [], { temperature: -1 })).toThrow(/temperature/)
     expect(() => requestOf([Message.user("hi")], [], { maxTokens: 1.5 })).toThrow(/maxTokens/)
+  })
+
+  it("check each setting every time it is invalid, whatever passed before (a value that passed is not checked again)", () => {
+    const settings = { temperature: 0.3, topP: 0.5, stop: ["\n\n"], options: { mirostat: 2 } }
+    for (let i = 0; i < 3; i++) expect(Request.make([Message.user("hi")], [], settings).topP).toBe(0.5)
+    for (let i = 0; i < 3; i++) {
+      expect(() => Request.make([], [], { ...settings, topP: 1.5 })).toThrow(/topP/)
+      expect(() => Request.make([], [], { ...settings, stop: [] })).toThrow(/stop/)
+      expect(() => Request.make([], [], { ...settings, seed: 0.5 })).toThrow(/seed/)
+    }
   })
 })
 

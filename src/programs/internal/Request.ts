@@ -3,7 +3,8 @@
  * definitions are the loop's own values (typed, built by the library) is made
  * without re-validating them on every model call; its settings (maxTokens,
  * temperature, topP, seed, schema, grammar...), which come from options, are
- * still checked against InferenceRequest's own fields.
+ * still checked against InferenceRequest's own fields, field by field, each
+ * value checked once: a run sends the same settings on every call.
  */
 import * as Schema from "effect/Schema"
 import type * as Message from "../../domain/Message.js"
@@ -12,10 +13,44 @@ import { InferenceRequest } from "../../services/Engine.js"
 /** InferenceRequest's fields but its messages and tools. */
 export type Settings = Omit<ConstructorParameters<typeof InferenceRequest>[0], "messages" | "tools">
 
-/** Checks the settings against InferenceRequest's fields; throws a ParseError naming the field otherwise. */
-const checkSettings: (settings: Settings) => Settings = Schema.validateSync(
-  Schema.Struct(InferenceRequest.fields).pipe(Schema.omit("messages", "tools"))
+const { messages: _messages, tools: _tools, ...settingFields } = InferenceRequest.fields
+
+/** One check per field: a struct of that field alone, so a failure names it. */
+const fieldChecks: Readonly<Record<string, (input: unknown) => unknown>> = Object.fromEntries(
+  Object.entries(settingFields).map(([key, field]) => [key, Schema.validateSync(Schema.Struct({ [key]: field }))])
 )
+
+/** Values that passed, per field: primitives by value (bounded), objects by identity. */
+const passedPrimitives = new Set<string>()
+const passedObjects = new WeakMap<object, Set<string>>()
+const MAX_PRIMITIVES = 4096
+
+const checkField = (key: string, value: unknown): void => {
+  const check = fieldChecks[key]
+  if (check === undefined) return // not a setting: InferenceRequest ignores it, as the whole-struct check did
+  if (typeof value === "object" && value !== null) {
+    const passed = passedObjects.get(value)
+    if (passed?.has(key)) return
+    check({ [key]: value })
+    if (passed === undefined) passedObjects.set(value, new Set([key]))
+    else passed.add(key)
+    return
+  }
+  const id = `${key}\u0000${typeof value}\u0000${String(value)}`
+  if (passedPrimitives.has(id)) return
+  check({ [key]: value })
+  if (passedPrimitives.size >= MAX_PRIMITIVES) passedPrimitives.clear()
+  passedPrimitives.add(id)
+}
+
+/**
+ * Checks the settings against InferenceRequest's fields (a value that passed
+ * once is not checked again); throws a ParseError naming the field otherwise.
+ */
+export const checkSettings = (settings: Settings): Settings => {
+  for (const key in settings) checkField(key, (settings as Record<string, unknown>)[key])
+  return settings
+}
 
 /** A request of the loop's own messages and tools, its settings checked. */
 export const make = (
