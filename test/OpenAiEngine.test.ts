@@ -697,9 +697,10 @@ describe("OpenAiEngine end to end: adapters/Http on LlamaEngine (bundled model)"
           const parsed = JSON.parse(structured.content) as { label: string }
           expect(["positive", "negative"]).toContain(parsed.label)
 
-          const rejected = yield* Effect.flip(engine.infer(ask("Hello", { options: { n: 2 } })))
+          // a field the server refuses (token biases) is a 400 the engine reports as not retryable
+          const rejected = yield* Effect.flip(engine.infer(ask("Hello", { options: { logit_bias: { "1": 5 } } })))
           expect([rejected.code, rejected.retryable, rejected.details.status]).toEqual(["INFERENCE_ENGINE_ERROR", false, 400])
-          expect(rejected.details.body).toContain("only 1 choice")
+          expect(rejected.details.body).toContain("logit_bias")
         })
       ).pipe(Effect.timeout("40 seconds"), Effect.orDie),
     45_000
