@@ -6,9 +6,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
+import * as TestClock from "effect/TestClock"
 import type * as Event from "../src/domain/Event.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
 import * as ConstraintLive from "../src/layers/JsonConstraint.js"
@@ -157,6 +159,34 @@ describe("TreeVote: sampling choice", () => {
       )
     )
   })
+
+  it.effect("a timeout during a tree draw: CANCELLED_TIMEOUT, the draw interrupted, no replica left waiting", () => {
+    const calls: Array<number> = []
+    return Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.flip(RedundantLoop.run("x", { schema: Sentiment, n: 3, timeout: "2 seconds" })))
+      yield* TestClock.adjust("2 seconds")
+      const failure = yield* Fiber.join(fiber)
+      expect([failure._tag, failure.code]).toEqual(["Cancellation", "CANCELLED_TIMEOUT"])
+      expect(calls).toEqual([3])
+    }).pipe(
+      Effect.provide(Layer.provideMerge(withNativeSampleMany(calls), env([ScriptedEngine.reply(`{"sentiment":"positive"}`, { delay: "1 minute" })])))
+    )
+  })
+
+  it.effect("a tree draw that fails as a whole fails each replica with its failure", () =>
+    Effect.gen(function* () {
+      const failing = Layer.effect(
+        Engine.Engine,
+        Effect.map(Engine.Engine, (inner): Engine.Service => ({
+          ...inner,
+          sampleMany: () => InferenceFailure.modelUnavailable("no model")
+        }))
+      )
+      const failure = yield* Effect.flip(
+        RedundantLoop.run("x", { schema: Sentiment, n: 3 }).pipe(Effect.provide(Layer.provideMerge(failing, env([reply("positive")]))))
+      )
+      expect(failure).toMatchObject({ _tag: "InferenceFailure", code: "INFERENCE_MODEL_UNAVAILABLE" })
+    }))
 
   it.effect("first requests that differ beyond the seed are not drawn together", () =>
     Effect.gen(function* () {
