@@ -76,12 +76,14 @@ layer(Layer.mergeAll(Layer.provideMerge(LlamaEngine.layer({ sequences: 6 }), IdG
       expect(shifted).toEqual(first.slice(1))
     }), 60_000)
 
-  it.effect("temperature 0: every sample is the greedy answer, which infer gives too", () =>
+  it.effect("temperature 0: every sample is the greedy answer, which infer gives too, with the same output tokens", () =>
     Effect.gen(function*() {
       const engine = yield* Engine
       const greedy = yield* engine.infer(ask(SPLIT, { temperature: 0 }))
-      const outcomes = contents(yield* EngineModule.sampleMany(engine, ask(SPLIT, { temperature: 0 }), 4))
-      expect(outcomes).toEqual([greedy.content, greedy.content, greedy.content, greedy.content])
+      const drawn = yield* EngineModule.sampleMany(engine, ask(SPLIT, { temperature: 0 }), 4)
+      expect(contents(drawn)).toEqual([greedy.content, greedy.content, greedy.content, greedy.content])
+      // each sample's output tokens counted as infer counts them (the end token included)
+      for (const o of drawn) expect(Either.getOrThrow(o).usage.outputTokens).toBe(greedy.usage.outputTokens)
     }), 60_000)
 
   it.effect("a request with tools is drawn by independent infers (same contract)", () =>

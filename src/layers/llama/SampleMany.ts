@@ -142,10 +142,10 @@ export const sampleMany = (
               usage: new TokenUsage.TokenUsage({
                 promptTokens: i === 0 ? outcome.promptEvaluated : 0,
                 reasoningTokens: 0,
-                outputTokens: sample.tokens.length,
+                outputTokens: sample.sampled,
                 contextTokens: planned.prompt.length + sample.tokens.length,
                 contextWindow: resources.contextWindow,
-                tokensPerSecond: seconds > 0 ? sample.tokens.length / seconds : 0,
+                tokensPerSecond: seconds > 0 ? sample.sampled / seconds : 0,
                 calls: 1
               }, true)
             }, true)

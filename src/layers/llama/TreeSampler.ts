@@ -50,6 +50,8 @@ export interface Sample {
   readonly tokens: ReadonlyArray<Token>
   /** The tokens' text, cut before a stop text. */
   readonly text: string
+  /** Tokens sampled for it: its tokens, and the end-of-generation token that ended it (as `infer` counts). */
+  readonly sampled: number
   readonly finish: "stop" | "length"
 }
 
@@ -168,8 +170,14 @@ export const run = async (
     }
     return cut === undefined ? undefined : text.slice(0, cut)
   }
-  const finish = (members: ReadonlyArray<number>, tokens: ReadonlyArray<Token>, reason: Sample["finish"], text?: string) => {
-    const sample: Sample = { tokens, text: text ?? textOf(tokens), finish: reason }
+  const finish = (
+    members: ReadonlyArray<number>,
+    tokens: ReadonlyArray<Token>,
+    reason: Sample["finish"],
+    text?: string,
+    endToken = false
+  ) => {
+    const sample: Sample = { tokens, text: text ?? textOf(tokens), finish: reason, sampled: tokens.length + (endToken ? 1 : 0) }
     for (const i of members) samples[i] = sample
   }
   let decoded = 0
@@ -242,7 +250,7 @@ export const run = async (
     const continuing: Array<{ token: Token; members: Array<number>; generated: Array<Token> }> = []
     for (const [token, members] of byToken) {
       if (model.isEogToken(token)) {
-        finish(members, group.generated, "stop")
+        finish(members, group.generated, "stop", undefined, true)
         continue
       }
       const generated = [...group.generated, token]
@@ -309,7 +317,7 @@ export const run = async (
     await Promise.all(live.map((group) => group.evaluation?.return()))
   }
   return {
-    samples: samples.map((sample) => sample ?? { tokens: [], text: "", finish: "stop" }),
+    samples: samples.map((sample) => sample ?? { tokens: [], text: "", finish: "stop", sampled: 0 }),
     promptEvaluated,
     decoded,
     forks
