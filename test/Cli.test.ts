@@ -19,7 +19,7 @@ import * as Cli from "../src/adapters/Cli.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
 import { SystemResponse } from "../src/domain/System.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
-import { Engine } from "../src/services/Engine.js"
+import { Engine, independentSamples } from "../src/services/Engine.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const launcher = path.join(root, "bin", "pagantic.js")
@@ -64,6 +64,8 @@ const runCli = (
     readonly colors?: boolean
     /** Standard error is a terminal: progress goes to a live status line. */
     readonly tty?: boolean
+    /** The engine draws a vote's replicas together (its own sampleMany), as LlamaEngine does. */
+    readonly sampleMany?: boolean
   } = {}
 ): Effect.Effect<Run> =>
   Effect.gen(function* () {
@@ -96,7 +98,11 @@ const runCli = (
             options.loadDefect !== undefined
               ? Effect.die(options.loadDefect)
               : options.loadFailure === undefined
-              ? Effect.succeed(engine)
+              ? Effect.succeed(
+                options.sampleMany === true
+                  ? Engine.of({ ...engine, sampleMany: (request, n) => independentSamples(engine, request, n) })
+                  : engine
+              )
               : Effect.fail(options.loadFailure)
           )
         )
@@ -319,6 +325,22 @@ describe("Cli (in process, ScriptedEngine)", () => {
       for (const c of [`{"sentiment": "neutral"}`, `{"sentiment": "positive"}`, `{ "sentiment":"neutral" }`]) {
         expect(run.out).toContain(c)
       }
+    }))
+
+  it.effect("vote: replicas the engine draws together (sampleMany) are each a candidate and advance the progress", () =>
+    Effect.gen(function* () {
+      const run = yield* runCli(["vote", "--schema", sentimentSchema, "--n", "3", "Fine."], {
+        sampleMany: true,
+        script: [
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`),
+          ScriptedEngine.reply(`{"sentiment": "positive"}`),
+          ScriptedEngine.reply(`{"sentiment": "neutral"}`)
+        ]
+      })
+      expect(Exit.isSuccess(run.exit)).toBe(true)
+      expect(run.out).toContain("candidates (3):")
+      expect(run.out).toContain(`{"sentiment": "positive"}`)
+      expect(run.err.at(-1)).toBe("vote [####################] 3/3 answers 0.0 s")
     }))
 
   it.effect("vote: unanimity without agreement is ORCHESTRATION_NO_CONSENSUS, exit with an error", () =>

@@ -20,7 +20,7 @@ import * as Calculator from "../../layers/tools/Calculator.js"
 import type * as Facade from "../../programs/Facade.js"
 import { PaganticSystem } from "../../programs/Facade.js"
 import { Engine } from "../../services/Engine.js"
-import type { InferenceResult } from "../../services/Engine.js"
+import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import type * as Tool from "../../services/ToolRegistry.js"
 import * as Live from "../Live.js"
 import { fromLayerFailure } from "./CliFailure.js"
@@ -71,11 +71,18 @@ const recordingEngine = (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<
     Engine,
     Effect.map(Engine, (engine) => {
       const record = (result: InferenceResult) => SubscriptionRef.update(outputs, (all) => [...all, result.content])
+      const sampleMany = engine.sampleMany
       return Engine.of({
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), record),
         stream: (request) =>
-          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void))
+          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void)),
+        // a vote's replicas drawn together (one prefix tree): each sample answered is an output too
+        ...(sampleMany === undefined ? {} : {
+          sampleMany: (request: InferenceRequest, n: number) =>
+            Effect.tap(sampleMany(request, n), (samples) =>
+              Effect.forEach(samples, (sample) => sample._tag === "Right" ? record(sample.right) : Effect.void, { discard: true }))
+        })
       })
     })
   )
