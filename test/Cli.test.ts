@@ -289,7 +289,7 @@ describe("Cli (in process, ScriptedEngine)", () => {
       const notSchema = yield* runCli(["extract", "--schema", `{"type": "banana"}`, "text"])
       expect(notSchema.err[0]).toContain("the inline schema is not a schema")
       const empty = yield* runCli(["extract", "--schema", `{"title": "x"}`, "text"])
-      expect(empty.err[0]).toContain(`needs a "type", "properties" or "enum"`)
+      expect(empty.err[0]).toContain(`needs a "type", "properties", "enum" or "anyOf"`)
       const missing = yield* runCli(["extract", "--schema", "/nonexistent/schema.json", "text"])
       expect(missing.err[0]).toContain("cannot read the schema file /nonexistent/schema.json")
       expect([...notSchema.loads, ...empty.loads, ...missing.loads]).toEqual([])

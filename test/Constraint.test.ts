@@ -317,7 +317,7 @@ describe("Constraint with an Effect Schema (the typed path)", () => {
       expect(failure.violations).toEqual(['$.status: Expected "open" | "closed", actual "pending"'])
     }))
 
-  it.effect("toJsonSchema keeps enums from literals, resolves $refs and drops what the subset lacks", () =>
+  it.effect("toJsonSchema keeps enums from literals, unions as anyOf, resolves $refs and drops what the subset lacks", () =>
     run(
       Effect.gen(function* () {
         const c = yield* Constraint
@@ -355,7 +355,7 @@ describe("Constraint with an Effect Schema (the typed path)", () => {
             n: { type: "integer", description: "an integer" },
             nums: { type: "number" },
             pair: { type: "array" },
-            either: {},
+            either: { anyOf: [{ type: "string" }, { type: "number" }] },
             named: { type: "string", description: "a name" }
           }
         })

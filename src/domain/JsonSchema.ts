@@ -15,7 +15,12 @@ import * as Schema from "effect/Schema"
 export const JsonSchemaType = Schema.Literal("object", "array", "string", "number", "integer", "boolean", "null")
 export type JsonSchemaType = typeof JsonSchemaType.Type
 
-/** The documented subset: type, description, properties, required, enum, items, default. */
+/**
+ * The documented subset: type, description, properties, required, enum, items,
+ * anyOf, default. `anyOf` is a value of one of several shapes (a tagged union of
+ * objects, a string or a number); engines that constrain decoding write one of
+ * them.
+ */
 export interface JsonSchema {
   readonly type?: JsonSchemaType | undefined
   readonly description?: string | undefined
@@ -23,6 +28,7 @@ export interface JsonSchema {
   readonly required?: ReadonlyArray<string> | undefined
   readonly enum?: ReadonlyArray<string> | undefined
   readonly items?: JsonSchema | undefined
+  readonly anyOf?: ReadonlyArray<JsonSchema> | undefined
   readonly default?: unknown
 }
 
@@ -35,6 +41,9 @@ export const JsonSchema: Schema.Schema<JsonSchema> = Schema.Struct({
   required: Schema.optional(Schema.Array(Schema.String)),
   enum: Schema.optional(Schema.Array(Schema.String)),
   items: Schema.optional(Schema.suspend((): Schema.Schema<JsonSchema> => JsonSchema)),
+  anyOf: Schema.optional(
+    Schema.Array(Schema.suspend((): Schema.Schema<JsonSchema> => JsonSchema)).pipe(Schema.minItems(1))
+  ),
   default: Schema.optional(Schema.Unknown)
 }).annotations({ identifier: "JsonSchema", description: "the JSON-schema subset of pagantic" })
 
@@ -90,6 +99,11 @@ const stringEnum = (node: Json7): ReadonlyArray<string> | undefined => {
   return undefined
 }
 
+/** A schema that constrains nothing (`{}`, or only a description or default). */
+const isAnything = (schema: JsonSchema): boolean =>
+  schema.type === undefined && schema.properties === undefined && schema.enum === undefined &&
+  schema.items === undefined && schema.anyOf === undefined
+
 const isNullNode = (node: Json7): boolean => node.type === "null" || (Array.isArray(node.enum) && node.enum.length === 1 && node.enum[0] === null)
 
 const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchema => {
@@ -113,7 +127,9 @@ const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchem
     if (converted.length > 0 && converted.every((m) => m.enum !== undefined)) {
       return { type: "string", enum: Array.from(new Set(converted.flatMap((m) => m.enum ?? []))), ...extras }
     }
-    return { ...extras }
+    // A member the subset cannot describe ({}) admits anything: so does the union.
+    if (converted.length === 0 || converted.some(isAnything)) return { ...extras }
+    return { anyOf: converted, ...extras }
   }
 
   const out: {
@@ -154,8 +170,9 @@ const convert = (node: Json7, defs: Json7, seen: ReadonlySet<string>): JsonSchem
 /**
  * Derives the subset from an Effect Schema with effect's own JSONSchema module:
  * `$ref`s are inlined (a recursive schema stops at the cycle), literal unions
- * become string enums, nullable members are dropped, what the subset lacks is
- * dropped. A schema JSONSchema cannot describe gives `{}`: the engine then gets no
+ * become string enums, other unions `anyOf` (a union with a member the subset
+ * cannot describe admits anything), nullable members are dropped, what the
+ * subset lacks is dropped. A schema JSONSchema cannot describe gives `{}`: the engine then gets no
  * schema, and validation still runs through the Effect Schema itself.
  */
 export const fromSchema = <A, I, R>(schema: Schema.Schema<A, I, R>): JsonSchema => {
@@ -196,6 +213,10 @@ const impliedType = (schema: JsonSchema): JsonSchemaType | undefined => {
 export const toEffectSchema = (schema: JsonSchema): Schema.Schema<unknown> => {
   const base = ((): Schema.Schema<any> => {
     if (schema.enum !== undefined) return enumSchema(schema.enum)
+    if (schema.anyOf !== undefined && schema.anyOf.length > 0) {
+      const members = schema.anyOf.map(toEffectSchema)
+      return members.length === 1 ? members[0]! : Schema.Union(...members)
+    }
     switch (impliedType(schema)) {
       case "object": {
         const required = new Set(schema.required ?? [])

@@ -99,8 +99,8 @@ export const loadSchema = (value: string) =>
     const decoded = yield* Schema.decodeUnknown(JsonSchema)(json).pipe(
       Effect.mapError((e) => new CliFailure({ message: `${what} is not a schema: ${Issues.describe(e, "a JSON schema object", "the schema").join("; ")}` }))
     )
-    if (decoded.type === undefined && decoded.properties === undefined && decoded.enum === undefined) {
-      return yield* fail(`${what} is not a schema: it needs a "type", "properties" or "enum"`)
+    if (decoded.type === undefined && decoded.properties === undefined && decoded.enum === undefined && decoded.anyOf === undefined) {
+      return yield* fail(`${what} is not a schema: it needs a "type", "properties", "enum" or "anyOf"`)
     }
     return json
   })

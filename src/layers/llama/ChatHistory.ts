@@ -80,6 +80,9 @@ const ANY_SCALAR: GbnfJsonSchema = { type: ["string", "number", "boolean", "null
 export const toGbnfSchema = (schema: JsonSchema): GbnfJsonSchema => {
   const description = schema.description === undefined ? {} : { description: schema.description }
   if (schema.enum !== undefined) return { enum: [...schema.enum], ...description }
+  if (schema.anyOf !== undefined && schema.anyOf.length > 0) {
+    return { oneOf: schema.anyOf.map(toGbnfSchema), ...description }
+  }
   switch (schema.type) {
     case "object": {
       const properties: Record<string, GbnfJsonSchema> = {}
