@@ -192,10 +192,10 @@ describe("pagantic migrate | runs | thread | respond (in process, a temporary st
         ScriptedEngine.toolCalls([{ name: "calculator", arguments: { expression: "12 + 7" } }]),
         ScriptedEngine.reply("The answer is 19."),
         ...Array.from({ length: 7 }, () => ScriptedEngine.reply(`{"sentiment": "positive"}`)),
-        // the demo's tasks: one review to classify
+        // the demo's tasks: one of its reviews to classify (a description must be a review the request quotes)
         ScriptedEngine.reply(JSON.stringify({
           analysis: "1 review to classify",
-          tasks: [{ id: "t1", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "Fine.", metadata: {} }]
+          tasks: [{ id: "t1", type: "sentiment", processor: "sentiment", priority: 1, dependencies: [], description: "The room was spotless.", metadata: {} }]
         })),
         ScriptedEngine.reply(`{"sentiment": "positive"}`),
         // the waterfall query (in memory): stage 1's two responders agree

@@ -82,31 +82,64 @@ const plain = (list: TaskList) => ({
 })
 
 /**
+ * Descriptions copied from the request: a task whose processor is one of
+ * `processors` has for its description one of `passages` exactly (the request's
+ * quoted passages, see Analyzer.quotedPassages). Engines that constrain decoding
+ * then cannot misspell a passage while copying it: the model chooses which
+ * passage, the grammar writes it.
+ */
+export interface Grounding {
+  readonly processors: ReadonlyArray<string>
+  readonly passages: ReadonlyArray<string>
+}
+
+/**
  * The schema an analyzer's JSON is held to: every field required, in the
  * documented order, `processor` one of `processors` (so schema-constrained
- * decoding cannot name a processor that does not exist). Decodes to a TaskList.
+ * decoding cannot name a processor that does not exist). With a grounding, the
+ * tasks of its processors have one of its passages for description (the others
+ * any text): a union of two task shapes. Decodes to a TaskList.
  */
-export const taskListFor = (processors: readonly [string, ...Array<string>]) => {
-  const Draft = Schema.Struct({
-    analysis: Schema.String,
-    tasks: Schema.Array(
-      Schema.Struct({
-        id: TaskId,
-        type: TaskType,
-        processor: Schema.Literal(...processors),
-        priority: Priority,
-        dependencies: Schema.Array(TaskId),
-        description: Schema.String,
-        metadata: TaskMetadata
-      })
+export const taskListFor = (processors: readonly [string, ...Array<string>], grounding?: Grounding) => {
+  const draftTask = <P extends Schema.Schema.Any, D extends Schema.Schema.Any>(processor: P, description: D) =>
+    Schema.Struct({
+      id: TaskId,
+      type: TaskType,
+      processor,
+      priority: Priority,
+      dependencies: Schema.Array(TaskId),
+      description,
+      metadata: TaskMetadata
+    })
+  const grounded = processors.filter((p) => grounding?.processors.includes(p) === true)
+  const free = processors.filter((p) => !grounded.includes(p))
+  const passages = grounding?.passages ?? []
+  const item = grounded.length === 0 || passages.length === 0
+    ? draftTask(Schema.Literal(...processors), Schema.String)
+    : free.length === 0
+    ? draftTask(Schema.Literal(...grounded), Schema.Literal(...passages))
+    : Schema.Union(
+      draftTask(Schema.Literal(...grounded), Schema.Literal(...passages)),
+      draftTask(Schema.Literal(...free), Schema.String)
     )
-  })
+  const Draft = Schema.Struct({ analysis: Schema.String, tasks: Schema.Array(item as typeof plainTask) })
   return Schema.transform(Draft, Schema.typeSchema(TaskList), {
     strict: true,
     decode: (draft) => new TaskList({ analysis: draft.analysis, tasks: draft.tasks.map((t) => new Task(t)) }),
     encode: plain
   }).annotations({ identifier: "TaskList" })
 }
+
+/** The type every task shape of `taskListFor` decodes to. */
+const plainTask = Schema.Struct({
+  id: TaskId,
+  type: TaskType,
+  processor: Schema.String,
+  priority: Priority,
+  dependencies: Schema.Array(TaskId),
+  description: Schema.String,
+  metadata: TaskMetadata
+})
 
 /** A TaskList as compact JSON, fields in the documented order. */
 export const toJson = (list: TaskList): string => JSON.stringify(plain(list))

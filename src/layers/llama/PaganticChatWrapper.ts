@@ -95,7 +95,8 @@ export const BUNDLED_SENTIMENT_SCHEMA = {
  */
 export const BUNDLED_ANALYZER = {
   baseInstruction: "Break the request into tasks.",
-  formatInstructions: ""
+  formatInstructions: "",
+  quoted: ["sentiment"]
 } as const
 
 /** A compact, JSON-like rendering of a parameter schema: `{"expression": string}`. */

@@ -10,7 +10,8 @@
  * With a structured parser (JSON) the reply is requested through Structured.run
  * under the TaskList schema whose `processor` is an enum of the registered names,
  * so engines that constrain decoding cannot write anything else, and a rejected
- * reply is re-asked with what was wrong. With a text parser (XML) the reply is
+ * reply is re-asked with what was wrong. With `quoted` processors, their tasks'
+ * descriptions are held to the passages the request quotes (copied exactly). With a text parser (XML) the reply is
  * parsed, and a reply that does not parse, or names a processor that is not
  * registered, is answered with the failure and asked again, at most `attempts`
  * times in all; the last failure is the analysis' failure.
@@ -42,6 +43,55 @@ export interface AnalyzerConfig {
   readonly retry?: Schedule.Schedule<unknown> | undefined
   readonly maxTokens?: number | undefined
   readonly temperature?: number | undefined
+  /**
+   * Processors whose tasks take a passage the request quotes as it is: with a
+   * structured parser, such a task's description is one of the request's quoted
+   * passages (`quotedPassages`), held to that by the schema, so an engine that
+   * constrains decoding copies the passage exactly. A request that quotes
+   * nothing, or more than `maxQuotedPassages` passages, is analyzed without it.
+   * Default none.
+   */
+  readonly quoted?: ReadonlyArray<string> | undefined
+}
+
+/** Passages a grounded schema lists at most (each is an alternative of the grammar). */
+export const maxQuotedPassages = 64
+
+/** Longest passage, in characters, a grounded schema lists; a longer one is left out. */
+export const maxQuotedPassageChars = 2_000
+
+const quotePairs: ReadonlyArray<readonly [string, string]> = [["\"", "\""], ["\u201c", "\u201d"]]
+
+/**
+ * The passages a request quotes, in order, each once: the text between straight
+ * double quotes or between curly ones (“...”), trimmed, not empty, at most
+ * `maxQuotedPassageChars` long.
+ */
+export const quotedPassages = (request: string): ReadonlyArray<string> => {
+  const found: Array<{ readonly at: number; readonly text: string }> = []
+  for (const [open, close] of quotePairs) {
+    let from = 0
+    while (true) {
+      const start = request.indexOf(open, from)
+      if (start < 0) break
+      const end = request.indexOf(close, start + 1)
+      if (end < 0) break
+      const text = request.slice(start + 1, end).trim()
+      if (text !== "" && text.length <= maxQuotedPassageChars) found.push({ at: start, text })
+      from = end + 1
+    }
+  }
+  found.sort((a, b) => a.at - b.at)
+  return Array.from(new Set(found.map((f) => f.text)))
+}
+
+/** The grounding of a request's analysis under `config` (see `AnalyzerConfig.quoted`), if any. */
+export const groundingFor = (task: string, config: AnalyzerConfig): Task.Grounding | undefined => {
+  if (config.quoted === undefined || config.quoted.length === 0) return undefined
+  const passages = quotedPassages(task)
+  return passages.length === 0 || passages.length > maxQuotedPassages
+    ? undefined
+    : { processors: config.quoted, passages }
 }
 
 export const defaultBaseInstruction =
@@ -98,7 +148,7 @@ export const analyze = (
   return parser.structured
     ? Effect.map(
       Structured.run<Task.TaskList, never>(messages, {
-        schema: Task.taskListFor(processors),
+        schema: Task.taskListFor(processors, groundingFor(task, config)),
         ...(config.retry === undefined ? {} : { retry: config.retry }),
         ...(config.maxTokens === undefined ? {} : { maxTokens: config.maxTokens }),
         ...(config.temperature === undefined ? {} : { temperature: config.temperature })
