@@ -40,7 +40,7 @@ describe("quotedPassages", () => {
     expect(Analyzer.quotedPassages(`"${long}" and "short"`)).toEqual(["short"])
   })
 
-  it("groundingFor: only with quoted processors, at least one passage and at most maxQuotedPassages", () => {
+  it("groundingFor: only with quoted processors, at least one passage, at most maxQuotedPassages and maxQuotedChars", () => {
     expect(Analyzer.groundingFor(`Classify "a"`, {})).toBeUndefined()
     expect(Analyzer.groundingFor(`Classify "a"`, { quoted: [] })).toBeUndefined()
     expect(Analyzer.groundingFor(`Classify nothing`, { quoted: ["sentiment"] })).toBeUndefined()
@@ -50,6 +50,10 @@ describe("quotedPassages", () => {
     })
     const many = Array.from({ length: Analyzer.maxQuotedPassages + 1 }, (_, i) => `"r${i}"`).join(", ")
     expect(Analyzer.groundingFor(many, { quoted: ["sentiment"] })).toBeUndefined()
+    const big = Array.from({ length: 9 }, (_, i) => `"${String(i).repeat(Analyzer.maxQuotedPassageChars)}"`).join(" ")
+    expect(Analyzer.groundingFor(big, { quoted: ["sentiment"] })).toBeUndefined()
+    const fits = Array.from({ length: 8 }, (_, i) => `"${String(i).repeat(Analyzer.maxQuotedPassageChars)}"`).join(" ")
+    expect(Analyzer.groundingFor(fits, { quoted: ["sentiment"] })?.passages.length).toBe(8)
     expect(BUNDLED_ANALYZER.quoted).toEqual(["sentiment"])
   })
 })

@@ -305,6 +305,35 @@ describe("hostile input against pagantic serve", () => {
       })
     ))
 
+  it.live("a schema's anyOf: a value of one of the shapes is the answer; an empty anyOf is a 400 naming output.schema", () =>
+    withServer([ScriptedEngine.reply('{"kind":"sum","value":3}')], ({ url }) =>
+      Effect.gen(function* () {
+        const shapes = {
+          anyOf: [
+            { type: "object", properties: { kind: { type: "string", enum: ["sum"] }, value: { type: "number" } }, required: ["kind", "value"] },
+            { type: "object", properties: { kind: { type: "string", enum: ["text"] }, text: { type: "string" } }, required: ["kind", "text"] }
+          ]
+        }
+        const ok = yield* post(`${url}/v1/run`, structured({ schema: shapes }))
+        expect(ok.status).toBe(200)
+        expect(ok.json.structuredOutput).toEqual({ kind: "sum", value: 3 })
+        const empty = yield* post(`${url}/v1/run`, structured({ schema: { anyOf: [] } }))
+        expect(empty.status).toBe(400)
+        expect(empty.json.error.message).toContain("output.schema")
+      })
+    ))
+
+  it.live("an answer of neither shape of an anyOf is a constraint failure, not a success", () =>
+    withServer([ScriptedEngine.reply('{"kind":"other"}')], ({ url }) =>
+      Effect.gen(function* () {
+        const res = yield* post(`${url}/v1/run`, structured({
+          schema: { anyOf: [{ type: "object", properties: { kind: { type: "string", enum: ["sum"] } }, required: ["kind"] }, { type: "number" }] }
+        }))
+        expect(res.status).toBe(422)
+        expect(res.json.error.code).toMatch(/^CONSTRAINT_|^VALIDATION_/)
+      })
+    ))
+
   it.live("a grammar that is not GBNF is the client's mistake (400), not a bad gateway", () =>
     withServer([ScriptedEngine.reply('"a"')], ({ url }) =>
       Effect.gen(function* () {

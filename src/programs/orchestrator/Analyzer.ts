@@ -48,7 +48,8 @@ export interface AnalyzerConfig {
    * structured parser, such a task's description is one of the request's quoted
    * passages (`quotedPassages`), held to that by the schema, so an engine that
    * constrains decoding copies the passage exactly. A request that quotes
-   * nothing, or more than `maxQuotedPassages` passages, is analyzed without it.
+   * nothing, or more than `maxQuotedPassages` passages or `maxQuotedChars`
+   * characters of them, is analyzed without it.
    * Default none.
    */
   readonly quoted?: ReadonlyArray<string> | undefined
@@ -59,6 +60,12 @@ export const maxQuotedPassages = 64
 
 /** Longest passage, in characters, a grounded schema lists; a longer one is left out. */
 export const maxQuotedPassageChars = 2_000
+
+/**
+ * The passages' characters a grounded schema lists at most in all: far inside the
+ * size bound of a schema a grammar is made from (`Gbnf.defaultSchemaLimits`, 64 KiB).
+ */
+export const maxQuotedChars = 16_000
 
 const quotePairs: ReadonlyArray<readonly [string, string]> = [["\"", "\""], ["\u201c", "\u201d"]]
 
@@ -89,7 +96,8 @@ export const quotedPassages = (request: string): ReadonlyArray<string> => {
 export const groundingFor = (task: string, config: AnalyzerConfig): Task.Grounding | undefined => {
   if (config.quoted === undefined || config.quoted.length === 0) return undefined
   const passages = quotedPassages(task)
-  return passages.length === 0 || passages.length > maxQuotedPassages
+  const chars = passages.reduce((n, p) => n + p.length, 0)
+  return passages.length === 0 || passages.length > maxQuotedPassages || chars > maxQuotedChars
     ? undefined
     : { processors: config.quoted, passages }
 }
