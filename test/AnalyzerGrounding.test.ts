@@ -140,7 +140,7 @@ describe("an orchestrator with quoted processors", () => {
       })
       const failure = yield* Effect.flip(orchestrator.process(`Classify "Cold soup."`))
       expect(failure.code).toBe("CONSTRAINT_ENUM_UNRECOGNIZED")
-      expect(failure.violations).toEqual(['$.tasks[0].description: Expected "Cold soup.", actual "Cold sop."'])
+      expect("violations" in failure && failure.violations).toEqual(['$.tasks[0].description: Expected "Cold soup.", actual "Cold sop."'])
     }).pipe(
       Effect.provide(
         Layer.merge(
