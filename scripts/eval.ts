@@ -136,7 +136,12 @@ const sentiment = (file: string) =>
       { concurrency: 4 }
     )
     yield* bar.end
-    return { correct: outcomes.filter(Boolean).length, total: reviews.length }
+    const labels = Array.from(new Set(reviews.map((r) => r.label))).sort()
+    const byLabel = labels.map((label) => {
+      const of = reviews.map((r, i) => [r, outcomes[i]] as const).filter(([r]) => r.label === label)
+      return `${label} ${of.filter(([, right]) => right).length}/${of.length}`
+    })
+    return { correct: outcomes.filter(Boolean).length, total: reviews.length, byLabel: byLabel.join(", ") }
   })
 
 const tools = Effect.gen(function* () {
@@ -353,12 +358,16 @@ const program = Effect.gen(function* () {
   if (runs("sentiment")) {
     const s1 = yield* sentiment("sentiment.jsonl")
     console.log(`sentiment, held-out synthetic:    ${pct(s1.correct, s1.total)}   goal >= 95%`)
+    console.log(`                                  by label: ${s1.byLabel}`)
     const s3 = yield* sentiment("sentiment-unseen.jsonl")
     console.log(`sentiment, unseen-word held-out:  ${pct(s3.correct, s3.total)}   goal >= 90%`)
+    console.log(`                                  by label: ${s3.byLabel}`)
     const s2 = yield* sentiment("sentiment-handwritten.jsonl")
     console.log(`sentiment, hand-written everyday: ${pct(s2.correct, s2.total)}   goal >= 90%`)
+    console.log(`                                  by label: ${s2.byLabel}`)
     const s4 = yield* sentiment("sentiment-handwritten-lexicon.jsonl")
     console.log(`sentiment, older hand-written:    ${pct(s4.correct, s4.total)}`)
+    console.log(`                                  by label: ${s4.byLabel}`)
   }
   if (runs("calculator")) {
     const t = yield* tools
