@@ -11,14 +11,14 @@
  * sampler: the same tree whose uniform stream is bent (u^1.25, which moves the
  * draws towards the most likely token by about 5 points on a 50/50 review).
  *
- * Power, chosen to fit under a minute on a loaded 2-core machine (about 45 s
- * here): SAMPLES = 1,000 draws per review and arm over the 4 reviews (their
+ * Power: SAMPLES = 2,500 draws per review and arm over the 4 reviews (their
  * measured splits are about 55/45, 53/47, 47/53 and 73/27). By simulation of
- * this summed test at the 0.01 level, a shift of every review's label share by
- * 3 points is detected with power 0.36, by 5 points with 0.92, by 8 points with
- * about 1. A 3-point shift at power 0.9 needs 2,500 per arm and review
- * (SAMPLE_MANY_SAMPLES=2500, about 2 minutes here). The biased sampler moves the
- * shares by 4 to 9 points.
+ * this summed test at the 0.01 level (400 simulated runs each), a shift of every
+ * review's label share by 3 points is detected with power 0.90 (1,000 per arm
+ * gave 0.38), by 5 points with about 1; with no shift it rejects 1% of the time,
+ * as it should. The test takes about 50 s on a quiet 2-core machine (20,000
+ * constrained samples of 5 tokens). The biased sampler moves the shares by 4 to
+ * 9 points.
  * Seeds are fixed, so a run is reproducible, not a coin toss per CI run.
  */
 import { describe, expect, it, layer } from "@effect/vitest"
@@ -31,7 +31,7 @@ import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { uniform } from "../src/layers/llama/TreeSampler.js"
 import * as Engine from "../src/services/Engine.js"
 
-const SAMPLES = Number(process.env["SAMPLE_MANY_SAMPLES"] ?? 1000)
+const SAMPLES = Number(process.env["SAMPLE_MANY_SAMPLES"] ?? 2500)
 const DRAW = 6
 const REVIEWS = ["Hmm.", "Not bad at all, I would come back.", "The room was small.", "ok"]
 
@@ -215,6 +215,6 @@ layer(
         expect(same.p).toBeGreaterThan(0.01)
         expect(off.p).toBeLessThan(0.01)
       }),
-    240_000
+    600_000
   )
 })
