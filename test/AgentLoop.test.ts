@@ -421,6 +421,40 @@ describe("AgentLoop", () => {
     )
   })
 
+  describe("chat with onEvent", () => {
+    const script = () =>
+      Layer.merge(
+        engine([
+          ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 1, b: 2 } }]),
+          ScriptedEngine.reply("The sum is 3.")
+        ]),
+        tools(add)
+      )
+    /** An event with its ids and timings left out: what two runs of the same turn share. */
+    const shape = (e: AgentLoop.AgentEvent) =>
+      e._tag === "TextDelta" ? `TextDelta ${e.inference} ${e.text}` : e._tag === "InferenceFinished" ? `InferenceFinished ${e.result.content}` : e._tag
+
+    it.effect("hands over the events chatStream emits (all but TurnFinished), in order, and returns the turn", () =>
+      Effect.gen(function* () {
+        const streamed = yield* Effect.flatMap(AgentLoop.make(), (agent) => Stream.runCollect(agent.chatStream("add 1 and 2"))).pipe(
+          Effect.provide(script())
+        )
+        const seen: Array<AgentLoop.AgentEvent> = []
+        const result = yield* Effect.gen(function* () {
+          const agent = yield* AgentLoop.make()
+          const turn = yield* agent.chat("add 1 and 2", {
+            onEvent: (event) => Effect.sync(() => seen.push(event))
+          })
+          return turn
+        }).pipe(Effect.provide(script()))
+        expect(result.content).toBe("The sum is 3.")
+        expect(seen.map(shape)).toEqual([...streamed].filter((e) => e._tag !== "TurnFinished").map(shape))
+        expect(seen.map((e) => e._tag)).toContain("TextDelta")
+        expect(seen.map((e) => e._tag)).toContain("ToolResultReady")
+      })
+    )
+  })
+
   describe("observability", () => {
     it.effect("records inference and tool events with correlation ids linking tools to their inference", () =>
       Effect.gen(function* () {

@@ -128,7 +128,7 @@ describe("Telemetry", () => {
         "  lifecycle INIT",
         "  lifecycle PREPARE",
         "  lifecycle EXECUTE",
-        "  AgentLoop.chatStream",
+        "  AgentLoop.chat",
         `    chat ${model}`,
         "    execute_tool add",
         `    chat ${model}`,
@@ -167,7 +167,7 @@ describe("Telemetry", () => {
       expect(all).toHaveLength(9)
       for (const s of all) {
         expect(s.attributes["pagantic.session_id"]).toBe("sess-tel-1")
-        if (s.name !== "AgentLoop.chatStream") {
+        if (s.name !== "AgentLoop.chat") {
           expect(s.attributes).toMatchObject({ "pagantic.request_id": "req-tel-1", "pagantic.trace_id": "trace-tel-1" })
         }
       }
@@ -210,7 +210,7 @@ describe("Telemetry", () => {
       expect(startNanos(tool)).toBeGreaterThanOrEqual(endNanos(inferences[0]!))
       expect(endNanos(tool)).toBeLessThanOrEqual(startNanos(inferences[1]!))
       // the inference spans and the tool span hang under the request (through the loop's span)
-      const loop = tree.children.find((c) => c.span.name === "AgentLoop.chatStream")!
+      const loop = tree.children.find((c) => c.span.name === "AgentLoop.chat")!
       expect(loop.children.map((c) => c.span.name)).toEqual([`chat ${model}`, "execute_tool add", `chat ${model}`])
 
       // metrics: the Metrics service and Effect's Metric registry
@@ -443,7 +443,7 @@ describe("Telemetry", () => {
         "  lifecycle INIT",
         "  lifecycle PREPARE",
         "  lifecycle EXECUTE",
-        "  AgentLoop.chatStream",
+        "  AgentLoop.chat",
         `    chat ${model}`
       ])
       const execute = tree.children.find((c) => c.span.name === "lifecycle EXECUTE")!.span

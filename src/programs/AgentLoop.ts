@@ -185,7 +185,7 @@ type TurnInput =
   | { readonly _tag: "ToolResults"; readonly results: ReadonlyArray<Message.ToolResult> }
 
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
-  turnEffect(loop, input, turn, noEmit, false).pipe(
+  turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
     Effect.withSpan(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", { attributes: sessionAttributes(loop) })
   )
 

@@ -144,6 +144,14 @@ export type StructuredTurnError<EV = never> = InferenceFailure | ConstraintFailu
 export interface TurnOptions {
   /** Context messages for this turn, instead of asking the ContextProvider. */
   readonly context?: ReadonlyArray<Message.Message> | undefined
+  /**
+   * `chat` and `resume`: the turn's events as `chatStream` emits them (text
+   * deltas, tool calls, tool results, inferences; not `TurnFinished`, the result
+   * is returned), handed over as they happen, the model's replies streamed. The
+   * cheap way to watch a turn: no Stream, no mailbox, no fiber forked to run it.
+   * Ignored by `chatStream` and `resumeStream`.
+   */
+  readonly onEvent?: ((event: AgentEvent) => Effect.Effect<void>) | undefined
   /** Extra fields for every inference request of this turn (e.g. schema, grammar). */
   readonly request?:
     | Partial<Pick<InferenceRequest, "schema" | "grammar" | "temperature" | "maxTokens" | "topP" | "seed" | "options">>

@@ -15,7 +15,6 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Stream from "effect/Stream"
 import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
 import type { Logprobs } from "../../domain/Sampling.js"
@@ -90,44 +89,34 @@ export const run = (
     }
     yield* tracker.transition("EXECUTE", "chat turn")
     const report = runOptions.onProgress ?? silent
-    const finished = yield* Ref.make<Option.Option<AgentLoop.TurnResult>>(Option.none())
     // the log-probabilities of the latest inference: the answer's, when the hints ask for them
     const logprobs = yield* Ref.make<Logprobs | undefined>(undefined)
+    // the turn's events are watched in its own fiber (no stream): partial output, progress, logprobs
+    const onEvent = (event: AgentLoop.AgentEvent): Effect.Effect<void> => {
+      switch (event._tag) {
+        case "TextDelta":
+          return Effect.zipRight(Ref.update(partial, (p) => p + event.text), report({ _tag: "TextDelta", text: event.text }))
+        case "ToolCallRequested":
+          return report({ _tag: "ToolCallRequested", call: event.call })
+        case "ToolResultReady":
+          return report({ _tag: "ToolResultReady", record: event.record })
+        case "InferenceFinished":
+          // a new inference starts from scratch: partial output is the latest reply
+          return Effect.zipRight(
+            Ref.set(logprobs, event.result.logprobs),
+            event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
+          )
+        default:
+          return Effect.void
+      }
+    }
     // the engine's request carries `options` only when the request has them
     const turnOptions = {
       context: retrieved.messages,
+      onEvent,
       ...(hints.options === undefined ? {} : { request: { options: hints.options } })
     }
-    yield* Stream.runForEach(
-      results.length === 0 ? agent.chatStream(chat.user.content, turnOptions) : agent.resumeStream(results, turnOptions),
-      (event) => {
-        switch (event._tag) {
-          case "TextDelta":
-            return Effect.zipRight(Ref.update(partial, (p) => p + event.text), report({ _tag: "TextDelta", text: event.text }))
-          case "ToolCallRequested":
-            return report({ _tag: "ToolCallRequested", call: event.call })
-          case "ToolResultReady":
-            return report({ _tag: "ToolResultReady", record: event.record })
-          case "InferenceFinished":
-            // a new inference starts from scratch: partial output is the latest reply
-            return Effect.zipRight(
-              Ref.set(logprobs, event.result.logprobs),
-              event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
-            )
-          case "TurnFinished":
-            return Ref.set(finished, Option.some(event.result))
-          default:
-            return Effect.void
-        }
-      }
-    )
-    const turn = yield* Effect.flatMap(
-      Ref.get(finished),
-      Option.match({
-        onNone: () => Effect.dieMessage("AgentLoop.chatStream ended without TurnFinished"),
-        onSome: Effect.succeed
-      })
-    )
+    const turn = yield* (results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions))
     yield* session.commit
     return {
       content: turn.content,

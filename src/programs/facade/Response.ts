@@ -5,7 +5,9 @@
  * tool calls the request spent before it failed; a defect or an
  * interruption is labelled ORCHESTRATION_DEFECT, telling what went wrong, never
  * where (stack frames stay in the logs). Every response is annotated on the
- * request's span and counted in the metrics.
+ * request's span and counted in the metrics. A response is built from values
+ * the library made and checked itself, so it is not validated again (the HTTP
+ * edge encodes it through its schema on the way out).
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -72,7 +74,7 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
     ...(o.query === undefined ? {} : { query: o.query }),
     ...(o.logprobs === undefined ? {} : { logprobs: o.logprobs })
-  })
+  }, true)
 
 /**
  * An answer reports everything the request spent and did, as a failure does:
@@ -109,7 +111,7 @@ const failed = (to: Addressee, content: string, error: SystemError, spent: Spent
     toolCallsMade: spent.toolCalls,
     tokenUsage: spent.usage,
     error
-  })
+  }, true)
 
 /** The response to a request's end, its terminal lifecycle move made. */
 export const respond = (
