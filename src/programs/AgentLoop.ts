@@ -186,7 +186,10 @@ type TurnInput =
 
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
   turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
-    Effect.withSpan(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", { attributes: sessionAttributes(loop) })
+    Effect.withSpan(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", {
+      attributes: sessionAttributes(loop),
+      captureStackTrace: false
+    })
   )
 
 const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
@@ -194,7 +197,8 @@ const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Str
     (emit) =>
       turnEffect(loop, input, turn, emit, true).pipe(
         Effect.withSpan(input._tag === "User" ? "AgentLoop.chatStream" : "AgentLoop.resumeStream", {
-          attributes: sessionAttributes(loop)
+          attributes: sessionAttributes(loop),
+          captureStackTrace: false
         })
       ),
     (result): AgentEvent => ({ _tag: "TurnFinished", result })
@@ -228,7 +232,7 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
         Effect.tap(restore(ask), (result) =>
           loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
       )
-    }).pipe(Effect.withSpan("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
+    }).pipe(Effect.withSpan("AgentLoop.chatStructured", { attributes: sessionAttributes(loop), captureStackTrace: false }))
   )
 
 /**

@@ -74,6 +74,7 @@ const stateSpan = (
   Effect.flatMap(Spans.correlationAttributes, (ids) =>
     Effect.makeSpan(`lifecycle ${state}`, {
       parent,
+      captureStackTrace: false,
       attributes: {
         ...ids,
         [Spans.Pagantic.lifecycleState]: state,

@@ -172,7 +172,7 @@ export const runStream = <A>(
   options: Options<A>
 ): Stream.Stream<Progress<A>, RedundantLoopError, Engine.Engine | Constraint> =>
   EventStream.fromEmitting(
-    (emit) => runWith(prompt, options, emit).pipe(Effect.withSpan("RedundantLoop.runStream")),
+    (emit) => runWith(prompt, options, emit).pipe(Effect.withSpan("RedundantLoop.runStream", { captureStackTrace: false })),
     (result): Progress<A> => ({ _tag: "Finished", result })
   )
 

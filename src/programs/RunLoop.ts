@@ -144,13 +144,13 @@ export const make: <Out = string, E = never>(
     )
 
   return {
-    run: (messages) => once(messages, noEmit, false).pipe(Effect.withSpan("RunLoop.run")),
+    run: (messages) => once(messages, noEmit, false).pipe(Effect.withSpan("RunLoop.run", { captureStackTrace: false })),
     runStream: (messages) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const mailbox = yield* Mailbox.make<LoopEvent<Out>, RunLoopError<E>>()
           yield* once(messages, (e) => Effect.asVoid(mailbox.offer(e)), true).pipe(
-            Effect.withSpan("RunLoop.runStream"),
+            Effect.withSpan("RunLoop.runStream", { captureStackTrace: false }),
             Mailbox.into(mailbox),
             Effect.forkScoped
           )

@@ -138,7 +138,7 @@ export const callStream = <A, EV extends ValidationFailure = never>(
   options: Options<A, EV>
 ): Stream.Stream<Progress<A, EV>, SpecializedLoopError<EV>, Engine | Constraint> =>
   EventStream.fromEmitting(
-    (emit) => callWith(prompt, options, emit).pipe(Effect.withSpan("SpecializedLoop.callStream")),
+    (emit) => callWith(prompt, options, emit).pipe(Effect.withSpan("SpecializedLoop.callStream", { captureStackTrace: false })),
     (result): Progress<A, EV> => ({ _tag: "Finished", result })
   )
 

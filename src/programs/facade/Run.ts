@@ -119,6 +119,7 @@ export const execute = (
       )
     }).pipe(
       Effect.withSpan("Facade.run", {
+        captureStackTrace: false,
         attributes: {
           mode: request.mode,
           requestId,

@@ -94,7 +94,7 @@ export const run = (
       parents: [response.recordId, state.id],
       audit: verdict
     })
-  }).pipe(Effect.withSpan("Patterns.ensembleWithAudit"))
+  }).pipe(Effect.withSpan("Patterns.ensembleWithAudit", { captureStackTrace: false }))
 
 const auditInput = (input: string, fold: Folds.Output): string =>
   [

@@ -98,4 +98,4 @@ export const run = (
       `escalate: no tier gave a fold${budget === undefined ? "" : ` (${budget})`}: ${problems.join("; ")}`,
       { details: { pattern: "escalate", tiers: o.tiers.length, learned, problems } }
     )
-  }).pipe(Effect.withSpan("Patterns.escalate"))
+  }).pipe(Effect.withSpan("Patterns.escalate", { captureStackTrace: false }))

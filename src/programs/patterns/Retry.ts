@@ -87,4 +87,4 @@ export const run = (
       `retry_on_low_confidence: no attempt gave a fold${budget === undefined ? "" : ` (${budget})`}: ${problems.join("; ")}`,
       { details: { pattern: "retry_on_low_confidence", attempts: learned.length, learned, problems } }
     )
-  }).pipe(Effect.withSpan("Patterns.retryOnLowConfidence"))
+  }).pipe(Effect.withSpan("Patterns.retryOnLowConfidence", { captureStackTrace: false }))

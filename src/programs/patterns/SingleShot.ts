@@ -23,4 +23,4 @@ export const run = (thread: Round.Thread): Effect.Effect<Records.Know, Failure, 
     })
     const fold = yield* Round.fold(thread, round.responses)
     return yield* Commit.know(thread, { pattern: "single_shot", status: "accepted", fold })
-  }).pipe(Effect.withSpan("Patterns.singleShot"))
+  }).pipe(Effect.withSpan("Patterns.singleShot", { captureStackTrace: false }))

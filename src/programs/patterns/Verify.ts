@@ -84,7 +84,7 @@ export const run = (
     })
     const fold = yield* Folds.run(checked.fold, tiebreaker.responses)
     return yield* Commit.know(thread, { pattern: "verify", status: "accepted", fold, parents: [state.id], stage: 2 })
-  }).pipe(Effect.withSpan("Patterns.verify"))
+  }).pipe(Effect.withSpan("Patterns.verify", { captureStackTrace: false }))
 
 /** The verifier's valid answer, if it gave one. */
 const validAnswer = (checked: Check.Checked, response: Folds.Response | undefined): Either.Either<unknown, string> => {

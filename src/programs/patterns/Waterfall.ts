@@ -84,4 +84,4 @@ export const run = (
       `waterfall: no stage's fold was accepted${budget === undefined ? "" : ` (${budget})`}: ${problems.join("; ")}`,
       { details: { pattern: "waterfall", stages: o.stages.length, learned, problems, ...(budget === undefined ? {} : { budget }) } }
     )
-  }).pipe(Effect.withSpan("Patterns.waterfall"))
+  }).pipe(Effect.withSpan("Patterns.waterfall", { captureStackTrace: false }))

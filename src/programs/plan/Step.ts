@@ -101,7 +101,8 @@ export const run = (
     }),
     withCorrelation({ stepName: step.name, causedBy: step.name }),
     Effect.withSpan("PlanExecutor.step", {
-      attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name }
+      attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name },
+      captureStackTrace: false
     })
   )
 
