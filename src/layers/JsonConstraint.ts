@@ -266,7 +266,7 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
   const validate = <A>(value: unknown, t: Target<A>, raw?: string): Effect.Effect<A, ConstraintFailure> =>
     validateEither(value, t, raw, false)
 
-  const enforce = Effect.fn("Constraint.enforce")(function* <A>(
+  const enforceUntraced = Effect.fnUntraced(function* <A>(
     text: string,
     t: Target<A>,
     options?: EnforceOptions
@@ -284,6 +284,10 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
     }
     return enforced
   })
+
+  // a span per reply checked, without the stack walk Effect.fn makes per call
+  const enforce = <A>(text: string, t: Target<A>, options?: EnforceOptions): Effect.Effect<Enforced<A>, ConstraintFailure> =>
+    Effect.withSpan(enforceUntraced(text, t, options), "Constraint.enforce", { captureStackTrace: false })
 
   const requestConstraints = <A>(t: Target<A>, grammar?: string): RequestConstraints =>
     grammar === undefined ? { schema: t.jsonSchema } : { schema: t.jsonSchema, grammar }

@@ -27,7 +27,6 @@
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import { ConstraintFailure } from "../domain/Failure.js"
 import type { InferenceFailure, ValidationFailure } from "../domain/Failure.js"
@@ -185,39 +184,41 @@ const reprompts = (failure: ConstraintFailure | ValidationFailure, repairAllowed
  * Requires Engine and Constraint. Reports EXECUTE -> VALIDATE and VALIDATE -> EXECUTE
  * (a retry) through the request's lifecycle tracker, or as events when there is none.
  */
-export const run: <A, EV extends ValidationFailure = never>(
+export const run = <A, EV extends ValidationFailure = never>(
   messages: ReadonlyArray<Message.Message>,
   options: Options<A, EV>
-) => Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> = Effect.fn("Structured.run")(function* <
-  A,
-  EV extends ValidationFailure = never
->(messages: ReadonlyArray<Message.Message>, options: Options<A, EV>) {
+): Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> =>
+  Effect.withSpan(runUntraced(messages, options), "Structured.run", { captureStackTrace: false })
+
+// The call's state lives in plain variables: one fiber runs its attempts one after another.
+const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure = never>(
+  messages: ReadonlyArray<Message.Message>,
+  options: Options<A, EV>
+) {
   const engine = yield* Engine
   const constraint = yield* Constraint
   const target = constraint.target(options.schema)
   const constraints = constraint.requestConstraints(target, options.grammar)
   const grammarChecker = yield* Effect.serviceOption(GrammarChecker.GrammarChecker)
-  const attempts = yield* Ref.make(0)
-  const repairs = yield* Ref.make(0)
-  const usage = yield* Ref.make(TokenUsage.empty)
-  const correction = yield* Ref.make<ReadonlyArray<Message.Message>>([])
-  const lastRaw = yield* Ref.make("")
+  let attempts = 0
+  let repairs = 0
+  let usage = TokenUsage.empty
+  let correction: ReadonlyArray<Message.Message> = []
+  let lastRaw = ""
   const model = yield* Spans.modelName(engine.modelInfo)
   const repairAllowed = options.repairAllowed ?? true
   const strictValidation = options.strictValidation ?? true
   const inferOnce = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
 
   // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
-  const lastRejectedValue = yield* Ref.make<Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }>>(
-    Option.none()
-  )
+  let lastRejectedValue: Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }> = Option.none()
 
   // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
   // only rejected replies reach the VALIDATE -> EXECUTE schedule.
   const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.gen(
     function* () {
-      const n = yield* Ref.updateAndGet(attempts, (k) => k + 1)
-      const request = Request.make([...messages, ...(yield* Ref.get(correction))], [], {
+      const n = ++attempts
+      const request = Request.make(correction.length === 0 ? messages : [...messages, ...correction], [], {
         schema: constraints.schema,
         maxTokens: options.maxTokens ?? defaultMaxTokens,
         temperature: options.temperature ?? defaultTemperature,
@@ -234,20 +235,22 @@ export const run: <A, EV extends ValidationFailure = never>(
       )
       if (Either.isLeft(inferred)) return Either.left(inferred.left)
       const result = inferred.right
-      yield* Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
+      usage = TokenUsage.combine(usage, result.usage)
       if (options.onUsage !== undefined) yield* options.onUsage(result.usage)
-      yield* Ref.set(lastRaw, result.content)
+      lastRaw = result.content
       yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
       yield* checkGrammar(grammarChecker, constraints.grammar, result)
       const enforced = yield* constraint.enforce(result.content, target, { repairAllowed }).pipe(
         Effect.tapError((f) =>
-          f.details.repaired === true || f.details.repairAttempted === true ? Ref.update(repairs, (k) => k + 1) : Effect.void
+          Effect.sync(() => {
+            if (f.details.repaired === true || f.details.repairAttempted === true) repairs++
+          })
         )
       )
-      if (enforced.repaired) yield* Ref.update(repairs, (k) => k + 1)
+      if (enforced.repaired) repairs++
       if (options.validate !== undefined) {
         yield* options.validate(enforced.value).pipe(
-          Effect.tapError((failure) => Ref.set(lastRejectedValue, Option.some({ enforced, failure })))
+          Effect.tapError((failure) => Effect.sync(() => (lastRejectedValue = Option.some({ enforced, failure }))))
         )
       }
       return Either.right(enforced)
@@ -260,7 +263,7 @@ export const run: <A, EV extends ValidationFailure = never>(
   const schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
   const outcome: Outcome<A, EV> = yield* Effect.gen(function* () {
     while (true) {
-      yield* Ref.set(lastRejectedValue, Option.none())
+      lastRejectedValue = Option.none()
       const pass = yield* Effect.either(attempt)
       if (Either.isRight(pass)) {
         return Either.isRight(pass.right)
@@ -270,26 +273,26 @@ export const run: <A, EV extends ValidationFailure = never>(
       const failure = pass.left
       const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
       if (options.onRejected !== undefined) {
-        yield* options.onRejected({ attempt: yield* Ref.get(attempts), failure, retrying: granted })
+        yield* options.onRejected({ attempt: attempts, failure, retrying: granted })
       }
       if (!granted) {
-        const rejected = yield* Ref.get(lastRejectedValue)
+        const rejected = lastRejectedValue
         if (!strictValidation && Option.isSome(rejected)) return { _tag: "Partial", ...rejected.value } as const
         return yield* Effect.fail(failure)
       }
-      const n = yield* Ref.get(attempts)
+      const n = attempts
       const corrected = yield* Prompt.template(Prompt.templates.correction, {
         code: failure.code,
         message: failure.message,
         problems: problemsOf(failure).map((p) => `- ${p}`).join("\n")
       }, correctionPrompt(failure))
-      yield* Ref.set(correction, [Message.assistant(yield* Ref.get(lastRaw)), Message.user(corrected)])
+      correction = [Message.assistant(lastRaw), Message.user(corrected)]
       yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
     }
   })
   if (outcome._tag === "InferenceFailed") return yield* Effect.fail(outcome.failure)
-  const n = yield* Ref.get(attempts)
-  const repairAttempts = yield* Ref.get(repairs)
+  const n = attempts
+  const repairAttempts = repairs
   const { enforced } = outcome
   const violations = outcome._tag === "Partial"
     ? outcome.failure.failedRules.length > 0 ? outcome.failure.failedRules : [outcome.failure.message]
@@ -301,7 +304,7 @@ export const run: <A, EV extends ValidationFailure = never>(
     attempts: n,
     repairAttempts,
     repaired: enforced.repaired,
-    usage: yield* Ref.get(usage),
+    usage,
     validation: outcome._tag === "Partial"
       ? new ValidationResult({ passed: 0, failed: n, repairAttempts, violations })
       : new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations }),
