@@ -8,8 +8,12 @@
  * constrained to the registered processor names; two sentiment tasks and a sum
  * run first (concurrently), then a report that reads their outputs. The program
  * asks only for services (Engine, Constraint); its test runs it on a
- * ScriptedEngine (test/OrchestratorExample.test.ts). The bundled model is not
- * yet trained to decompose requests: run it on a model that can.
+ * ScriptedEngine (test/OrchestratorExample.test.ts). The bundled model was
+ * taught one family ("classify these quoted reviews and add up these numbers")
+ * with the processors `sentiment` and `calculator` only, not this `report`: on
+ * it, use `BundledTasks.processors(engine)` and `BundledTasks.analyzer` from
+ * `pagantic/llama` (as `pagantic task` and `npm start` do; its analyzer copies
+ * each quoted review through the grammar, `AnalyzerConfig.quoted`).
  */
 import { NodeRuntime } from "@effect/platform-node"
 import * as Console from "effect/Console"
