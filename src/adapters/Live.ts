@@ -7,9 +7,11 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { InferenceFailure } from "../domain/Failure.js"
 import * as Constraint from "../layers/JsonConstraint.js"
 import * as GrammarChecker from "../layers/LlamaGrammarChecker.js"
+import { isBundledModelName } from "../layers/llama/PaganticChatWrapper.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import * as Memory from "../layers/InMemoryMemory.js"
 import * as InMemoryResponders from "../layers/InMemoryResponders.js"
@@ -18,6 +20,7 @@ import * as Observe from "../layers/InMemoryObserve.js"
 import * as ToolRegistry from "../layers/InProcessToolRegistry.js"
 import * as Calculator from "../layers/tools/Calculator.js"
 import * as Facade from "../programs/Facade.js"
+import * as BundledTasks from "./BundledTasks.js"
 import type { Constraint as ConstraintTag } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
 import { Engine as EngineTag } from "../services/Engine.js"
@@ -50,7 +53,32 @@ export interface Options<E, ER = never> {
    * and are provided beside the facade. Default: none (queries run in memory).
    */
   readonly runs?: Layer.Layer<Runs, ER, Engine | ResponderRegistry | Reranker>
+  /**
+   * On the bundled model, mode task runs with the processors and the analyzer it
+   * was taught (BundledTasks: sentiment and calculator), as `pagantic task` does;
+   * on any other model, and when `facade.taskProcessors` is given, the facade's
+   * own. The model is recognised by its name when the layer is built (a model
+   * that does not tell its name within 5 s is taken for another). Default false.
+   */
+  readonly bundledTasks?: boolean
 }
+
+/** The facade, with BundledTasks' task mode on the bundled model (see `Options.bundledTasks`). */
+const facadeOn = (options: Facade.Options, bundledTasks: boolean) =>
+  !bundledTasks || options.taskProcessors !== undefined
+    ? Facade.layer(options)
+    : Layer.unwrapEffect(
+      Effect.gen(function* () {
+        const engine = yield* EngineTag
+        const info = yield* engine.modelInfo.pipe(Effect.timeout("5 seconds"), Effect.option)
+        if (Option.isNone(info) || !isBundledModelName(info.value.name)) return Facade.layer(options)
+        return Facade.layer({
+          ...options,
+          taskProcessors: BundledTasks.processors(Layer.succeed(EngineTag, engine)),
+          taskAnalyzer: options.taskAnalyzer ?? BundledTasks.analyzer
+        })
+      })
+    )
 
 /** The `~aliases` of `engineResponder` (for a query definition run outside the facade's check). */
 export const engineResponderAliases: Readonly<Record<string, string>> = { model: "model" }
@@ -88,11 +116,12 @@ export const layer = <E = never, ER = never>(
     engine
   )
   const responders = options.responders ?? engineResponder
+  const facade = facadeOn(options.facade ?? {}, options.bundledTasks === true)
   if (options.runs === undefined) {
-    return Facade.layer(options.facade ?? {}).pipe(Layer.provide(responders), Layer.provideMerge(services))
+    return facade.pipe(Layer.provide(responders), Layer.provideMerge(services))
   }
   const runs = options.runs.pipe(Layer.provide(responders))
-  return Facade.layer(options.facade ?? {}).pipe(
+  return facade.pipe(
     Layer.provide(responders),
     Layer.provideMerge(runs),
     Layer.provideMerge(services)

@@ -33,6 +33,8 @@ export interface ServeOptions<E> {
   readonly http?: Http.Options
   /** Observability; default the in-memory event log and metrics (Live's). */
   readonly observe?: Layer.Layer<EventLog | Metrics>
+  /** Live's `bundledTasks` (as `pagantic serve` sets it). */
+  readonly bundledTasks?: boolean
 }
 
 export const serve = <E>(options: ServeOptions<E>): Effect.Effect<Served, E, Scope.Scope> =>
@@ -42,7 +44,8 @@ export const serve = <E>(options: ServeOptions<E>): Effect.Effect<Served, E, Sco
         Layer.provideMerge(Live.layer({
           engine: options.engine,
           ...(options.tools === undefined ? {} : { tools: options.tools }),
-          ...(options.observe === undefined ? {} : { observe: options.observe })
+          ...(options.observe === undefined ? {} : { observe: options.observe }),
+          ...(options.bundledTasks === undefined ? {} : { bundledTasks: options.bundledTasks })
         }))
       )
     ).pipe(Effect.orDie)

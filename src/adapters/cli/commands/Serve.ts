@@ -78,7 +78,8 @@ export const serve = Command.make(
       // the engine as it is (not the recording one): a server runs for long
       const engine = engines.make(settings)
       const store = yield* chosenStore(args.state)
-      if (Option.isNone(store)) return yield* Http.serve(Live.layer({ engine }), serveOverrides(args))
+      // on the bundled model, mode task runs with what it was taught, as `pagantic task` does
+      if (Option.isNone(store)) return yield* Http.serve(Live.layer({ engine, bundledTasks: true }), serveOverrides(args))
       // with state, queries are durable runs too (their responders: the served engine),
       // and so is a /v1/run request asked with Prefer: respond-async
       const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
@@ -86,7 +87,7 @@ export const serve = Command.make(
       const durable = yield* loadDurable
       const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
       const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner)
-      const system = Live.layer({ engine, runs, facade: { queries: { definition: queries } } })
+      const system = Live.layer({ engine, runs, bundledTasks: true, facade: { queries: { definition: queries } } })
       return yield* Http.serve(requests.layer.pipe(Layer.provideMerge(system)), serveOverrides(args))
     }).pipe(
       Effect.mapError((e) =>
