@@ -138,9 +138,12 @@ layer(ClientLive, { excludeTestServices: true, timeout: "60 seconds" })("the ope
       ])
       const last = chunks.at(-1)!
       expect(last.choices).toEqual([])
-      // prompt_tokens counts what the engine evaluated (a prefix it holds is not evaluated again, down to 0): only the output is comparable
+      // the same prompt again: as many prompt tokens, the engine held them (cached), the same output
       expect(last.usage!.completion_tokens).toBe(whole.usage!.completion_tokens)
-      expect(last.usage!.prompt_tokens).toBeGreaterThanOrEqual(0)
+      expect(last.usage!.prompt_tokens).toBe(whole.usage!.prompt_tokens)
+      expect(last.usage!.prompt_tokens).toBeGreaterThan(0)
+      expect(last.usage!.prompt_tokens_details?.cached_tokens).toBeGreaterThan(0)
+      expect(last.usage!.prompt_tokens_details!.cached_tokens!).toBeLessThanOrEqual(last.usage!.prompt_tokens)
       expect(last.usage!.total_tokens).toBe(last.usage!.prompt_tokens + last.usage!.completion_tokens)
       expect(chunks.slice(0, -1).every((c) => c.usage == null)).toBe(true)
     }), 30_000)

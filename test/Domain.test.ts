@@ -120,6 +120,14 @@ describe("TokenUsage", () => {
     expect(c.calls).toBe(2)
   })
 
+  it("sums cached prompt tokens; absent when neither side has any", () => {
+    const cached = new TokenUsage.TokenUsage({ ...a, cachedPromptTokens: 7 })
+    expect(TokenUsage.combine(cached, b).cachedPromptTokens).toBe(7)
+    expect(TokenUsage.combine(cached, cached).cachedPromptTokens).toBe(14)
+    expect(TokenUsage.combine(a, b).cachedPromptTokens).toBeUndefined()
+    expect("cachedPromptTokens" in TokenUsage.combine(a, b)).toBe(false)
+  })
+
   it("is associative with empty as identity", () => {
     const c = TokenUsage.make({ outputTokens: 1, tokensPerSecond: 50 })
     const left = TokenUsage.combine(TokenUsage.combine(a, b), c)

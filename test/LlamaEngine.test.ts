@@ -443,6 +443,7 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
       const engine = yield* Engine
       const messages: Array<Message.Message> = [Message.system("You are a helpful assistant.")]
       const prompts: Array<number> = []
+      const lengths: Array<number> = []
       let context = 0
       for (let turn = 1; turn <= 8; turn++) {
         messages.push(Message.user(`Question number ${turn}: what is ${turn} plus ${turn}?`))
@@ -453,11 +454,15 @@ layer(Layer.provideMerge(LlamaEngine.layer({ sequences: 3 }), IdGenerator.Test),
         )
         messages.push(Message.assistant(result.content))
         prompts.push(result.usage.promptTokens)
+        lengths.push(result.usage.promptTokens + (result.usage.cachedPromptTokens ?? 0))
         context = result.usage.contextTokens
       }
       // Re-evaluating the history would cost the whole context at the last turn.
       expect(context).toBeGreaterThan(4 * prompts[0]!)
       expect(prompts.at(-1)!).toBeLessThan(2 * prompts[0]!)
+      // what was not evaluated is counted as cached: evaluated + cached is the whole prompt, which grows each turn
+      for (let i = 1; i < lengths.length; i++) expect(lengths[i]!).toBeGreaterThan(lengths[i - 1]!)
+      expect(lengths.at(-1)! - prompts.at(-1)!).toBeGreaterThan(3 * prompts[0]!)
     }))
 
   it.effect("concurrent calls decode together on parallel sequences", () =>

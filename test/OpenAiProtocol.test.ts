@@ -296,7 +296,7 @@ describe("OpenAI protocol: n choices", () => {
         const res = yield* post(url, { messages: ask("hi"), n: 3, seed: 7 })
         expect(res.status, res.text).toBe(200)
         expect(res.json.choices.map((c: any) => [c.index, c.message.content])).toEqual([[0, "seed 7"], [1, "seed 8"], [2, "seed 9"]])
-        expect(res.json.usage).toEqual({ prompt_tokens: 30, completion_tokens: 6, total_tokens: 36 })
+        expect(res.json.usage).toEqual({ prompt_tokens: 30, completion_tokens: 6, total_tokens: 36, prompt_tokens_details: { cached_tokens: 0 } })
         expect(res.json.pagantic.choices).toHaveLength(3)
       }), { whenExhausted: "repeat-last" }))
 

@@ -8,7 +8,15 @@
 import * as Schema from "effect/Schema"
 
 export class TokenUsage extends Schema.Class<TokenUsage>("TokenUsage")({
+  /** Prompt tokens the engine evaluated. */
   promptTokens: Schema.NonNegativeInt,
+  /**
+   * Prompt tokens the engine did not evaluate because it already held them (a
+   * sequence's previous prompt, or cells copied from another sequence): not in
+   * `promptTokens`. A prompt's length is `promptTokens + cachedPromptTokens`.
+   * Absent when none were.
+   */
+  cachedPromptTokens: Schema.optional(Schema.NonNegativeInt),
   reasoningTokens: Schema.NonNegativeInt,
   outputTokens: Schema.NonNegativeInt,
   contextTokens: Schema.NonNegativeInt,
@@ -59,8 +67,10 @@ export const make = (fields: {
 export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
   const calls = a.calls + b.calls
   // sums, maxima and weighted means of valid usages are valid: no re-validation
+  const cached = (a.cachedPromptTokens ?? 0) + (b.cachedPromptTokens ?? 0)
   return new TokenUsage({
     promptTokens: a.promptTokens + b.promptTokens,
+    ...(cached === 0 ? {} : { cachedPromptTokens: cached }),
     reasoningTokens: a.reasoningTokens + b.reasoningTokens,
     outputTokens: a.outputTokens + b.outputTokens,
     contextTokens: Math.max(a.contextTokens, b.contextTokens),

@@ -180,7 +180,8 @@ export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
 export const Usage = Schema.Struct({
   prompt_tokens: Schema.Number,
   completion_tokens: Schema.Number,
-  total_tokens: Schema.Number
+  total_tokens: Schema.Number,
+  prompt_tokens_details: Schema.Struct({ cached_tokens: Schema.Number })
 })
 
 export const FinishReason = Schema.Literal("stop", "length", "tool_calls")

@@ -315,17 +315,23 @@ export const logprobsOf = (response: SystemResponse, asked: boolean): ChatComple
     }
 
 export interface Usage {
+  /** The prompts' tokens, those the engine held already included (OpenAI's meaning). */
   readonly prompt_tokens: number
   readonly completion_tokens: number
   readonly total_tokens: number
+  /** Of the prompt tokens, those the engine held from before and did not evaluate. */
+  readonly prompt_tokens_details: { readonly cached_tokens: number }
 }
 
 export const usageOf = (response: SystemResponse): Usage => {
   const completion = response.tokenUsage.outputTokens + response.tokenUsage.reasoningTokens
+  const cached = response.tokenUsage.cachedPromptTokens ?? 0
+  const prompt = response.tokenUsage.promptTokens + cached
   return {
-    prompt_tokens: response.tokenUsage.promptTokens,
+    prompt_tokens: prompt,
     completion_tokens: completion,
-    total_tokens: response.tokenUsage.promptTokens + completion
+    total_tokens: prompt + completion,
+    prompt_tokens_details: { cached_tokens: cached }
   }
 }
 
@@ -335,9 +341,12 @@ export const totalUsage = (responses: ReadonlyArray<SystemResponse>): Usage =>
     (a, b) => ({
       prompt_tokens: a.prompt_tokens + b.prompt_tokens,
       completion_tokens: a.completion_tokens + b.completion_tokens,
-      total_tokens: a.total_tokens + b.total_tokens
+      total_tokens: a.total_tokens + b.total_tokens,
+      prompt_tokens_details: {
+        cached_tokens: a.prompt_tokens_details.cached_tokens + b.prompt_tokens_details.cached_tokens
+      }
     }),
-    { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 }
+    { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0, prompt_tokens_details: { cached_tokens: 0 } }
   )
 
 export const extensionOf = (response: SystemResponse): ChatCompletion["pagantic"] => ({

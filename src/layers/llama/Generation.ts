@@ -197,7 +197,7 @@ export const generate = (
       const elapsedNanos = (yield* Clock.currentTimeNanos) - start
       const used = sequence.tokenMeter.diff(before)
       const toolCalls = yield* Response.toolCallsOf(response, request, planned.partialCalls, nextCallId)
-      const result = Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos))
+      const result = Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos, planned.prompt.length))
       if (request.logprobs !== true) return result
       const logprobs = yield* measuring(resources, sequence, {
         prompt: planned.prompt,

@@ -147,17 +147,24 @@ export const toolCallsOf = Effect.fnUntraced(function*(
   return toolCalls
 })
 
-/** What a generation cost, from the sequence's token meter over the generation. */
+/**
+ * What a generation cost, from the sequence's token meter over the generation;
+ * the prompt's tokens it did not evaluate (`promptLength` less those evaluated)
+ * are its cached prompt tokens.
+ */
 export const usageOf = (
   used: { readonly usedInputTokens: number; readonly usedOutputTokens: number },
   sequence: LlamaContextSequence,
   contextWindow: number,
-  elapsedNanos: bigint
+  elapsedNanos: bigint,
+  promptLength: number
 ): TokenUsage.TokenUsage => {
   const seconds = Number(elapsedNanos) / 1e9
+  const cached = Math.max(0, promptLength - used.usedInputTokens)
   // Built from values llama.cpp just gave us: skip re-validating them on the hot path.
   return new TokenUsage.TokenUsage({
     promptTokens: used.usedInputTokens,
+    ...(cached === 0 ? {} : { cachedPromptTokens: cached }),
     reasoningTokens: 0,
     outputTokens: used.usedOutputTokens,
     contextTokens: sequence.nextTokenIndex,

@@ -133,14 +133,18 @@ export const sampleMany = (
           "pagantic.tree.decoded": outcome.decoded,
           "pagantic.tree.forks": outcome.forks
         })
-        return outcome.samples.map((sample, i) =>
-          Either.right(
+        return outcome.samples.map((sample, i) => {
+          // the first sample counts the prompt's evaluated tokens, every other one holds the whole prompt
+          const evaluated = i === 0 ? outcome.promptEvaluated : 0
+          const cached = Math.max(0, planned.prompt.length - evaluated)
+          return Either.right(
             new InferenceResult({
               content: trim ? sample.text.trimEnd() : sample.text,
               toolCalls: [],
               finishReason: sample.finish,
               usage: new TokenUsage.TokenUsage({
-                promptTokens: i === 0 ? outcome.promptEvaluated : 0,
+                promptTokens: evaluated,
+                ...(cached === 0 ? {} : { cachedPromptTokens: cached }),
                 reasoningTokens: 0,
                 outputTokens: sample.sampled,
                 contextTokens: planned.prompt.length + sample.tokens.length,
@@ -150,6 +154,6 @@ export const sampleMany = (
               }, true)
             }, true)
           )
-        )
+        })
       }))
   }).pipe(Effect.withSpan("LlamaEngine.sampleMany"))
