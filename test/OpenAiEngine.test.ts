@@ -25,6 +25,7 @@ import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import { InferenceFailure } from "../src/domain/Failure.js"
 import * as Http from "../src/adapters/Http.js"
+import * as Wire from "../src/layers/openai/Wire.js"
 import * as Live from "../src/adapters/Live.js"
 import * as JsonSchema from "../src/domain/JsonSchema.js"
 import * as Message from "../src/domain/Message.js"
@@ -705,4 +706,16 @@ describe("OpenAiEngine end to end: adapters/Http on LlamaEngine (bundled model)"
       ).pipe(Effect.timeout("40 seconds"), Effect.orDie),
     45_000
   )
+})
+
+describe("OpenAiEngine usage", () => {
+  it("a server's cached prompt tokens are counted apart: promptTokens is what it evaluated", () => {
+    const measured = { contextWindow: 4096, elapsedMillis: 100 }
+    const usage = Wire.usageOf({ prompt_tokens: 40, prompt_tokens_details: { cached_tokens: 32 }, completion_tokens: 5 }, measured)
+    expect([usage.promptTokens, usage.cachedPromptTokens, usage.contextTokens]).toEqual([8, 32, 45])
+    // a server that reports more cached than prompt tokens is capped; none reported, none counted
+    const capped = Wire.usageOf({ prompt_tokens: 10, prompt_tokens_details: { cached_tokens: 99 }, completion_tokens: 1 }, measured)
+    expect([capped.promptTokens, capped.cachedPromptTokens]).toEqual([0, 10])
+    expect(Wire.usageOf({ prompt_tokens: 10, completion_tokens: 1 }, measured).cachedPromptTokens).toBeUndefined()
+  })
 })

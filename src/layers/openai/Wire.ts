@@ -131,6 +131,9 @@ type RawArguments = string | { readonly [key: string]: unknown } | null | undefi
 
 const WireUsage = Schema.Struct({
   prompt_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
+  prompt_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({
+    cached_tokens: Schema.optional(Schema.NullOr(Schema.Number))
+  }))),
   completion_tokens: Schema.optional(Schema.NullOr(Schema.Number)),
   completion_tokens_details: Schema.optional(Schema.NullOr(Schema.Struct({
     reasoning_tokens: Schema.optional(Schema.NullOr(Schema.Number))
@@ -222,16 +225,19 @@ export const finishReason = (reason: string | null | undefined, hasToolCalls: bo
 export const usageOf = (usage: WireUsage | null | undefined, measured: Measured): TokenUsage.TokenUsage => {
   const count = (n: number | null | undefined) => (typeof n === "number" && Number.isFinite(n) ? Math.max(0, Math.round(n)) : 0)
   const promptTokens = count(usage?.prompt_tokens)
+  // the server's cached prompt tokens are in its prompt_tokens; pagantic counts them apart
+  const cached = Math.min(promptTokens, count(usage?.prompt_tokens_details?.cached_tokens))
   const completionTokens = count(usage?.completion_tokens)
   const reasoningTokens = Math.min(completionTokens, count(usage?.completion_tokens_details?.reasoning_tokens))
-  return TokenUsage.make({
-    promptTokens,
+  const made = TokenUsage.make({
+    promptTokens: promptTokens - cached,
     reasoningTokens,
     outputTokens: completionTokens - reasoningTokens,
     contextTokens: promptTokens + completionTokens,
     contextWindow: measured.contextWindow,
     tokensPerSecond: measured.elapsedMillis > 0 ? completionTokens / (measured.elapsedMillis / 1000) : 0
   })
+  return cached === 0 ? made : new TokenUsage.TokenUsage({ ...made, cachedPromptTokens: cached }, true)
 }
 
 /** The content tokens' log-probabilities of a choice (none when the server sent none). */
