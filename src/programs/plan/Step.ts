@@ -71,7 +71,7 @@ export const run = (
       })
     )
     const encoded = yield* Either.mapLeft(
-      Schema.encodeUnknownEither(handler.output)(output),
+      codecOf(handler.output).encode(output),
       (e) => mismatch(step, "output", e)
     )
     return {
@@ -146,14 +146,38 @@ const recordStepEvent = (
 const isStepRetryable = (error: Failure): boolean =>
   (error._tag === "ConstraintFailure" || error._tag === "ValidationFailure") && error.retryable
 
+/**
+ * A handler schema's validator, decoder and encoder, made once per schema: making
+ * a validator derives the schema's type side (`typeAST`), a new AST each time, so
+ * the parsers Effect memoizes per AST would be built again on every step.
+ */
+interface Codec {
+  readonly validate: (u: unknown) => Either.Either<any, ParseResult.ParseError>
+  readonly decode: (u: unknown) => Either.Either<any, ParseResult.ParseError>
+  readonly encode: (u: unknown) => Either.Either<any, ParseResult.ParseError>
+}
+const codecs = new WeakMap<object, Codec>()
+const codecOf = (schema: Schema.Schema<any, any, never>): Codec => {
+  const cached = codecs.get(schema)
+  if (cached !== undefined) return cached
+  const made: Codec = {
+    validate: Schema.validateEither(schema),
+    decode: Schema.decodeUnknownEither(schema, { errors: "all" }),
+    encode: Schema.encodeUnknownEither(schema)
+  }
+  codecs.set(schema, made)
+  return made
+}
+
 /** Accepts a value already of the handler's type (a chained output), else decodes it (JSON input). */
 const decodeInput = <I>(
   schema: Schema.Schema<I, any, never>,
   value: unknown
 ): Either.Either<I, ParseResult.ParseError> => {
-  const typed = Schema.validateEither(schema)(value)
+  const codec = codecOf(schema)
+  const typed = codec.validate(value)
   if (Either.isRight(typed)) return typed
-  return Schema.decodeUnknownEither(schema, { errors: "all" })(value)
+  return codec.decode(value)
 }
 
 const mismatch = (
