@@ -279,7 +279,7 @@ const runWith = <A>(
             ? (r.failure.failedRules.length > 0 ? r.failure.failedRules : [r.failure.message]).map((v) => `replica ${r.replica}: ${v}`)
             : []
         )
-      })
+      }, true) // counts and the replicas' own violations: nothing to check again
     }
     return result
   })

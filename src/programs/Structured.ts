@@ -306,8 +306,8 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
     repaired: enforced.repaired,
     usage,
     validation: outcome._tag === "Partial"
-      ? new ValidationResult({ passed: 0, failed: n, repairAttempts, violations })
-      : new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations }),
+      ? new ValidationResult({ passed: 0, failed: n, repairAttempts, violations }, true)
+      : new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations }, true),
     partial: outcome._tag === "Partial"
   }
   return result
