@@ -95,17 +95,27 @@ export type ReactAction = typeof ReactAction.Type
 
 const decodeAction = Schema.decodeUnknownEither(Schema.parseJson(ReactAction))
 
-/** The JSON schema of a ReAct action over these tools (the subset has no unions: the grammar is exact). */
-export const reactSchema = (toolNames: ReadonlyArray<string>): JsonSchema => ({
+const finishAction: JsonSchema = {
   type: "object",
-  description: 'Either {"thought", "tool", "arguments"} to call a tool, or {"thought", "finish"} to answer.',
-  properties: {
-    thought: { type: "string" },
-    ...(toolNames.length === 0 ? {} : { tool: { type: "string", enum: toolNames }, arguments: { type: "object" } }),
-    finish: { type: "string" }
-  },
-  required: ["thought"]
-})
+  properties: { thought: { type: "string" }, finish: { type: "string" } },
+  required: ["thought", "finish"]
+}
+
+/**
+ * The JSON schema of a ReAct action over these tools: a tool call or an answer
+ * (`anyOf` of the two; only the answer without tools). The request also carries
+ * `reactGrammar`, whose sentences are exactly these actions.
+ */
+export const reactSchema = (toolNames: ReadonlyArray<string>): JsonSchema => {
+  const description = 'Either {"thought", "tool", "arguments"} to call a tool, or {"thought", "finish"} to answer.'
+  if (toolNames.length === 0) return { ...finishAction, description }
+  const call: JsonSchema = {
+    type: "object",
+    properties: { thought: { type: "string" }, tool: { type: "string", enum: toolNames }, arguments: { type: "object" } },
+    required: ["thought", "tool", "arguments"]
+  }
+  return { anyOf: [call, finishAction], description }
+}
 
 const jsonRules = [
   `value ::= object | array | string | number | "true" | "false" | "null"`,
