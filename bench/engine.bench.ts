@@ -34,6 +34,7 @@ import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
+import { reviewPrompt, SENTIMENT } from "./Reviews.js"
 
 
 export const SEQUENCES = 6
@@ -125,18 +126,7 @@ const direct = Effect.gen(function*() {
 const ask = (prompt: string, fields: Partial<ConstructorParameters<typeof InferenceRequest>[0]> = {}) =>
   new InferenceRequest({ messages: [Message.system(SYSTEM), Message.user(prompt)], ...fields })
 
-const SENTIMENT = {
-  type: "object",
-  properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
-  required: ["sentiment"]
-} as const
 
-const REVIEWS = [
-  "Classify the sentiment of the review: The food was cold and the waiter was rude.",
-  "Classify the sentiment of the review: Not bad at all, I would come back.",
-  "Classify the sentiment of the review: It was fine, nothing special.",
-  "Classify the sentiment of the review: Absolutely loved the staff and the view."
-]
 
 const PROMPTS = [
   "What is the weather like today?",
@@ -151,7 +141,6 @@ const PROMPTS = [
 
 /** A prompt that no other phase of the benchmarks has evaluated. */
 const chatPrompt = (key: number) => `${PROMPTS[key % PROMPTS.length]!} (#${key})`
-const reviewPrompt = (key: number) => `${REVIEWS[key % REVIEWS.length]!} (#${key})`
 
 const passThrough = (label: string, maxTokens: number, grammar: boolean, rounds: number, goal = 0.95) =>
   Effect.gen(function*() {

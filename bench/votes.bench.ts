@@ -27,21 +27,10 @@ import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import { Engine } from "../src/services/Engine.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
+import { reviewPrompt as review, SENTIMENT } from "./Reviews.js"
 
 const SEQUENCES = 6
 const THREADS = 1
-const SENTIMENT = {
-  type: "object",
-  properties: { sentiment: { type: "string", enum: ["positive", "negative", "neutral"] } },
-  required: ["sentiment"]
-} as const
-const REVIEWS = [
-  "Classify the sentiment of the review: The food was cold and the waiter was rude.",
-  "Classify the sentiment of the review: Not bad at all, I would come back.",
-  "Classify the sentiment of the review: It was fine, nothing special.",
-  "Classify the sentiment of the review: Absolutely loved the staff and the view."
-]
-const review = (key: number) => `${REVIEWS[key % REVIEWS.length]!} (#${key})`
 
 const now = Effect.sync(() => performance.now())
 const iqr = (xs: ReadonlyArray<number>) => `${quantile(xs, 0.25).toFixed(2)}-${quantile(xs, 0.75).toFixed(2)}`
