@@ -10,7 +10,9 @@ import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Message from "../src/domain/Message.js"
+import { getLlama } from "node-llama-cpp"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
+import * as PromptSharing from "../src/layers/llama/PromptSharing.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
 import type { InferenceResult } from "../src/services/Engine.js"
 
@@ -164,4 +166,93 @@ describe("LlamaEngine prompt sharing (bundled model)", () => {
         expect(contents(withSharing)).toEqual(contents(without))
       })
     ), 120_000)
+
+  it.live("replicas of a short prompt started together evaluate it once; answers equal the unshared engine's", () =>
+    both((shared, unshared) =>
+      Effect.gen(function*() {
+        const short = () => question("Name a colour.", { messages: [Message.user("Name a colour.")] })
+        const replicas = (engine: Engine["Type"]) =>
+          Effect.all(Array.from({ length: 4 }, () => engine.infer(short())), { concurrency: "unbounded" })
+        const withSharing = yield* replicas(shared)
+        const without = yield* replicas(unshared)
+        expect(contents(withSharing)).toEqual(contents(without))
+        const promptTokens = without[0]!.usage.promptTokens
+        // Shorter than the copy threshold for a sequence at rest: only arriving together shares it.
+        expect(promptTokens).toBeGreaterThan(2)
+        expect(promptTokens).toBeLessThan(PromptSharing.DEFAULT_MIN_TOKENS)
+        expect(without.every((r) => r.usage.promptTokens === promptTokens)).toBe(true)
+        const evaluated = withSharing.map((r) => r.usage.promptTokens).sort((a, b) => b - a)
+        expect(evaluated[0]).toBeGreaterThanOrEqual(promptTokens - 1)
+        // The followers copied it: at most the last prompt token is theirs to evaluate.
+        expect(evaluated.slice(1).every((n) => n <= 1)).toBe(true)
+      })
+    ), 60_000)
+})
+
+describe("PromptSharing on short prompts (bundled model's sequences)", () => {
+  /** Three sequences of one context, and a sharing over them with the default threshold. */
+  const sequences = Effect.gen(function*() {
+    const llama = yield* Effect.acquireRelease(
+      Effect.promise(() => getLlama({ gpu: false, build: "never", maxThreads: 1 })),
+      (llama) => Effect.promise(() => llama.dispose())
+    )
+    const model = yield* Effect.acquireRelease(
+      Effect.promise(() => llama.loadModel({ modelPath: LlamaEngine.bundledModelPath(), gpuLayers: 0 })),
+      (model) => Effect.promise(() => model.dispose())
+    )
+    const context = yield* Effect.acquireRelease(
+      Effect.promise(() => model.createContext({ sequences: 3, contextSize: 512, threads: 1 })),
+      (context) => Effect.promise(() => context.dispose())
+    )
+    const all = [context.getSequence(), context.getSequence(), context.getSequence()]
+    return { model, all, sharing: PromptSharing.make(all, { minTokens: PromptSharing.DEFAULT_MIN_TOKENS }) }
+  })
+
+  it.live("a request alone leaves its short prompt to the generation (one decode, no leader)", () =>
+    Effect.gen(function*() {
+      const { all, model, sharing } = yield* sequences
+      const prompt = model.tokenize("Name a colour, please.")
+      const outcome = yield* sharing.prepare(all[0]!, prompt)
+      expect(outcome).toEqual({ _tag: "Held", tokens: 0 })
+      expect(all[0]!.contextTokens).toEqual([])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("identical short prompts arriving together: one leads, the others wait and copy", () =>
+    Effect.gen(function*() {
+      const { all, model, sharing } = yield* sequences
+      const prompt = model.tokenize("Name a colour, please.")
+      const outcomes = yield* Effect.all(all.map((sequence) => sharing.prepare(sequence, prompt)), {
+        concurrency: "unbounded"
+      })
+      const wanted = prompt.length - 1
+      expect(outcomes).toEqual([
+        { _tag: "Led", tokens: wanted },
+        { _tag: "Copied", tokens: wanted, waited: true },
+        { _tag: "Copied", tokens: wanted, waited: true }
+      ])
+      for (const sequence of all) expect(sequence.contextTokens).toEqual(prompt.slice(0, wanted))
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("different short prompts arriving together are each left to their generation", () =>
+    Effect.gen(function*() {
+      const { all, model, sharing } = yield* sequences
+      const prompts = ["Name a colour.", "Name a fruit.", "Name a tree."].map((text) => model.tokenize(text))
+      const outcomes = yield* Effect.all(all.map((sequence, i) => sharing.prepare(sequence, prompts[i]!)), {
+        concurrency: "unbounded"
+      })
+      expect(outcomes.map((o) => o._tag)).toEqual(["Held", "Held", "Held"])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a follower interrupted while gathering neither strands the leader nor the other follower", () =>
+    Effect.gen(function*() {
+      const { all, model, sharing } = yield* sequences
+      const prompt = model.tokenize("Name a colour, please.")
+      const fibers = yield* Effect.forEach(all, (sequence) => Effect.fork(sharing.prepare(sequence, prompt)))
+      yield* Fiber.interrupt(fibers[1]!)
+      const [first, third] = yield* Effect.all([Fiber.join(fibers[0]!), Fiber.join(fibers[2]!)]).pipe(
+        Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("a sharer waits in vain") })
+      )
+      expect(first._tag).toBe("Led")
+      expect(third).toEqual({ _tag: "Copied", tokens: prompt.length - 1, waited: true })
+    }).pipe(Effect.scoped), 60_000)
 })

@@ -11,9 +11,16 @@
  *
  * Requests that arrive together with the same prompt (replicas started at once)
  * find no sequence holding it yet: the first becomes the leader and evaluates the
- * prompt; the others wait for it and copy. A copy costs a memory copy of the
- * sequence's cache, which is why only prefixes of at least `minTokens` more tokens
- * than the sequence already holds are shared.
+ * prompt; the others wait for it and copy. A copy from a sequence at rest costs a
+ * memory copy of its cache, which is why such copies are made only for prefixes of
+ * at least `minTokens` more tokens than the sequence already holds.
+ *
+ * Identical prompts that arrive together are shared whatever the length of what
+ * they miss: each of them would otherwise evaluate the same tokens at the same
+ * time, N times the work in one batch. A request missing fewer than `minTokens`
+ * tokens yields once (so that replicas forked in the same tick reach this point)
+ * and looks for others with its very prompt; only when one came does it lead, so a
+ * request alone evaluates its prompt in one decode, as without sharing.
  *
  * Everything here is an optimization: when a copy is refused (the donor changed
  * meanwhile), the sequence is left as llama.cpp needs it and the generation
@@ -70,11 +77,19 @@ interface Leader {
   readonly copied: Array<Deferred.Deferred<void>>
 }
 
+/** Requests with one short-missing prompt arriving in the same tick, before one of them leads. */
+interface Gathering {
+  readonly tokens: ReadonlyArray<Token>
+  /** Each arrival's: told the leader, or undefined when none leads. */
+  readonly joined: Array<{ readonly led: Deferred.Deferred<Leader | undefined>; readonly copied: Deferred.Deferred<void> }>
+}
+
 export const make = (
   sequences: ReadonlyArray<LlamaContextSequence>,
   options: Options
 ): PromptSharing => {
   const leaders = new Set<Leader>()
+  const gatherings = new Set<Gathering>()
 
   /** The other sequence holding the longest prefix of `prompt`, if longer than `atLeast`. */
   const donorFor = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>, atLeast: number) => {
@@ -129,14 +144,106 @@ export const make = (
       return { _tag: "Held", tokens: 0 }
     }).pipe(Effect.uninterruptible)
 
+  /** Follows `leader`: waits for its evaluation, copies, and tells it so (also when interrupted). */
+  const follow = (
+    sequence: LlamaContextSequence & CopyingSequence,
+    leader: Leader,
+    prefix: ReadonlyArray<Token>,
+    copied: Deferred.Deferred<void>
+  ): Effect.Effect<Outcome> =>
+    Deferred.await(leader.done).pipe(
+      Effect.zipRight(Effect.suspend(() => copy(sequence, leader.sequence, prefix, true))),
+      Effect.ensuring(Deferred.succeed(copied, undefined))
+    )
+
+  /** Evaluates the first `wanted` tokens of `prompt` here, and lets those who come meanwhile copy them. */
+  const lead = (
+    sequence: LlamaContextSequence,
+    prompt: ReadonlyArray<Token>,
+    held: number,
+    wanted: number,
+    leader: Leader
+  ): Effect.Effect<Outcome> =>
+    Effect.gen(function*() {
+      // Uninterruptible for the same reason as a copy. A failure here (which the
+      // generation would meet again and report) only means nothing is shared.
+      const evaluate = Effect.tryPromise(async () => {
+        await sequence.adaptStateToTokens([...leader.tokens], false)
+        await sequence.evaluateWithoutGeneratingNewTokens([...leader.tokens.slice(sequence.nextTokenIndex)])
+      }).pipe(Effect.uninterruptible)
+      const release = Effect.sync(() => leaders.delete(leader)).pipe(Effect.zipRight(Deferred.succeed(leader.done, undefined)))
+      leaders.add(leader)
+      const exit = yield* Effect.exit(Effect.ensuring(evaluate, release))
+      // Let the followers copy before this sequence moves on to generating.
+      yield* Effect.forEach(leader.copied, Deferred.await, { discard: true })
+      return exit._tag === "Success"
+        ? { _tag: "Led", tokens: wanted - held } satisfies Outcome
+        : { _tag: "Held", tokens: commonPrefixLength(sequence.contextTokens, prompt) } satisfies Outcome
+    })
+
+  /**
+   * A request missing fewer than `minTokens` tokens: it joins a leader or a
+   * gathering with its very prompt, or yields once for others to join it, and
+   * leads only if one did.
+   */
+  const gather = (
+    sequence: LlamaContextSequence & CopyingSequence,
+    prompt: ReadonlyArray<Token>,
+    held: number,
+    wanted: number
+  ): Effect.Effect<Outcome> => {
+    const prefix = prompt.slice(0, wanted)
+    const following = leaderFor(prompt, wanted - 1)
+    if (following !== undefined) {
+      return Effect.flatMap(Deferred.make<void>(), (copied) => {
+        following.leader.copied.push(copied)
+        return follow(sequence, following.leader, prefix, copied)
+      })
+    }
+    for (const gathering of gatherings) {
+      if (gathering.tokens.length === wanted && commonPrefixLength(gathering.tokens, prompt) === wanted) {
+        return Effect.gen(function*() {
+          const led = yield* Deferred.make<Leader | undefined>()
+          const copied = yield* Deferred.make<void>()
+          gathering.joined.push({ led, copied })
+          // However this ends, a leader it was promised to never waits for it in vain.
+          return yield* Effect.ensuring(
+            Effect.flatMap(Deferred.await(led), (leader): Effect.Effect<Outcome> =>
+              leader === undefined
+                ? Effect.succeed({ _tag: "Held", tokens: held })
+                : follow(sequence, leader, prefix, copied)),
+            Deferred.succeed(copied, undefined)
+          )
+        })
+      }
+    }
+    const gathering: Gathering = { tokens: prefix, joined: [] }
+    gatherings.add(gathering)
+    // Uninterruptible (a tick, then as a leader): those who joined are always told.
+    return Effect.yieldNow().pipe(
+      Effect.zipRight(Effect.suspend((): Effect.Effect<Outcome> => {
+        gatherings.delete(gathering)
+        if (gathering.joined.length === 0) return Effect.succeed({ _tag: "Held", tokens: held })
+        return Effect.gen(function*() {
+          const done = yield* Deferred.make<void>()
+          const leader: Leader = { sequence, tokens: prefix, done, copied: gathering.joined.map(({ copied }) => copied) }
+          yield* Effect.forEach(gathering.joined, ({ led }) => Deferred.succeed(led, leader), { discard: true })
+          return yield* lead(sequence, prompt, held, wanted, leader)
+        })
+      })),
+      Effect.uninterruptible
+    )
+  }
+
   const prepare = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>): Effect.Effect<Outcome> =>
     Effect.suspend(() => {
       const held = commonPrefixLength(sequence.contextTokens, prompt)
       // The generation evaluates the last prompt token itself, for its logits.
       const wanted = prompt.length - 1
-      if (options.minTokens <= 0 || !canCopy(sequence) || wanted - held < options.minTokens) {
+      if (options.minTokens <= 0 || !canCopy(sequence) || wanted <= held) {
         return Effect.succeed<Outcome>({ _tag: "Held", tokens: held })
       }
+      if (wanted - held < options.minTokens) return gather(sequence, prompt, held, wanted)
       const atLeast = held + options.minTokens - 1
       const found = donorFor(sequence, prompt, atLeast)
       const following = leaderFor(prompt, found?.length ?? atLeast)
@@ -145,34 +252,16 @@ export const make = (
       }
       if (following !== undefined) {
         const { leader, length } = following
-        return Effect.gen(function*() {
-          const copied = yield* Deferred.make<void>()
+        return Effect.flatMap(Deferred.make<void>(), (copied) => {
           leader.copied.push(copied)
-          return yield* Deferred.await(leader.done).pipe(
-            Effect.zipRight(Effect.suspend(() => copy(sequence, leader.sequence, prompt.slice(0, Math.min(length, wanted)), true))),
-            Effect.ensuring(Deferred.succeed(copied, undefined))
-          )
+          return follow(sequence, leader, prompt.slice(0, Math.min(length, wanted)), copied)
         })
       }
       // Nobody holds it: evaluate it here, and let those who come meanwhile copy it.
-      return Effect.gen(function*() {
-        const done = yield* Deferred.make<void>()
-        const leader: Leader = { sequence, tokens: prompt.slice(0, wanted), done, copied: [] }
-        // Uninterruptible for the same reason as a copy. A failure here (which the
-        // generation would meet again and report) only means nothing is shared.
-        const evaluate = Effect.tryPromise(async () => {
-          await sequence.adaptStateToTokens([...leader.tokens], false)
-          await sequence.evaluateWithoutGeneratingNewTokens([...leader.tokens.slice(sequence.nextTokenIndex)])
-        }).pipe(Effect.uninterruptible)
-        const release = Effect.sync(() => leaders.delete(leader)).pipe(Effect.zipRight(Deferred.succeed(done, undefined)))
-        leaders.add(leader)
-        const exit = yield* Effect.exit(Effect.ensuring(evaluate, release))
-        // Let the followers copy before this sequence moves on to generating.
-        yield* Effect.forEach(leader.copied, Deferred.await, { discard: true })
-        return exit._tag === "Success"
-          ? { _tag: "Led", tokens: wanted - held } satisfies Outcome
-          : { _tag: "Held", tokens: commonPrefixLength(sequence.contextTokens, prompt) } satisfies Outcome
-      })
+      return Effect.flatMap(
+        Deferred.make<void>(),
+        (done) => lead(sequence, prompt, held, wanted, { sequence, tokens: prompt.slice(0, wanted), done, copied: [] })
+      )
     })
 
   return { prepare }
