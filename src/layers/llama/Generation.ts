@@ -44,6 +44,8 @@ export interface Plan {
   readonly partialCalls: Map<number, LlamaChatResponseFunctionCallParamsChunk>
   /** The answer's tokens as they are released (collected only when the request asks for logprobs). */
   readonly content: Array<Token>
+  /** Whether it samples (temperature above 0) under a grammar or the function-call syntax. */
+  readonly constrained: boolean
 }
 
 /** Sampling options the request passes in `options` that node-llama-cpp understands. */
@@ -138,7 +140,8 @@ export const plan = Effect.fnUntraced(function*(
       ? { grammar }
       : {})
   }
-  const planned: Plan = { history, prompt, options, partialCalls, content }
+  const constrained = (request.temperature ?? 0) > 0 && (functions !== undefined || grammar !== undefined)
+  const planned: Plan = { history, prompt, options, partialCalls, content, constrained }
   return planned
 })
 
@@ -150,6 +153,8 @@ const generateResponse = (
 ): Effect.Effect<LlamaChatResponse<ChatModelFunctions>, InferenceFailure> =>
   Effect.async<LlamaChatResponse<ChatModelFunctions>, InferenceFailure>((resume) => {
     const { chat, sequence } = worker
+    // Greedy, or free: the grammar-first path would draw the very same tokens, at a cost per token.
+    worker.sampling.constrained = planned.constrained
     const controller = new AbortController()
     resources.generating.add(sequence)
     const done = chat.generateResponse(planned.history, { ...planned.options, signal: controller.signal })

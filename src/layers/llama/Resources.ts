@@ -16,6 +16,10 @@
  * (the default) every sequence's `evaluate` asks for the selected token's
  * confidence, which makes node-llama-cpp apply the grammar before the sampler
  * chain: the exact constrained distribution, the one TreeSampler draws from.
+ * Only a generation that samples under a grammar needs it: greedy decoding, or
+ * sampling with no grammar, draws the same tokens either way, so those take
+ * node-llama-cpp's own path and skip the per-token confidence (each generation
+ * says which through its worker's `sampling`).
  */
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
@@ -58,6 +62,8 @@ export type GrammarSampling = "exact" | "lazy"
 export interface Worker {
   readonly sequence: LlamaContextSequence
   readonly chat: LlamaChat
+  /** Whether the generation now running samples under a grammar (set by it): the exact path, with "exact". */
+  readonly sampling: { constrained: boolean }
 }
 
 /** The loaded engine's parts. */
@@ -157,11 +163,16 @@ export const chatWrapperOf = (model: LlamaModel, modelName: string, chatWrapper:
 
 /**
  * `sequence` with its `evaluate` (what LlamaChat samples through) asking for each
- * token's confidence: node-llama-cpp then applies the grammar before the sampler
- * chain instead of sampling first and checking after. Tokens are as before.
+ * token's confidence while `exact()` holds: node-llama-cpp then applies the
+ * grammar before the sampler chain instead of sampling first and checking after.
+ * Otherwise its own `evaluate`. Tokens are as before.
  */
-export const sampleGrammarFirst = (sequence: LlamaContextSequence): LlamaContextSequence => {
-  const evaluate: LlamaContextSequence["evaluate"] = async function*(tokens, options) {
+export const sampleGrammarFirst = (
+  sequence: LlamaContextSequence,
+  exact: () => boolean = () => true
+): LlamaContextSequence => {
+  const plain = sequence.evaluate.bind(sequence)
+  const grammarFirst: LlamaContextSequence["evaluate"] = async function*(tokens, options) {
     const iterator = sequence.evaluateWithMetadata(tokens, { confidence: true }, options)
     let input: Parameters<typeof iterator.next>[0] = undefined
     try {
@@ -174,6 +185,8 @@ export const sampleGrammarFirst = (sequence: LlamaContextSequence): LlamaContext
       await iterator.return()
     }
   }
+  const evaluate: LlamaContextSequence["evaluate"] = (tokens, options) =>
+    exact() ? grammarFirst(tokens, options) : plain(tokens, options)
   Object.defineProperty(sequence, "evaluate", { value: evaluate, configurable: true, writable: true })
   return sequence
 }
@@ -187,8 +200,11 @@ export const workersOf = (
 ): Array<Worker> => {
   const workers: Array<Worker> = []
   for (let i = 0; i < sequences; i++) {
-    const sequence = grammarSampling === "exact" ? sampleGrammarFirst(context.getSequence()) : context.getSequence()
-    workers.push({ sequence, chat: new LlamaChat({ contextSequence: sequence, chatWrapper }) })
+    const sampling = { constrained: true }
+    const sequence = grammarSampling === "exact"
+      ? sampleGrammarFirst(context.getSequence(), () => sampling.constrained)
+      : context.getSequence()
+    workers.push({ sequence, chat: new LlamaChat({ contextSequence: sequence, chatWrapper }), sampling })
   }
   return workers
 }
