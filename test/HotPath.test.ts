@@ -1,7 +1,8 @@
 /**
  * What the hot path leaves out when nobody listens (issue 13): no clock read, no
  * event and no metric in Observed without an EventLog or Metrics in the context;
- * no span attributes with Effect's native tracer (spans that go nowhere); and the
+ * no inference or tool span when, besides, no tracer exports them; no span
+ * attributes with Effect's native tracer (spans that go nowhere); and the
  * request settings still checked where the messages are no longer re-validated.
  * The speed itself is measured in bench/hotpath.bench.ts, not here.
  */
@@ -66,12 +67,26 @@ const countingClockReads = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   })
 
 describe("observability that nobody listens to", { timeout: 30_000 }, () => {
-  it.effect("an inference with no EventLog or Metrics reads no clock; its result and span come back", () =>
+  it.effect("an inference with no EventLog or Metrics reads no clock; its result comes back, in no span of its own", () =>
     Effect.gen(function* () {
       const [[value, span], reads] = yield* countingClockReads(observedInference)
       expect(value.content).toBe("hello")
-      expect(Option.isSome(span)).toBe(true)
+      expect(Option.isNone(span)).toBe(true)
       expect(reads).toBe(0)
+      // With an EventLog its span is opened: events carry its id.
+      const [[, recordedSpan]] = yield* countingClockReads(observedInference.pipe(Effect.provide(Observe.eventLogMemory)))
+      expect(Option.map(recordedSpan, (s) => s._tag === "Span" ? s.name : s._tag)).toEqual(Option.some("chat m"))
+    }))
+
+  it.effect("a tool call nobody listens to runs in no span of its own; with an EventLog, in its execute_tool span", () =>
+    Effect.gen(function* () {
+      const spanName = Effect.map(Effect.option(Effect.currentSpan), Option.map((s) => s.name))
+      const inTool = (execute: Effect.Effect<Option.Option<string>>) =>
+        Observed.toolCall({ call, attempt: 1, inferenceId: "inf_1", requestedBy: Option.none(), execute })
+      expect(yield* inTool(spanName).pipe(Effect.withSpan("caller"))).toEqual(Option.some("caller"))
+      expect(yield* inTool(spanName).pipe(Effect.withSpan("caller"), Effect.provide(Observe.eventLogMemory))).toEqual(
+        Option.some("execute_tool add")
+      )
     }))
 
   it.effect("with Metrics alone, the inference is timed and its tokens counted", () =>
@@ -137,10 +152,10 @@ describe("spans with no tracer installed", { timeout: 30_000 }, () => {
       return s._tag === "Span" ? Object.fromEntries(s.attributes) : {}
     })
 
-  it.effect("Effect's native tracer: the inference span is opened but not annotated", () =>
+  it.effect("Effect's native tracer: with events recorded the inference span is opened, but not annotated", () =>
     Effect.gen(function* () {
       expect(yield* Spans.exporting).toBe(false)
-      expect(yield* attributesOf(observedInference)).toEqual({})
+      expect(yield* attributesOf(observedInference.pipe(Effect.provide(Observe.eventLogMemory)))).toEqual({})
     }))
 
   it.effect("any other tracer: the span carries the gen_ai and correlation attributes", () =>

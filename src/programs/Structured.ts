@@ -41,6 +41,7 @@ import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Request from "./internal/Request.js"
+import * as Retry from "./internal/Retry.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
@@ -228,7 +229,7 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
         ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
       })
       const inferred = yield* Effect.either(
-        Effect.retry(inferOnce(request), {
+        Retry.retry(inferOnce(request), {
           schedule: options.inferenceRetry ?? RetryPolicy.inference,
           while: (f: InferenceFailure) => f.retryable
         })

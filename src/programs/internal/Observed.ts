@@ -14,9 +14,10 @@
  *
  * What nobody listens to costs nothing: without an EventLog that keeps events or
  * a Metrics in the context, no event is built, no clock read and no metric
- * touched; the spans are still opened (their ids stamp events and link tool
- * calls), without a stack trace. The events are built from the loop's own values,
- * without re-validation.
+ * touched; and when no tracer exports spans either, no inference or tool span is
+ * opened (their ids would stamp no event and link nothing; the caller's span
+ * stays the current one). Spans are opened without a stack trace. The events are
+ * built from the loop's own values, without re-validation.
  */
 import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
@@ -94,11 +95,30 @@ export interface InferenceOptions<E, R> {
 export const inference = <E extends { readonly code: string; readonly message: string }, R>(
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
-  Effect.flatMap(options.model, (name) =>
-    Effect.flatMap(recording, (on) =>
-      on ? recordedInference(name, options) : Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId })
-    ).pipe(Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan))
+  Effect.flatMap(recording, (on) =>
+    on
+      ? Effect.flatMap(options.model, (name) =>
+        recordedInference(name, options).pipe(Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
+      : Effect.flatMap(Spans.exporting, (exported) =>
+        exported
+          ? Effect.flatMap(options.model, (name) =>
+            Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
+              Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
+            ))
+          : unobserved(options))
   )
+
+/**
+ * Nobody records events or exports spans: no span is opened (its id would stamp
+ * nothing and link nothing); the usage still reaches a CostTracker.
+ */
+const unobserved = <E, R>(options: InferenceOptions<E, R>) =>
+  Effect.flatMap(options.call, (result) =>
+    Effect.flatMap(Effect.serviceOption(CostTracker), (cost) =>
+      Option.isNone(cost)
+        ? Effect.succeed([result, Option.none()] as const)
+        : Effect.flatMap(options.model, (name) =>
+          Effect.as(cost.value.recordUsage(name, result.usage), [result, Option.none()] as const))))
 
 const recordedInference = <E extends { readonly code: string; readonly message: string }, R>(
   name: string,
@@ -210,9 +230,11 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
     )
     return yield* exit
   })
-  return Effect.flatMap(recording, (on) => (on ? recorded : inSpan)).pipe(
-    withCorrelation({ toolCallId: call.id, causedBy: call.id })
-  )
+  // Nobody records or exports: no span (its id would stamp nothing).
+  return Effect.flatMap(recording, (on) =>
+    on ? recorded : Effect.flatMap(Spans.exporting, (exported) => exported ? inSpan : options.execute)).pipe(
+      withCorrelation({ toolCallId: call.id, causedBy: call.id })
+    )
 }
 
 // ---------------------------------------------------------------------------

@@ -11,8 +11,10 @@
  * too (see Lifecycle.ts): `lifecycle {STATE}`, children of the request span.
  *
  * Spans are opened without capturing a stack trace, and with Effect's native
- * tracer (no tracer installed: spans that go nowhere) nothing is annotated; the
- * spans stay, for their ids (events carry them, tool spans link to them).
+ * tracer (no tracer installed: spans that go nowhere) nothing is annotated. The
+ * inference and tool spans stay while events are recorded, for their ids (events
+ * carry them); with neither events nor an exporting tracer they are not opened
+ * (internal/Observed).
  */
 import * as Context from "effect/Context"
 import * as DefaultServices from "effect/DefaultServices"

@@ -24,6 +24,7 @@ import * as Text from "../../domain/Text.js"
 import { withCorrelation } from "../../services/EventLog.js"
 import { withMetrics } from "../../services/Metrics.js"
 import * as Deadline from "../internal/Deadline.js"
+import * as Retry from "../internal/Retry.js"
 import * as OrchestrateEvent from "../internal/OrchestrateEvent.js"
 import * as Spans from "../internal/Spans.js"
 import * as Lifecycle from "../Lifecycle.js"
@@ -127,7 +128,7 @@ const attemptsOf = (
         )
       )
     ))
-  return retries ? Effect.retry(attempt, { schedule: environment.schedule, while: retryable }) : attempt
+  return retries ? Retry.retry(attempt, { schedule: environment.schedule, while: retryable }) : attempt
 }
 
 /** A handler's run with the services the executor took for it (what `make` required of its caller). */

@@ -14,6 +14,7 @@ import type * as Engine from "../../services/Engine.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import type * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
+import * as Retry from "../internal/Retry.js"
 
 export interface InferenceEnv {
   readonly engine: Engine.Service
@@ -46,7 +47,7 @@ export const infer = (
     const call = Option.isSome(env.onDelta)
       ? streamed(env.engine, request, tracked(env.onDelta.value))
       : env.engine.infer(request)
-    const [result, span] = yield* Effect.retry(Observed.inference({ model: env.model, request, inferenceId, call }), {
+    const [result, span] = yield* Retry.retry(Observed.inference({ model: env.model, request, inferenceId, call }), {
       schedule: env.inferenceRetry,
       while: (f: InferenceFailure) => f.retryable && !emitted
     })

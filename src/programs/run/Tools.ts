@@ -18,6 +18,7 @@ import type * as Message from "../../domain/Message.js"
 import { ToolCallRecord } from "../../domain/System.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Observed from "../internal/Observed.js"
+import * as Retry from "../internal/Retry.js"
 import { RunToolResult } from "./Message.js"
 import type { ToolOutcome } from "./Types.js"
 
@@ -46,7 +47,7 @@ export const run = (
       attempt++
       return Observed.toolCall({ call, attempt, inferenceId, requestedBy, execute: execute(env, call) })
     })
-    const outcome = yield* Effect.either(Effect.retry(once, { schedule: env.toolRetry, while: (f: ToolFailure) => f.retryable }))
+    const outcome = yield* Effect.either(Retry.retry(once, { schedule: env.toolRetry, while: (f: ToolFailure) => f.retryable }))
     const durationMs = (yield* Clock.currentTimeMillis) - started
     const content = Either.isRight(outcome)
       ? outcome.right.content
