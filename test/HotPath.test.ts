@@ -158,6 +158,22 @@ describe("spans with no tracer installed", { timeout: 30_000 }, () => {
       expect(yield* attributesOf(observedInference.pipe(Effect.provide(Observe.eventLogMemory)))).toEqual({})
     }))
 
+  it.effect("a loop's span (Observed.span) is opened only when events are recorded or a tracer exports", () =>
+    Effect.gen(function* () {
+      const spanName = Effect.map(Effect.option(Effect.currentSpan), Option.map((s) => s.name))
+      const spanned = Observed.span("Loop.run")(spanName)
+      expect(yield* spanned.pipe(Effect.withSpan("caller"))).toEqual(Option.some("caller"))
+      expect(yield* spanned.pipe(Effect.withSpan("caller"), Effect.provide(Observe.eventLogMemory))).toEqual(
+        Option.some("Loop.run")
+      )
+      expect(yield* spanned.pipe(Effect.withSpan("caller"), Effect.provide(Observe.metricsMemory))).toEqual(
+        Option.some("Loop.run")
+      )
+      const native = yield* Effect.tracer
+      const exporting = Tracer.make({ span: (...args) => native.span(...args), context: native.context })
+      expect(yield* spanned.pipe(Effect.withSpan("caller"), Effect.withTracer(exporting))).toEqual(Option.some("Loop.run"))
+    }))
+
   it.effect("any other tracer: the span carries the gen_ai and correlation attributes", () =>
     Effect.gen(function* () {
       const native = yield* Effect.tracer

@@ -71,6 +71,7 @@ import type {
 import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as EventStream from "./internal/EventStream.js"
+import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Run from "./run/Loop.js"
@@ -186,19 +187,15 @@ type TurnInput =
 
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
   turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
-    Effect.withSpan(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", {
-      attributes: sessionAttributes(loop),
-      captureStackTrace: false
-    })
+    Observed.span(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", { attributes: sessionAttributes(loop) })
   )
 
 const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
   EventStream.fromEmitting(
     (emit) =>
       turnEffect(loop, input, turn, emit, true).pipe(
-        Effect.withSpan(input._tag === "User" ? "AgentLoop.chatStream" : "AgentLoop.resumeStream", {
-          attributes: sessionAttributes(loop),
-          captureStackTrace: false
+        Observed.span(input._tag === "User" ? "AgentLoop.chatStream" : "AgentLoop.resumeStream", {
+          attributes: sessionAttributes(loop)
         })
       ),
     (result): AgentEvent => ({ _tag: "TurnFinished", result })
@@ -232,7 +229,7 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
         Effect.tap(restore(ask), (result) =>
           loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
       )
-    }).pipe(Effect.withSpan("AgentLoop.chatStructured", { attributes: sessionAttributes(loop), captureStackTrace: false }))
+    }).pipe(Observed.span("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
   )
 
 /**

@@ -15,6 +15,8 @@
  * state, the state it came from, the attempt and the reason. Spans rather than
  * events, so a trace view shows how long the request spent in each state and a
  * tree rebuilt from parent ids lists the states in order under the request.
+ * When nobody observes (no events recorded, no tracer exporting) no state span is
+ * opened: the moves, the history and the attempts are the same.
  */
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
@@ -30,6 +32,7 @@ import { canTransition, ExecutionState, terminalStates } from "../domain/Lifecyc
 import type { SystemError } from "../domain/System.js"
 import { recordEvent, withCorrelation } from "../services/EventLog.js"
 import { withMetrics } from "../services/Metrics.js"
+import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 
 export interface Tracker {
@@ -95,7 +98,8 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const state = yield* Ref.make(new ExecutionState({ current: "INIT", enteredAt: now, attempt: 1, totalSteps: 0 }, true))
   const history = yield* Ref.make<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>([])
   const lock = yield* Effect.makeSemaphore(1)
-  const parent = yield* Effect.option(Effect.currentParentSpan)
+  // States are spans only when somebody observes (events recorded or spans exported).
+  const parent = (yield* Observed.listened) ? yield* Effect.option(Effect.currentParentSpan) : Option.none()
   const open = yield* Ref.make<Option.Option<Tracer.Span>>(
     Option.isSome(parent) ? Option.some(yield* stateSpan(parent.value, "INIT", undefined, 1, "request received")) : Option.none()
   )

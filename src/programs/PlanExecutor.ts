@@ -58,6 +58,7 @@ import type { OrchestrationFailure } from "../domain/Failure.js"
 import * as Plan from "../domain/Plan.js"
 import type { FailurePolicy } from "../domain/Task.js"
 import { retryPolicy } from "../services/Validator.js"
+import * as Observed from "./internal/Observed.js"
 import * as Graph from "./plan/Graph.js"
 import type { HandlersContext, StepHandler } from "./plan/Handler.js"
 import type { PlanOutcome } from "./plan/Outcome.js"
@@ -168,7 +169,10 @@ const build = <H extends ReadonlyArray<StepHandler>>(options: Options<H>, contex
   }
 }
 
-const executePlan = Effect.fn("PlanExecutor.execute")(function* (
+const executePlan = (executor: Executor, plan: Plan.ExecutionPlan, options?: ExecuteOptions) =>
+  Observed.span("PlanExecutor.execute")(executePlanUntraced(executor, plan, options))
+
+const executePlanUntraced = Effect.fnUntraced(function* (
   executor: Executor,
   plan: Plan.ExecutionPlan,
   options?: ExecuteOptions

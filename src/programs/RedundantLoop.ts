@@ -58,6 +58,7 @@ import type { Constraint } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
 import { Engine as EngineTag } from "../services/Engine.js"
 import * as EventStream from "./internal/EventStream.js"
+import * as Observed from "./internal/Observed.js"
 import * as ReplicaSampling from "./internal/ReplicaSampling.js"
 import * as OrchestrateEvent from "./internal/OrchestrateEvent.js"
 import * as Lifecycle from "./Lifecycle.js"
@@ -159,12 +160,8 @@ const describeReplica = (r: Replica<unknown>) =>
 export const run: <A>(
   prompt: string,
   options: Options<A>
-) => Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> = Effect.fn("RedundantLoop.run")(function* <A>(
-  prompt: string,
-  options: Options<A>
-) {
-  return yield* runWith(prompt, options, () => Effect.void)
-})
+) => Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> = <A>(prompt: string, options: Options<A>) =>
+  Observed.span("RedundantLoop.run")(runWith(prompt, options, () => Effect.void))
 
 /** The run as a stream of its progress: replicas as they finish, the vote, then `Finished`. */
 export const runStream = <A>(
@@ -172,7 +169,7 @@ export const runStream = <A>(
   options: Options<A>
 ): Stream.Stream<Progress<A>, RedundantLoopError, Engine.Engine | Constraint> =>
   EventStream.fromEmitting(
-    (emit) => runWith(prompt, options, emit).pipe(Effect.withSpan("RedundantLoop.runStream", { captureStackTrace: false })),
+    (emit) => runWith(prompt, options, emit).pipe(Observed.span("RedundantLoop.runStream")),
     (result): Progress<A> => ({ _tag: "Finished", result })
   )
 

@@ -189,7 +189,7 @@ export const run = <A, EV extends ValidationFailure = never>(
   messages: ReadonlyArray<Message.Message>,
   options: Options<A, EV>
 ): Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> =>
-  Effect.withSpan(runUntraced(messages, options), "Structured.run", { captureStackTrace: false })
+  Observed.span("Structured.run")(runUntraced(messages, options))
 
 // The call's state lives in plain variables: one fiber runs its attempts one after another.
 const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure = never>(

@@ -47,6 +47,18 @@ export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Co
   return (Option.isSome(log) && log.value.enabled !== false) || Option.isSome(Context.getOption(context, Metrics))
 })
 
+/** Whether anybody observes: events or metrics recorded, or spans exported. */
+export const listened: Effect.Effect<boolean> = Effect.flatMap(recording, (on) => on ? Effect.succeed(true) : Spans.exporting)
+
+/**
+ * A span around `effect` that only exists when somebody observes (`listened`):
+ * with no events recorded and no tracer exporting, its id would stamp nothing.
+ * Never with a stack trace.
+ */
+export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(listened, (on) => on ? Effect.withSpan(effect, name, { ...options, captureStackTrace: false }) : effect)
+
 /** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export const services: Effect.Effect<Context.Context<never>> = Effect.gen(function* () {
   let observe = Context.empty() as Context.Context<never>

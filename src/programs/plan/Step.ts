@@ -24,6 +24,7 @@ import * as Text from "../../domain/Text.js"
 import { withCorrelation } from "../../services/EventLog.js"
 import { withMetrics } from "../../services/Metrics.js"
 import * as Deadline from "../internal/Deadline.js"
+import * as Observed from "../internal/Observed.js"
 import * as Retry from "../internal/Retry.js"
 import * as OrchestrateEvent from "../internal/OrchestrateEvent.js"
 import * as Spans from "../internal/Spans.js"
@@ -101,9 +102,8 @@ export const run = (
         )
     }),
     withCorrelation({ stepName: step.name, causedBy: step.name }),
-    Effect.withSpan("PlanExecutor.step", {
-      attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name },
-      captureStackTrace: false
+    Observed.span("PlanExecutor.step", {
+      attributes: { step: step.name, type: step.type, [Spans.Pagantic.stepName]: step.name }
     })
   )
 
