@@ -265,7 +265,7 @@ const withTurnScope = <A, E>(loop: Loop, effect: Effect.Effect<A, E>): Effect.Ef
       }),
       withCorrelation({ requestId, sessionId: loop.sessionId })
     )
-  }).pipe(loop.turnLock.withPermits(1), Effect.provide(loop.observe))
+  }).pipe(loop.turnLock.withPermits(1), Observed.within(loop.observe))
 
 const commit = (loop: Loop, result: TurnResult) =>
   Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...kept(loop, result)]))
@@ -364,7 +364,7 @@ const runServerCalls = (loop: Loop, calls: ReadonlyArray<Message.ToolCall>, emit
         return outcome.record
       }),
     { concurrency: loop.settings.toolConcurrency }
-  ).pipe(Effect.provide(loop.observe))
+  ).pipe(Observed.within(loop.observe))
 
 const requestDefaults = (loop: Loop, turn: TurnOptions): RequestDefaults => {
   const { options } = loop

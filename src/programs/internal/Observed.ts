@@ -59,6 +59,13 @@ export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureSta
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(listened, (on) => on ? Effect.withSpan(effect, name, { ...options, captureStackTrace: false }) : effect)
 
+/**
+ * Provides the observability services `services` took (nothing to do when there
+ * were none: providing an empty context costs a context merge per call).
+ */
+export const within = (observe: Context.Context<never>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  observe.unsafeMap.size === 0 ? effect : Effect.provide(effect, observe)
+
 /** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export const services: Effect.Effect<Context.Context<never>> = Effect.gen(function* () {
   let observe = Context.empty() as Context.Context<never>

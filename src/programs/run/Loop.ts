@@ -17,6 +17,7 @@ import type { ToolCallRecord } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import { correctionPrompt } from "../Structured.js"
+import * as Observed from "../internal/Observed.js"
 import * as Inference from "./Inference.js"
 import * as RunMessage from "./Message.js"
 import * as Tools from "./Tools.js"
@@ -101,7 +102,7 @@ export const execute = <Out, E>(
     }
     yield* emit({ _tag: "LoopFinished", result })
     return result
-  }).pipe(Effect.provide(rt.observe))
+  }).pipe(Observed.within(rt.observe))
 
 const takeInput = (input: ReadonlyArray<RunMessage.Input>) =>
   Effect.gen(function* () {
