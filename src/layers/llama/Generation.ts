@@ -86,7 +86,7 @@ export const plan = Effect.fnUntraced(function*(
   request: InferenceRequest,
   onText: ((text: string) => void) | undefined
 ) {
-  const { chatWrapper, contextWindow, model } = resources
+  const { chatWrapper, contextWindow, tokenizer } = resources
   const converted = toChatHistory(request.messages)
   if ("_tag" in converted) return yield* Response.orphanToolResult(converted)
   const history = converted.history
@@ -104,7 +104,7 @@ export const plan = Effect.fnUntraced(function*(
       chatWrapper.generateContextState({
         chatHistory: history,
         ...(functions === undefined ? {} : { availableFunctions: functions })
-      }).contextText.tokenize(model.tokenizer),
+      }).contextText.tokenize(tokenizer),
     catch: (cause) =>
       InferenceFailure.engineError(`cannot render the prompt: ${Response.errorMessage(cause)}`, {}, cause)
   })

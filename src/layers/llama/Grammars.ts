@@ -17,6 +17,9 @@ import type { GbnfJsonSchema, Llama } from "node-llama-cpp"
 import * as Gbnf from "../../domain/Gbnf.js"
 import type { JsonSchema } from "../../domain/JsonSchema.js"
 import { toGbnfSchema } from "./ChatHistory.js"
+import { Lru } from "./Lru.js"
+
+export { Lru } from "./Lru.js"
 
 /** Compiled grammars kept per engine or checker (a compiled grammar is small; its key is at most 64 KiB). */
 export const DEFAULT_CAPACITY = 64
@@ -40,35 +43,6 @@ const rejected = (source: Rejected["source"], problem: string, bytes?: number, c
 })
 
 const byteLength = (text: string): number => Buffer.byteLength(text, "utf8")
-
-// ---------------------------------------------------------------------------
-// A least-recently-used map
-// ---------------------------------------------------------------------------
-
-/** A map bounded by count: reading an entry refreshes it, adding past capacity drops the stalest. */
-export class Lru<K, V> {
-  private readonly entries = new Map<K, V>()
-  constructor(readonly capacity: number) {}
-
-  get size(): number {
-    return this.entries.size
-  }
-
-  get(key: K): V | undefined {
-    const value = this.entries.get(key)
-    if (value !== undefined) {
-      this.entries.delete(key)
-      this.entries.set(key, value)
-    }
-    return value
-  }
-
-  set(key: K, value: V): void {
-    this.entries.delete(key)
-    this.entries.set(key, value)
-    while (this.entries.size > Math.max(0, this.capacity)) this.entries.delete(this.entries.keys().next().value!)
-  }
-}
 
 // ---------------------------------------------------------------------------
 // Compiling

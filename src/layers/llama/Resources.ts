@@ -26,13 +26,14 @@ import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { getLlama, LlamaChat, LlamaLogLevel, resolveChatWrapper } from "node-llama-cpp"
-import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel } from "node-llama-cpp"
+import type { ChatWrapper, Llama, LlamaContext, LlamaContextSequence, LlamaModel, Tokenizer } from "node-llama-cpp"
 import { InferenceFailure } from "../../domain/Failure.js"
 import { ModelInfo } from "../../domain/ModelInfo.js"
 import * as Gguf from "./Gguf.js"
 import { BUNDLED_MODEL_NAME, PaganticChatWrapper } from "./PaganticChatWrapper.js"
 import * as PromptSharing from "./PromptSharing.js"
 import * as SequencePool from "./SequencePool.js"
+import * as Tokens from "./Tokens.js"
 import { errorMessage } from "./Response.js"
 
 /** Tokens per sequence when none is asked for: the model's training context, at most this. */
@@ -70,6 +71,8 @@ export interface Worker {
 export interface Resources {
   readonly llama: Llama
   readonly model: LlamaModel
+  /** The model's tokenizer, the runs of text it tokenized recently answered from memory (./Tokens.ts). */
+  readonly tokenizer: Tokenizer
   readonly chatWrapper: ChatWrapper
   readonly modelInfo: ModelInfo
   /** Tokens per sequence, as llama.cpp sized the context. */
@@ -234,6 +237,7 @@ export const acquire = Effect.fnUntraced(function*(settings: Settings) {
   const resources: Resources = {
     llama,
     model,
+    tokenizer: Tokens.memoized(model.tokenizer),
     chatWrapper,
     modelInfo,
     contextWindow,

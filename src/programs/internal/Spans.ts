@@ -16,8 +16,6 @@
  * carry them); with neither events nor an exporting tracer they are not opened
  * (internal/Observed).
  */
-import * as Context from "effect/Context"
-import * as DefaultServices from "effect/DefaultServices"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
@@ -26,6 +24,7 @@ import type { ToolCall } from "../../domain/Message.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { CostTracker } from "../../services/CostTracker.js"
 import { currentCorrelation } from "../../services/EventLog.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 
 // ---------------------------------------------------------------------------
 // Attribute names
@@ -72,10 +71,8 @@ export const Pagantic = {
 // ---------------------------------------------------------------------------
 
 /** Effect's own tracer, the one in place when no tracer layer is installed: its spans are exported nowhere. */
-const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
-
 /** Whether the current tracer sends spans somewhere (any tracer but Effect's native one). */
-export const exporting: Effect.Effect<boolean> = Effect.tracerWith((tracer) => Effect.succeed(tracer !== nativeTracer))
+export const exporting: Effect.Effect<boolean> = Tracing.exporting
 
 /** The options of an inference span: kind client, no stack trace captured. */
 export const clientSpan: Tracer.SpanOptions = { kind: "client", captureStackTrace: false }
