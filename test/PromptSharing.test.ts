@@ -11,6 +11,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Message from "../src/domain/Message.js"
 import { getLlama } from "node-llama-cpp"
+import type { Token } from "node-llama-cpp"
 import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import * as PromptSharing from "../src/layers/llama/PromptSharing.js"
 import { Engine, InferenceRequest } from "../src/services/Engine.js"
@@ -207,6 +208,24 @@ describe("PromptSharing on short prompts (bundled model's sequences)", () => {
     const all = [context.getSequence(), context.getSequence(), context.getSequence()]
     return { model, all, sharing: PromptSharing.make(all, { minTokens: PromptSharing.DEFAULT_MIN_TOKENS }) }
   })
+
+  it.live("heldPrefix is the common prefix of the sequence's tokens and the prompt, whatever their lengths", () =>
+    Effect.gen(function*() {
+      const { all, model } = yield* sequences
+      const tokens = model.tokenize("Name a colour, please, and then name a fruit.")
+      const empty = all[1]!
+      yield* Effect.promise(() => all[0]!.evaluateWithoutGeneratingNewTokens(tokens))
+      const diverging = [...tokens.slice(0, 4), (tokens[4]! + 1) as Token, ...tokens.slice(5)]
+      for (const sequence of [all[0]!, empty]) {
+        for (const prompt of [tokens, tokens.slice(0, 3), [...tokens, ...tokens], diverging, []]) {
+          expect(PromptSharing.heldPrefix(sequence, prompt)).toBe(PromptSharing.commonPrefixLength(sequence.contextTokens, prompt))
+        }
+      }
+      expect(PromptSharing.heldPrefix(all[0]!, diverging)).toBe(4)
+      expect(PromptSharing.heldPrefix(all[0]!, [...tokens, ...tokens])).toBe(tokens.length)
+      expect(PromptSharing.heldPrefix(all[0]!, tokens.slice(0, 3))).toBe(3)
+      expect(PromptSharing.heldPrefix(empty, tokens)).toBe(0)
+    }).pipe(Effect.scoped), 60_000)
 
   it.live("a request alone leaves its short prompt to the generation (one decode, no leader)", () =>
     Effect.gen(function*() {

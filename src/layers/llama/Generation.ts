@@ -31,7 +31,7 @@ import type { InferenceRequest } from "../../services/Engine.js"
 import { toChatFunctions, toChatHistory } from "./ChatHistory.js"
 import type * as Grammars from "./Grammars.js"
 import * as Logprobs from "./Logprobs.js"
-import { commonPrefixLength } from "./PromptSharing.js"
+import { heldPrefix } from "./PromptSharing.js"
 import type { Resources, Worker } from "./Resources.js"
 import * as Response from "./Response.js"
 
@@ -188,7 +188,7 @@ export const generate = (
   planned: Plan,
   nextCallId: Effect.Effect<string>
 ): Effect.Effect<InferenceResult, InferenceFailure> => {
-  const affinity = (worker: Worker) => commonPrefixLength(worker.sequence.contextTokens, planned.prompt)
+  const affinity = (worker: Worker) => heldPrefix(worker.sequence, planned.prompt)
   return resources.pool.withSlot(request.sessionKey, affinity, (slot) =>
     Effect.gen(function*() {
       const { sequence } = slot.value

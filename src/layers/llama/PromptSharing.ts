@@ -61,6 +61,15 @@ export const commonPrefixLength = (a: ReadonlyArray<Token>, b: ReadonlyArray<Tok
   return i
 }
 
+/**
+ * How much of `tokens` `sequence` holds: `commonPrefixLength(sequence.contextTokens, tokens)`
+ * without copying the sequence's tokens (its `contextTokens` is a copy, made for every
+ * sequence of the pool on every request).
+ */
+export const heldPrefix = (sequence: LlamaContextSequence, tokens: ReadonlyArray<Token>): number =>
+  // it only reads them
+  Math.min(sequence.compareContextTokens(tokens as Array<Token>).firstDifferentIndex, tokens.length)
+
 /** node-llama-cpp's own prefix copy (used by its LlamaDecisionContext); absent in other versions. */
 interface CopyingSequence {
   readonly _copyStateFromOtherSequence: (other: LlamaContextSequence, upToTokenIndex: number) => Promise<boolean>
@@ -99,7 +108,7 @@ export const make = (
       // A leader's sequence is being written: wait for its leader instead.
       if (other === sequence || [...leaders].some((leader) => leader.sequence === other)) continue
       if (options.isGenerating?.(other) === true) continue
-      const n = commonPrefixLength(other.contextTokens, prompt)
+      const n = heldPrefix(other, prompt)
       if (n > length) {
         donor = other
         length = n
@@ -237,7 +246,7 @@ export const make = (
 
   const prepare = (sequence: LlamaContextSequence, prompt: ReadonlyArray<Token>): Effect.Effect<Outcome> =>
     Effect.suspend(() => {
-      const held = commonPrefixLength(sequence.contextTokens, prompt)
+      const held = heldPrefix(sequence, prompt)
       // The generation evaluates the last prompt token itself, for its logits.
       const wanted = prompt.length - 1
       if (options.minTokens <= 0 || !canCopy(sequence) || wanted <= held) {

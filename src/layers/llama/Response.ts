@@ -116,7 +116,18 @@ export const empty = (contextWindow: number, logprobs: boolean): InferenceResult
  * with arguments that are not an object is a malformed answer. A call cut off by
  * maxTokens is recorded on the span.
  */
-export const toolCallsOf = Effect.fnUntraced(function*(
+export const toolCallsOf = (
+  response: LlamaChatResponse<ChatModelFunctions>,
+  request: InferenceRequest,
+  partialCalls: ReadonlyMap<number, LlamaChatResponseFunctionCallParamsChunk>,
+  nextCallId: Effect.Effect<string>
+): Effect.Effect<Array<ToolCall>, InferenceFailure> =>
+  // most replies call nothing: no generator for them
+  (response.functionCalls === undefined || response.functionCalls.length === 0) && partialCalls.size === 0
+    ? Effect.succeed([])
+    : checkedToolCalls(response, request, partialCalls, nextCallId)
+
+const checkedToolCalls = Effect.fnUntraced(function*(
   response: LlamaChatResponse<ChatModelFunctions>,
   request: InferenceRequest,
   partialCalls: ReadonlyMap<number, LlamaChatResponseFunctionCallParamsChunk>,

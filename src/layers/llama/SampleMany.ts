@@ -22,7 +22,7 @@ import { InferenceResult } from "../../services/Engine.js"
 import type { InferenceRequest } from "../../services/Engine.js"
 import * as Generation from "./Generation.js"
 import type * as Grammars from "./Grammars.js"
-import { commonPrefixLength } from "./PromptSharing.js"
+import { heldPrefix } from "./PromptSharing.js"
 import type { Resources, Worker } from "./Resources.js"
 import * as TreeSampler from "./TreeSampler.js"
 
@@ -60,7 +60,7 @@ const withSequences = <B, E>(
       released = true
       return resources.manySequences.release(1)
     })
-    const affinity = (worker: Worker) => commonPrefixLength(worker.sequence.contextTokens, prompt)
+    const affinity = (worker: Worker) => heldPrefix(worker.sequence, prompt)
     const take = (held: ReadonlyArray<Worker>): Effect.Effect<B, E> =>
       held.length === k
         ? Effect.zipRight(releaseOnce, use(held))
