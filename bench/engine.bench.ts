@@ -38,6 +38,11 @@ import { reviewPrompt, SENTIMENT } from "./Reviews.js"
 
 
 export const SEQUENCES = 6
+/**
+ * Pairs of short answers (~10 ms each): their ratio moves by +-0.1 from pair to
+ * pair on a shared machine, so the median needs many of them to tell 0.92 from 0.95.
+ */
+const SHORT_ROUNDS = 200
 const THREADS = 1
 const SYSTEM = "You are a helpful assistant."
 /** No accepting end: every run generates exactly maxTokens tokens. */
@@ -353,17 +358,17 @@ const multiTurn = (turns: number) =>
 /** The pass-through rows alone (`npx tsx bench/engine.bench.ts passthrough`). */
 export const runPassThrough = Effect.gen(function*() {
   const rows: Array<Row> = []
-  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 10, 0.97))
-  rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, 30))
+  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 20, 0.97))
+  rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, SHORT_ROUNDS))
   return rows
 }).pipe(Effect.provide(Layer.fresh(LlamaEngine.layer({ sequences: SEQUENCES, threads: THREADS }))))
 
 /** Runs every measurement against one engine on the bundled model. */
 export const run = Effect.gen(function*() {
   const rows: Array<Row> = []
-  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 10, 0.97))
+  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 20, 0.97))
   rows.push(...yield* passThrough("chat answers (greedy, natural stop)", 64, false, 30))
-  rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, 30))
+  rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, SHORT_ROUNDS))
   rows.push(
     yield* parallel(
       "5 sampled replicas of a sentiment prompt, JSON schema (temperature 0.8)",
