@@ -33,7 +33,7 @@
  *   usage summed over the runs (each run evaluates its prompt).
  * - `stream_options.include_usage`: a last chunk with no choices and the usage.
  * - `user` is accepted and ignored by design; `model` names nothing (the loaded
- *   model answers). OpenAI fields not implemented (`logit_bias`, `functions`,
+ *   model answers). Every other OpenAI field (`logit_bias`, `functions`,
  *   `audio`, ...) are refused naming them; errors name the client's field in `param`.
  */
 import * as Either from "effect/Either"
