@@ -34,7 +34,7 @@
  * - `stream_options.include_usage`: a last chunk with no choices and the usage.
  * - `user` is accepted and ignored by design; `model` names nothing (the loaded
  *   model answers). Every other OpenAI field (`logit_bias`, `functions`,
- *   `audio`, ...) is refused, named; errors name the client's field in `param`.
+ *   `audio`, ...) is refused by an error naming it in `param`.
  */
 import * as Either from "effect/Either"
 import type { SystemResponse } from "../../domain/System.js"
