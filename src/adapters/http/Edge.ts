@@ -179,6 +179,15 @@ export const refuseChat = (
  * excerpt as the error's details are: a refusal never sends a client's large
  * input back.
  */
+/**
+ * The longest excerpt of a caller's input an error response quotes: the project's
+ * default excerpt (domain/Text). It was 200, so a 200-character run of a hostile
+ * string came back whole (a tool step's argument in a failed plan, found by
+ * test/HttpFuzz with FUZZ_SEED=181466445).
+ */
+const QUOTED = Text.defaultExcerptLength
+const quoted = { maxString: QUOTED, maxDepth: 5, maxItems: 20 } as const
+
 const failedResponse = (error: SystemError, requestId: string, partial: SystemResponse | undefined): SystemResponse => {
   const base = partial ?? new SystemResponse({ requestId, content: "", toolCallsMade: [], tokenUsage: TokenUsage.empty })
   return new SystemResponse(
@@ -187,8 +196,8 @@ const failedResponse = (error: SystemError, requestId: string, partial: SystemRe
       toolCallsMade: base.toolCallsMade.map((call) =>
         new ToolCallRecord({
           ...call,
-          arguments: Text.bounded(call.arguments, { maxString: 200, maxDepth: 5, maxItems: 20 }) as Record<string, unknown>,
-          result: Text.excerpt(call.result, 200)
+          arguments: Text.bounded(call.arguments, quoted) as Record<string, unknown>,
+          result: Text.excerpt(call.result, QUOTED)
         }, true)
       ),
       error: forClient(error)
@@ -231,8 +240,8 @@ export const forClient = (error: SystemError): SystemError =>
     {
       ...error,
       message: Text.excerpt(error.message, 1_000),
-      details: Text.bounded(withoutStacks(error.details), { maxString: 200, maxDepth: 5, maxItems: 20 }) as Record<string, unknown>,
-      ...(error.causedBy === undefined ? {} : { causedBy: excerptCause(error.causedBy, 200) })
+      details: Text.bounded(withoutStacks(error.details), quoted) as Record<string, unknown>,
+      ...(error.causedBy === undefined ? {} : { causedBy: excerptCause(error.causedBy, QUOTED) })
     },
     true
   )
