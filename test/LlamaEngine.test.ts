@@ -30,6 +30,7 @@ import * as LlamaEngine from "../src/layers/LlamaEngine.js"
 import { toChatHistory } from "../src/layers/llama/ChatHistory.js"
 import * as Gguf from "../src/layers/llama/Gguf.js"
 import * as Grammars from "../src/layers/llama/Grammars.js"
+import { Lru } from "../src/layers/llama/Lru.js"
 import * as SequencePool from "../src/layers/llama/SequencePool.js"
 import {
   BUNDLED_CALCULATOR_TOOL,
@@ -176,7 +177,7 @@ describe("LlamaEngine sequence pool", () => {
 
 describe("LlamaEngine request grammars", () => {
   it("the LRU keeps its capacity, refreshes what is read and drops the stalest", () => {
-    const lru = new Grammars.Lru<string, number>(3)
+    const lru = new Lru<string, number>(3)
     for (const [i, key] of ["a", "b", "c"].entries()) lru.set(key, i)
     expect(lru.get("a")).toBe(0)
     lru.set("d", 3)

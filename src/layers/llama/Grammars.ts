@@ -19,8 +19,6 @@ import type { JsonSchema } from "../../domain/JsonSchema.js"
 import { toGbnfSchema } from "./ChatHistory.js"
 import { Lru } from "./Lru.js"
 
-export { Lru } from "./Lru.js"
-
 /** Compiled grammars kept per engine or checker (a compiled grammar is small; its key is at most 64 KiB). */
 export const DEFAULT_CAPACITY = 64
 

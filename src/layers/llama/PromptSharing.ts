@@ -144,9 +144,9 @@ export const make = (
     waited: boolean
   ): Effect.Effect<Outcome> =>
     Effect.promise(async (): Promise<Outcome> => {
-      const before = commonPrefixLength(sequence.contextTokens, prefix)
+      const before = heldPrefix(sequence, prefix)
       const copied = await sequence._copyStateFromOtherSequence(donor, prefix.length).catch(() => false)
-      if (copied && commonPrefixLength(sequence.contextTokens, prefix) === prefix.length) {
+      if (copied && heldPrefix(sequence, prefix) === prefix.length) {
         return { _tag: "Copied", tokens: prefix.length - before, waited }
       }
       await sequence.clearHistory().catch(() => undefined)
@@ -164,6 +164,13 @@ export const make = (
       Effect.zipRight(Effect.suspend(() => copy(sequence, leader.sequence, prefix, true))),
       Effect.ensuring(Deferred.succeed(copied, undefined))
     )
+
+  /** Joins `leader` as one more follower, copying `prefix` once it is evaluated. */
+  const join = (sequence: LlamaContextSequence & CopyingSequence, leader: Leader, prefix: ReadonlyArray<Token>) =>
+    Effect.flatMap(Deferred.make<void>(), (copied) => {
+      leader.copied.push(copied)
+      return follow(sequence, leader, prefix, copied)
+    })
 
   /** Evaluates the first `wanted` tokens of `prompt` here, and lets those who come meanwhile copy them. */
   const lead = (
@@ -187,7 +194,7 @@ export const make = (
       yield* Effect.forEach(leader.copied, Deferred.await, { discard: true })
       return exit._tag === "Success"
         ? { _tag: "Led", tokens: wanted - held } satisfies Outcome
-        : { _tag: "Held", tokens: commonPrefixLength(sequence.contextTokens, prompt) } satisfies Outcome
+        : { _tag: "Held", tokens: heldPrefix(sequence, prompt) } satisfies Outcome
     })
 
   /**
@@ -203,12 +210,7 @@ export const make = (
   ): Effect.Effect<Outcome> => {
     const prefix = prompt.slice(0, wanted)
     const following = leaderFor(prompt, wanted - 1)
-    if (following !== undefined) {
-      return Effect.flatMap(Deferred.make<void>(), (copied) => {
-        following.leader.copied.push(copied)
-        return follow(sequence, following.leader, prefix, copied)
-      })
-    }
+    if (following !== undefined) return join(sequence, following.leader, prefix)
     for (const gathering of gatherings) {
       if (gathering.tokens.length === wanted && commonPrefixLength(gathering.tokens, prompt) === wanted) {
         return Effect.gen(function*() {
@@ -260,11 +262,7 @@ export const make = (
         return copy(sequence, found.donor, prompt.slice(0, Math.min(found.length, wanted)), false)
       }
       if (following !== undefined) {
-        const { leader, length } = following
-        return Effect.flatMap(Deferred.make<void>(), (copied) => {
-          leader.copied.push(copied)
-          return follow(sequence, leader, prompt.slice(0, Math.min(length, wanted)), copied)
-        })
+        return join(sequence, following.leader, prompt.slice(0, Math.min(following.length, wanted)))
       }
       // Nobody holds it: evaluate it here, and let those who come meanwhile copy it.
       return Effect.flatMap(

@@ -27,8 +27,8 @@ export const memoized = (
 ): Tokenizer => {
   const cache = new Lru<string, ReadonlyArray<Token>>(options.capacity ?? DEFAULT_CAPACITY)
   const maxLength = options.maxLength ?? DEFAULT_MAX_LENGTH
+  const call = tokenizer as (text: string, specialTokens?: boolean | "builtin", mode?: "trimLeadingSpace") => Array<Token>
   const tokenize = (text: string, specialTokens?: boolean | "builtin", mode?: "trimLeadingSpace"): Array<Token> => {
-    const call = tokenizer as (text: string, specialTokens?: boolean | "builtin", mode?: "trimLeadingSpace") => Array<Token>
     if (text.length > maxLength) return call(text, specialTokens, mode)
     const key = `${specialTokens === true ? "s" : specialTokens === "builtin" ? "b" : "t"}${mode === undefined ? "" : "l"}:${text}`
     const hit = cache.get(key)

@@ -70,7 +70,6 @@ export const Pagantic = {
 // Who listens
 // ---------------------------------------------------------------------------
 
-/** Effect's own tracer, the one in place when no tracer layer is installed: its spans are exported nowhere. */
 /** Whether the current tracer sends spans somewhere (any tracer but Effect's native one). */
 export const exporting: Effect.Effect<boolean> = Tracing.exporting
 
