@@ -26,7 +26,6 @@ import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import type * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import { fileURLToPath } from "node:url"
 import * as Message from "../src/domain/Message.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
@@ -42,7 +41,7 @@ import * as PlanExecutor from "../src/programs/PlanExecutor.js"
 import * as RedundantLoop from "../src/programs/RedundantLoop.js"
 import * as Structured from "../src/programs/Structured.js"
 import type { Constraint } from "../src/services/Constraint.js"
-import { Engine, InferenceRequest, InferenceResult, StreamPart } from "../src/services/Engine.js"
+import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
@@ -60,11 +59,14 @@ const modelInfo = Effect.succeed(new ModelInfo({ name: "instant", contextWindow:
 const engineOf = (infer: (request: InferenceRequest) => InferenceResult): Layer.Layer<Engine> =>
   Layer.succeed(Engine, {
     infer: (request) => Effect.sync(() => infer(request)),
+    // by callback (Engine.streamFrom), as the library's own engines stream: the loops run it without Stream machinery
     stream: (request) =>
-      Stream.suspend(() => {
-        const result = infer(request)
-        return Stream.make(StreamPart.textDelta(result.content), StreamPart.finish(result))
-      }),
+      streamFrom((emit) =>
+        Effect.suspend(() => {
+          const result = infer(request)
+          return Effect.zipRight(emit(StreamPart.textDelta(result.content)), emit(StreamPart.finish(result)))
+        })
+      ),
     modelInfo
   })
 

@@ -37,7 +37,7 @@ import {
   BUNDLED_MODEL_NAME,
   PaganticChatWrapper
 } from "../src/layers/llama/PaganticChatWrapper.js"
-import { Engine, InferenceRequest } from "../src/services/Engine.js"
+import { Engine, InferenceRequest, runParts } from "../src/services/Engine.js"
 import type { StreamPart } from "../src/services/Engine.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { writeTinyModel } from "./fixtures/llamaTinyModel.js"
@@ -497,6 +497,39 @@ layer(LlamaEngine.layer({ sequences: 1 }), { excludeTestServices: true })("Llama
       // The only sequence is free again: the next call runs at once.
       const next = yield* engine.infer(request({ grammar: ENDLESS, maxTokens: 5 })).pipe(Effect.timeout("5 seconds"))
       expect(next.usage.outputTokens).toBe(5)
+    }))
+
+  it.effect("by callback (Engine.runParts), the same parts as the stream: deltas, the tool call, the finish", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const ask = request({ prompt: "What is 12 plus 7?", tools: [calculator], maxTokens: 40 })
+      const byCallback: Array<StreamPart> = []
+      yield* runParts(engine.stream(ask), (part) => Effect.sync(() => byCallback.push(part)))
+      const byStream = Chunk.toReadonlyArray(yield* Stream.runCollect(engine.stream(ask)))
+      // tool call ids are drawn per call; the rest is the same greedy generation
+      const shape = (ps: ReadonlyArray<StreamPart>) =>
+        ps.map((p) =>
+          p._tag === "TextDelta"
+            ? p.text
+            : p._tag === "ToolCallPart"
+            ? `call ${p.toolCall.name} ${JSON.stringify(p.toolCall.arguments)}`
+            : `finish ${p.result.finishReason} ${p.result.content}`
+        )
+      expect(shape(byCallback)).toEqual(shape(byStream))
+      expect(byCallback.map((p) => p._tag).slice(-2)).toEqual(["ToolCallPart", "Finish"])
+    }))
+
+  it.effect("a callback consumer that stops stops the generation", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      let deltas = 0
+      const stopped = yield* Effect.flip(runParts(
+        engine.stream(request({ grammar: ENDLESS, maxTokens: 100_000 })),
+        () => ++deltas === 5 ? Effect.fail("enough" as const) : Effect.void
+      ))
+      expect(stopped).toBe("enough")
+      const next = yield* engine.infer(request({ grammar: ENDLESS, maxTokens: 5 })).pipe(Effect.timeout("5 seconds"))
+      expect(next.finishReason).toBe("length")
     }))
 
   it.effect("a consumer that stops reading a stream stops the generation", () =>

@@ -38,7 +38,7 @@ import { fileURLToPath } from "node:url"
 import type { ChatWrapper } from "node-llama-cpp"
 import type { InferenceFailure } from "../domain/Failure.js"
 import * as Tracing from "../services/internal/Tracing.js"
-import { Engine, StreamPart } from "../services/Engine.js"
+import { Engine, StreamPart, withSource } from "../services/Engine.js"
 import type { InferenceRequest, InferenceResult, Service } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
 import * as Generation from "./llama/Generation.js"
@@ -131,31 +131,58 @@ const settingsOf = (options: Options): Resources.Settings => ({
 /** Tool call ids from the context's IdGenerator (random UUIDs unless a test provides another). */
 const callIds = Effect.map(IdGenerator, (generator) => generator.next("call"))
 
+type Run = (onText: (text: string) => void) => Effect.Effect<InferenceResult, InferenceFailure>
+
+/**
+ * Runs one generation in a fiber of the current scope, offering its parts to
+ * `queue` as they come: text deltas as they are decoded (native callbacks, so
+ * through a queue), then the tool calls, the finish and the end.
+ */
+const produce = (run: Run, queue: Queue.Queue<Take.Take<StreamPart, InferenceFailure>>) => {
+  const onText = (text: string) => {
+    if (text !== "") queue.unsafeOffer(Take.of(StreamPart.textDelta(text)))
+  }
+  return run(onText).pipe(
+    Tracing.exportedSpan("LlamaEngine.stream"),
+    Effect.exit,
+    Effect.flatMap((exit) =>
+      exit._tag === "Success"
+        ? Queue.offerAll(queue, [
+          ...exit.value.toolCalls.map((call) => Take.of(StreamPart.toolCall(call))),
+          Take.of(StreamPart.finish(exit.value)),
+          Take.end
+        ])
+        : Queue.offer(queue, Take.failCause(exit.cause))
+    ),
+    Effect.forkScoped
+  )
+}
+
+const parts = Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
+
 /** Streams one generation: text deltas as they are decoded, then the tool calls and the finish. */
-const streamOf = (
-  run: (onText: (text: string) => void) => Effect.Effect<InferenceResult, InferenceFailure>
-): Stream.Stream<StreamPart, InferenceFailure> =>
-  Stream.unwrapScoped(Effect.gen(function*() {
-    const queue = yield* Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
-    const onText = (text: string) => {
-      if (text !== "") queue.unsafeOffer(Take.of(StreamPart.textDelta(text)))
-    }
-    yield* run(onText).pipe(
-      Effect.withSpan("LlamaEngine.stream"),
-      Effect.exit,
-      Effect.flatMap((exit) =>
-        exit._tag === "Success"
-          ? Queue.offerAll(queue, [
-            ...exit.value.toolCalls.map((call) => Take.of(StreamPart.toolCall(call))),
-            Take.of(StreamPart.finish(exit.value)),
-            Take.end
-          ])
-          : Queue.offer(queue, Take.failCause(exit.cause))
-      ),
-      Effect.forkScoped
-    )
-    return Stream.fromQueue(queue).pipe(Stream.flattenTake)
-  }))
+const streamOf = (run: Run): Stream.Stream<StreamPart, InferenceFailure> =>
+  withSource(
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const queue = yield* parts
+      yield* produce(run, queue)
+      return Stream.fromQueue(queue).pipe(Stream.flattenTake)
+    })),
+    // the same parts by callback, each handed on as it is taken (Engine.runParts)
+    (emit) =>
+      Effect.scoped(Effect.gen(function*() {
+        const queue = yield* parts
+        yield* produce(run, queue)
+        const drain = (): Effect.Effect<void, InferenceFailure | Effect.Effect.Error<ReturnType<typeof emit>>> =>
+          Effect.flatMap(Queue.take(queue), (take) =>
+            Take.match(take, {
+              onEnd: () => Effect.void,
+              onFailure: Effect.failCause,
+              onSuccess: (chunk) => Effect.zipRight(Effect.forEach(chunk, emit, { discard: true }), Effect.suspend(drain))
+            }))
+        return yield* drain()
+      }))
+  )
 
 /**
  * Loads the model and builds the engine. The model, context and binding live as

@@ -19,14 +19,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
-import * as Stream from "effect/Stream"
 import { InferenceFailure } from "../domain/Failure.js"
 import { ToolCall } from "../domain/Message.js"
 import { ModelInfo } from "../domain/ModelInfo.js"
 import type { Logprobs } from "../domain/Sampling.js"
 import * as TokenUsage from "../domain/TokenUsage.js"
 import type { FinishReason, InferenceRequest, Service as EngineService } from "../services/Engine.js"
-import { Engine, InferenceResult, StreamPart } from "../services/Engine.js"
+import { Engine, InferenceResult, type PartSource, streamFrom, StreamPart } from "../services/Engine.js"
 
 /** One scripted answer. */
 export type Step =
@@ -218,25 +217,24 @@ export const make = (
     const infer = (request: InferenceRequest): Effect.Effect<InferenceResult, InferenceFailure> =>
       Effect.map(answer(request), ({ result }) => result)
 
+    /** A reply's words as text deltas (each after `chunkDelay`), then its tool calls and its finish. */
+    const source = (request: InferenceRequest): PartSource => (emit) =>
+      Effect.flatMap(answer(request), ({ chunkDelay, result }) =>
+        Effect.zipRight(
+          Effect.forEach(
+            wordsOf(result.content),
+            (word) =>
+              Duration.toMillis(chunkDelay) > 0
+                ? Effect.zipRight(Effect.sleep(chunkDelay), emit(StreamPart.textDelta(word)))
+                : emit(StreamPart.textDelta(word)),
+            { discard: true }
+          ),
+          Effect.forEach([...result.toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)], emit, { discard: true })
+        ))
+
     const engine: EngineService = {
       infer,
-      stream: (request) =>
-        Stream.unwrap(
-          Effect.map(answer(request), ({ chunkDelay, result }) => {
-            const words = wordsOf(result.content)
-            const deltas = Stream.fromIterable(words).pipe(
-              Stream.mapEffect((word) =>
-                Duration.toMillis(chunkDelay) > 0
-                  ? Effect.as(Effect.sleep(chunkDelay), StreamPart.textDelta(word))
-                  : Effect.succeed(StreamPart.textDelta(word))
-              )
-            )
-            return Stream.concat(
-              deltas,
-              Stream.fromIterable<StreamPart>([...result.toolCalls.map(StreamPart.toolCall), StreamPart.finish(result)])
-            )
-          })
-        ),
+      stream: (request) => streamFrom(source(request)),
       modelInfo: Effect.succeed(info)
     }
     const control: Control = {

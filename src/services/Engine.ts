@@ -10,10 +10,13 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import { identity } from "effect/Function"
+import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
+import * as Take from "effect/Take"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
@@ -93,6 +96,82 @@ export const StreamPart = {
   toolCall: (toolCall: ToolCall): StreamPart => ({ _tag: "ToolCallPart", toolCall }),
   finish: (result: InferenceResult): StreamPart => ({ _tag: "Finish", result })
 }
+
+// ---------------------------------------------------------------------------
+// Parts by callback
+// ---------------------------------------------------------------------------
+
+/**
+ * One inference's parts handed to `emit` one by one, in stream order (text
+ * deltas and tool calls, then `Finish`), each emit awaited before the next part:
+ * what a stream of parts is, without Effect's Stream machinery (a channel per
+ * combinator, about 600 Effect operations per inference on Effect 3). The loops
+ * run an engine's stream this way when it has a source (`runParts`).
+ */
+export type PartSource = <E>(
+  emit: (part: StreamPart) => Effect.Effect<void, E>
+) => Effect.Effect<void, InferenceFailure | E>
+
+const partSource: unique symbol = Symbol.for("pagantic/Engine/partSource")
+
+const sourceOf = (stream: Stream.Stream<StreamPart, InferenceFailure>): PartSource | undefined =>
+  (stream as { readonly [partSource]?: PartSource })[partSource]
+
+/**
+ * `stream` with a source giving the very same parts: `runParts` runs the
+ * source, every other consumer the stream. Combinators of Stream drop the source
+ * (a tapped or mapped stream is a new stream), so a source is never run in place
+ * of a stream it does not describe; `tapParts` and `unwrapParts` keep it.
+ */
+export const withSource = (
+  stream: Stream.Stream<StreamPart, InferenceFailure>,
+  source: PartSource
+): Stream.Stream<StreamPart, InferenceFailure> => Object.assign(stream, { [partSource]: source })
+
+/**
+ * A stream of parts from its source: run by `runParts` directly, and as a Stream
+ * by a fiber of the consumer's scope offering the parts to an unbounded queue.
+ * An engine whose parts are at hand (a scripted or remote one) builds its
+ * `stream` this way, so that the loops run it without Stream machinery.
+ */
+export const streamFrom = (source: PartSource): Stream.Stream<StreamPart, InferenceFailure> =>
+  withSource(
+    Stream.unwrapScoped(Effect.gen(function*() {
+      const queue = yield* Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
+      yield* source((part) => Queue.offer(queue, Take.of(part))).pipe(
+        Effect.exit,
+        Effect.flatMap((exit) => Queue.offer(queue, Exit.isSuccess(exit) ? Take.end : Take.failCause(exit.cause))),
+        Effect.forkScoped
+      )
+      return Stream.flattenTake(Stream.fromQueue(queue))
+    })),
+    source
+  )
+
+/** Runs `f` on each part of `stream` in order: its source when it has one, else `Stream.runForEach`. */
+export const runParts = <E>(
+  stream: Stream.Stream<StreamPart, InferenceFailure>,
+  f: (part: StreamPart) => Effect.Effect<void, E>
+): Effect.Effect<void, InferenceFailure | E> => {
+  const source = sourceOf(stream)
+  return source === undefined ? Stream.runForEach(stream, f) : source(f)
+}
+
+/** `Stream.tap` for a stream of parts, keeping its source. */
+export const tapParts = (
+  stream: Stream.Stream<StreamPart, InferenceFailure>,
+  f: (part: StreamPart) => Effect.Effect<void>
+): Stream.Stream<StreamPart, InferenceFailure> =>
+  withSource(
+    Stream.tap(stream, f),
+    (emit) => runParts(stream, (part) => Effect.zipRight(f(part), emit(part)))
+  )
+
+/** `Stream.unwrap` for a stream of parts: a source runs the stream the effect makes by its own source. */
+export const unwrapParts = (
+  make: Effect.Effect<Stream.Stream<StreamPart, InferenceFailure>, InferenceFailure>
+): Stream.Stream<StreamPart, InferenceFailure> =>
+  withSource(Stream.unwrap(make), (emit) => Effect.flatMap(make, (stream) => runParts(stream, emit)))
 
 export interface Service {
   /** Runs one inference to completion. Interruption stops generation and frees its resources. */
@@ -174,7 +253,7 @@ export const inRequest = (engine: Service): Service => {
   const following: Service & { readonly [followsRequest]: true } = {
     [followsRequest]: true,
     infer: (request) => Effect.flatMap(FiberRef.get(currentRequest), (wrap) => wrap(engine).infer(request)),
-    stream: (request) => Stream.unwrap(Effect.map(FiberRef.get(currentRequest), (wrap) => wrap(engine).stream(request))),
+    stream: (request) => unwrapParts(Effect.map(FiberRef.get(currentRequest), (wrap) => wrap(engine).stream(request))),
     modelInfo: engine.modelInfo,
     ...(engine.sampleMany === undefined ? {} : {
       sampleMany: (request: InferenceRequest, n: number) =>

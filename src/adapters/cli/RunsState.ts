@@ -29,9 +29,9 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as Stream from "effect/Stream"
 import { ConfigurationFailure, InferenceFailure } from "../../domain/Failure.js"
 import * as Text from "../../domain/Text.js"
+import * as EngineModule from "../../services/Engine.js"
 import { Engine } from "../../services/Engine.js"
 import type { AnyDefinition, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { Runs } from "../../services/Runs.js"
@@ -200,7 +200,7 @@ const lazyEngine = (layer: Layer.Layer<Engine, InferenceFailure | ConfigError.Co
       )
       return Engine.of({
         infer: (request) => Effect.flatMap(engine, (e) => e.infer(request)),
-        stream: (request) => Stream.unwrap(Effect.map(engine, (e) => e.stream(request))),
+        stream: (request) => EngineModule.unwrapParts(Effect.map(engine, (e) => e.stream(request))),
         modelInfo: Effect.orDie(Effect.flatMap(engine, (e) => e.modelInfo))
       })
     })

@@ -19,6 +19,7 @@ import * as LlamaEngine from "../../layers/LlamaEngine.js"
 import * as Calculator from "../../layers/tools/Calculator.js"
 import type * as Facade from "../../programs/Facade.js"
 import { PaganticSystem } from "../../programs/Facade.js"
+import * as EngineModule from "../../services/Engine.js"
 import { Engine } from "../../services/Engine.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import type * as Tool from "../../services/ToolRegistry.js"
@@ -76,7 +77,7 @@ const recordingEngine = (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), record),
         stream: (request) =>
-          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void)),
+          EngineModule.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void)),
         // a vote's replicas drawn together (one prefix tree): each sample answered is an output too
         ...(sampleMany === undefined ? {} : {
           sampleMany: (request: InferenceRequest, n: number) =>

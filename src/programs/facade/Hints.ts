@@ -13,7 +13,7 @@
  * inference's own keys winning. As the boundary contract says, a maxTokens or
  * topP of 0 means the engine's default: such a hint is no hint.
  */
-import * as Stream from "effect/Stream"
+import * as Effect from "effect/Effect"
 import type { ExecutionHints } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
 
@@ -79,7 +79,7 @@ export const engine = (inner: Engine.Service, hints: Effective): Engine.Service 
   const sampleMany = inner.sampleMany
   return {
     infer: (request) => inner.infer(fill(request, hints)),
-    stream: (request) => Stream.suspend(() => inner.stream(fill(request, hints))),
+    stream: (request) => Engine.unwrapParts(Effect.sync(() => inner.stream(fill(request, hints)))),
     modelInfo: inner.modelInfo,
     ...(sampleMany === undefined ? {} : { sampleMany: (request: Engine.InferenceRequest, n: number) => sampleMany(fill(request, hints), n) })
   }

@@ -43,7 +43,6 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import * as Json from "../../domain/Json.js"
@@ -275,7 +274,7 @@ const watched = (registry: ResponderRegistry["Type"], usage: Ref.Ref<TokenUsage.
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), used),
         stream: (request) =>
-          Stream.tap(engine.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void))
+          Engine.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void))
       }
     }
   }

@@ -19,11 +19,10 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Stream from "effect/Stream"
 import type * as Message from "../../domain/Message.js"
 import { ToolCallRecord } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
-import type * as Engine from "../../services/Engine.js"
+import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 
 export interface Spent {
@@ -50,7 +49,7 @@ export const make: Effect.Effect<Spent> = Effect.gen(function* () {
     return {
       infer: (request) => Effect.tap(inner.infer(request), used),
       stream: (request) =>
-        Stream.tap(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
+        Engine.tapParts(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
       modelInfo: inner.modelInfo,
       // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded
       ...(sampleMany === undefined ? {} : {

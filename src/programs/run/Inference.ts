@@ -7,10 +7,9 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
-import * as Stream from "effect/Stream"
 import type * as Tracer from "effect/Tracer"
 import { InferenceFailure } from "../../domain/Failure.js"
-import type * as Engine from "../../services/Engine.js"
+import * as Engine from "../../services/Engine.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import type * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
@@ -64,7 +63,7 @@ const streamed = (
 ): Effect.Effect<InferenceResult, InferenceFailure> =>
   Effect.gen(function* () {
     let last: InferenceResult | undefined
-    yield* Stream.runForEach(engine.stream(request), (part) => {
+    yield* Engine.runParts(engine.stream(request), (part) => {
       switch (part._tag) {
         case "TextDelta":
           return onDelta(part.text)
