@@ -4,19 +4,34 @@
  * (answered or refused before it ran) is dropped; the memory of both is bounded.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
 import * as Cancellations from "../src/programs/facade/Cancellations.js"
 
 describe("facade/Cancellations", () => {
-  it.effect("a cancel signals the running request", () =>
+  it.effect("a cancel interrupts the running request, once", () =>
     Effect.gen(function* () {
       const registry = yield* Cancellations.make({ pendingWindow: "5 seconds" })
-      const { cancelledEarly, signal } = yield* registry.register("r1")
+      const { cancelledEarly, onCancel } = yield* registry.register("r1")
       expect(cancelledEarly).toBe(false)
+      let interrupts = 0
+      onCancel(() => interrupts++)
+      expect(interrupts).toBe(0)
       expect(yield* registry.cancel("r1")).toBe(true)
-      expect(yield* Deferred.isDone(signal)).toBe(true)
+      expect(interrupts).toBe(1)
+      // a second cancel is not the first: nothing more happens
+      expect(yield* registry.cancel("r1")).toBe(false)
+      expect(interrupts).toBe(1)
+    }))
+
+  it.effect("a cancel between registering and handing over the interrupt applies when it is handed over", () =>
+    Effect.gen(function* () {
+      const registry = yield* Cancellations.make({ pendingWindow: "5 seconds" })
+      const { onCancel } = yield* registry.register("r2")
+      expect(yield* registry.cancel("r2")).toBe(true)
+      let interrupts = 0
+      onCancel(() => interrupts++)
+      expect(interrupts).toBe(1)
     }))
 
   it.effect("a cancel before its request applies when it starts within the window, not after", () =>

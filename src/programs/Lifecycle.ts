@@ -24,7 +24,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type * as Tracer from "effect/Tracer"
 import * as Event from "../domain/Event.js"
 import type { LifecycleState } from "../domain/Lifecycle.js"
@@ -94,59 +93,91 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
 
 /** A tracker starting in INIT. */
 export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
-  const now = DateTime.unsafeMake(yield* Clock.currentTimeMillis)
-  const state = yield* Ref.make(new ExecutionState({ current: "INIT", enteredAt: now, attempt: 1, totalSteps: 0 }, true))
-  const history = yield* Ref.make<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>([])
-  const lock = yield* Effect.makeSemaphore(1)
+  // The machine's state lives in this closure and moves in one synchronous step (atomic between fibers):
+  // no Ref, and no lock unless state spans must open and close in the order of the moves.
+  let state = new ExecutionState({
+    current: "INIT",
+    enteredAt: DateTime.unsafeMake(yield* Clock.currentTimeMillis),
+    attempt: 1,
+    totalSteps: 0
+  }, true)
+  const history: Array<{ readonly from: LifecycleState; readonly to: LifecycleState }> = []
   // States are spans only when somebody observes (events recorded or spans exported).
   const parent = (yield* Observed.listened) ? yield* Effect.option(Effect.currentParentSpan) : Option.none()
-  const open = yield* Ref.make<Option.Option<Tracer.Span>>(
-    Option.isSome(parent) ? Option.some(yield* stateSpan(parent.value, "INIT", undefined, 1, "request received")) : Option.none()
-  )
+  let open: Option.Option<Tracer.Span> = Option.isSome(parent)
+    ? Option.some(yield* stateSpan(parent.value, "INIT", undefined, 1, "request received"))
+    : Option.none()
+
+  /** Moves the machine now, if it may: the state left, or undefined. States are built from a valid state and typed fields: not validated again. */
+  const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): ExecutionState | undefined => {
+    const current = state
+    if (!canTransition(current.current, to)) return undefined
+    state = new ExecutionState({
+      ...current,
+      current: to,
+      enteredAt: DateTime.unsafeMake(clock.unsafeCurrentTimeMillis()),
+      attempt: current.current === "VALIDATE" && to === "EXECUTE" ? current.attempt + 1 : current.attempt,
+      ...(error === undefined ? {} : { lastError: error })
+    }, true)
+    history.push({ from: current.current, to })
+    return current
+  }
+
+  const transition: Tracker["transition"] = (to, reason, fields = {}) =>
+    Effect.clockWith((clock) =>
+      Effect.suspend(() => {
+        const left = move(clock, to, fields.error)
+        return left === undefined ? Effect.succeed(false) : Effect.as(record(left.current, to, state.attempt, reason), true)
+      })
+    )
+
+  if (Option.isNone(parent)) {
+    return {
+      state: Effect.sync(() => state),
+      history: Effect.sync(() => history.slice()),
+      interrupted: Effect.void,
+      stepCompleted: (name) =>
+        Effect.sync(() => {
+          state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
+        }),
+      transition
+    } satisfies Tracker
+  }
+
+  // Observed: each move closes the open state's span and opens the next, in the order of the moves.
+  const lock = yield* Effect.makeSemaphore(1)
+  const request = parent.value
   return {
-    state: Ref.get(state),
-    history: Ref.get(history),
-    interrupted: Effect.flatMap(Ref.getAndSet(open, Option.none()), (span) =>
-      Option.isSome(span)
+    state: Effect.sync(() => state),
+    history: Effect.sync(() => history.slice()),
+    interrupted: Effect.suspend(() => {
+      const span = open
+      open = Option.none()
+      return Option.isSome(span)
         ? Effect.zipRight(Effect.sync(() => span.value.attribute("pagantic.lifecycle.interrupted", true)), endSpan(span.value))
         : Effect.void
-    ),
-    // States below are built from a valid state and typed fields: not validated again (hot path).
+    }),
     stepCompleted: (name) =>
-      Ref.update(state, (s) => new ExecutionState({ ...s, totalSteps: s.totalSteps + 1, lastStep: name }, true)),
+      Effect.sync(() => {
+        state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
+      }),
     transition: (to, reason, fields = {}) =>
       lock.withPermits(1)(
         Effect.gen(function* () {
-          const current = yield* Ref.get(state)
-          if (!canTransition(current.current, to)) return false
-          const enteredAt = DateTime.unsafeMake(yield* Clock.currentTimeMillis)
-          const attempt = current.current === "VALIDATE" && to === "EXECUTE" ? current.attempt + 1 : current.attempt
-          yield* Ref.set(
-            state,
-            new ExecutionState({
-              ...current,
-              current: to,
-              enteredAt,
-              attempt,
-              ...(fields.error === undefined ? {} : { lastError: fields.error })
-            }, true)
+          const left = move(yield* Effect.clock, to, fields.error)
+          if (left === undefined) return false
+          const { attempt } = state
+          if (Option.isSome(open)) yield* endSpan(open.value)
+          const next = yield* stateSpan(request, to, left.current, attempt, reason, fields.error)
+          // the event belongs to the state entered: its span, under the request's
+          yield* record(left.current, to, attempt, reason).pipe(
+            withCorrelation({ spanId: next.spanId, parentSpanId: request.spanId })
           )
-          yield* Ref.update(history, (h) => [...h, { from: current.current, to }])
-          if (Option.isNone(parent)) yield* record(current.current, to, attempt, reason)
-          if (Option.isSome(parent)) {
-            const previous = yield* Ref.get(open)
-            if (Option.isSome(previous)) yield* endSpan(previous.value)
-            const next = yield* stateSpan(parent.value, to, current.current, attempt, reason, fields.error)
-            // the event belongs to the state entered: its span, under the request's
-            yield* record(current.current, to, attempt, reason).pipe(
-              withCorrelation({ spanId: next.spanId, parentSpanId: parent.value.spanId })
-            )
-            if (terminalStates.has(to)) {
-              yield* endSpan(next)
-              yield* Ref.set(open, Option.none())
-            } else {
-              yield* Ref.set(open, Option.some(next))
-            }
+          if (terminalStates.has(to)) {
+            yield* endSpan(next)
+            open = Option.none()
+          } else {
+            open = Option.some(next)
           }
           return true
         })

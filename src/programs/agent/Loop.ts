@@ -6,17 +6,16 @@
  * applied, the tools offered (registered and the caller's, see ClientTools), and
  * the run-loop settings each turn starts from.
  */
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
-import type * as PromptProvider from "../../services/PromptProvider.js"
+import * as PromptProvider from "../../services/PromptProvider.js"
 import * as SessionState from "../../services/SessionState.js"
 import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
 import type * as Ids from "../internal/Ids.js"
-import * as Prompt from "../internal/Prompt.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
 import * as ClientTools from "./ClientTools.js"
@@ -52,11 +51,13 @@ export const noEmit: Emit = () => Effect.void
 /** Takes the services from the context and applies the defaults. */
 export const environment = (options: Options): Effect.Effect<Loop, never, Engine.Engine> =>
   Effect.gen(function* () {
-    const runtime = yield* Run.runtime
-    const contextProvider = yield* Effect.serviceOption(ContextProvider.ContextProvider)
-    const storeOption = yield* Effect.serviceOption(ConversationStore.ConversationStore)
+    // the services, read from the context in one step
+    const services = yield* Effect.context<Engine.Engine>()
+    const runtime = Run.runtimeOf(services)
+    const contextProvider = Context.getOption(services, ContextProvider.ContextProvider)
+    const storeOption = Context.getOption(services, ConversationStore.ConversationStore)
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    const stateOption = yield* Effect.serviceOption(SessionState.SessionState)
+    const stateOption = Context.getOption(services, SessionState.SessionState)
     const state = Option.isSome(stateOption) ? stateOption.value : yield* SessionState.makeInMemory()
     const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
     const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
@@ -96,7 +97,7 @@ export const environment = (options: Options): Effect.Effect<Loop, never, Engine
       settings,
       contextProvider,
       store,
-      prompts: yield* Prompt.provider,
+      prompts: Context.getOption(services, PromptProvider.PromptProvider),
       state,
       nextId: runtime.nextId,
       observe: runtime.observe,

@@ -3,7 +3,8 @@
  * signal that cancels it), cancels that came before their request (kept for a
  * window), and the ids of requests that recently finished.
  *
- * A cancel for a running request signals it. A cancel for an id not seen yet is
+ * A cancel for a running request interrupts it: the request hands the registry
+ * its interrupt when it starts (`onCancel`), with no fiber waiting on a signal. A cancel for an id not seen yet is
  * kept until its window ends and applied when a request with that id starts (a
  * client that hangs up at once still ends its request in CANCELLED). A cancel for
  * a finished request is dropped, so it never hits a later request reusing the id;
@@ -16,7 +17,6 @@
  * the pending map beside it). Pending cancels and finished ids are bounded.
  */
 import * as Clock from "effect/Clock"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 
@@ -27,10 +27,11 @@ export interface Options {
   readonly maxRemembered?: number | undefined
 }
 
-/** A request that started: the signal that cancels it, and whether a cancel already waited for it. */
+/** A request that started: whether a cancel already waited for it, and where its cancel goes. */
 export interface Registration {
-  readonly signal: Deferred.Deferred<void>
   readonly cancelledEarly: boolean
+  /** `interrupt` is called when a cancel for the request comes (at once if one came since it registered), at most once. */
+  readonly onCancel: (interrupt: () => void) => void
 }
 
 export interface Cancellations {
@@ -38,17 +39,23 @@ export interface Cancellations {
   readonly register: (requestId: string) => Effect.Effect<Registration>
   /** The request is over (answered, failed, or refused before it ran): later cancels for it are dropped. */
   readonly finish: (requestId: string) => Effect.Effect<void>
-  /** Signals the running request (true when this cancel ended it); else keeps the cancel pending, unless the id finished. */
+  /** Cancels the running request (true when this cancel is its first); else keeps the cancel pending, unless the id finished. */
   readonly cancel: (requestId: string) => Effect.Effect<boolean>
 }
 
 export const defaultMaxRemembered = 1024
 
+/** A running request: cancelled yet, and its interrupt once it handed it over. */
+interface Running {
+  cancelled: boolean
+  interrupt: (() => void) | undefined
+}
+
 export const make = (options: Options): Effect.Effect<Cancellations> =>
   Effect.sync(() => {
     const windowMs = Duration.toMillis(options.pendingWindow)
     const limit = options.maxRemembered ?? defaultMaxRemembered
-    const running = new Map<string, Deferred.Deferred<void>>()
+    const running = new Map<string, Running>()
     /** id -> expiry (ms) */
     const pending = new Map<string, number>()
     const finished = new Set<string>()
@@ -60,13 +67,21 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     }
 
     const register = (requestId: string) =>
-      Effect.flatMap(Effect.zip(Deferred.make<void>(), Clock.currentTimeMillis), ([signal, now]) =>
+      Effect.clockWith((clock) =>
         Effect.sync((): Registration => {
-          running.set(requestId, signal)
+          const now = clock.unsafeCurrentTimeMillis()
+          const entry: Running = { cancelled: false, interrupt: undefined }
+          running.set(requestId, entry)
           finished.delete(requestId)
           const until = pending.get(requestId)
           pending.delete(requestId)
-          return { signal, cancelledEarly: until !== undefined && until >= now }
+          return {
+            cancelledEarly: until !== undefined && until >= now,
+            onCancel: (interrupt) => {
+              if (entry.cancelled) interrupt()
+              else entry.interrupt = interrupt
+            }
+          }
         }))
 
     const finish = (requestId: string) =>
@@ -81,8 +96,13 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     const cancel = (requestId: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.suspend(() => {
-          const signal = running.get(requestId)
-          if (signal !== undefined) return Deferred.succeed(signal, undefined)
+          const entry = running.get(requestId)
+          if (entry !== undefined) {
+            if (entry.cancelled) return Effect.succeed(false)
+            entry.cancelled = true
+            entry.interrupt?.()
+            return Effect.succeed(true)
+          }
           if (!finished.has(requestId)) {
             for (const [id, expiry] of pending) if (expiry < now) pending.delete(id)
             pending.set(requestId, now + windowMs)

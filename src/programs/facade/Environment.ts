@@ -18,6 +18,7 @@ import { Retriever } from "../../services/Retriever.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
 import { Validator } from "../../services/Validator.js"
 import * as Ids from "../internal/Ids.js"
+import * as Observed from "../internal/Observed.js"
 import * as PlanExecutor from "../PlanExecutor.js"
 import type { Options } from "./Types.js"
 
@@ -34,6 +35,8 @@ export interface Environment {
   readonly nextId: Ids.NextId
   /** The context the loops run in: the facade's own (without its parent span) and the store. */
   readonly context: Context.Context<Constraint | ConversationStore.ConversationStore>
+  /** Whether the facade's own services record what is observed (an EventLog that keeps events, Metrics). */
+  readonly recording: boolean
 }
 
 /** Takes the services once, from the context the facade is made in. */
@@ -70,6 +73,7 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       store,
       planHandlers,
       nextId,
-      context: Context.add(context, ConversationStore.ConversationStore, store)
+      context: Context.add(context, ConversationStore.ConversationStore, store),
+      recording: yield* Observed.recording
     }
   })

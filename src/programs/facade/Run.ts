@@ -11,15 +11,18 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
-import * as Deferred from "effect/Deferred"
-import { Cancellation } from "../../domain/Failure.js"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import { Cancellation, type Failure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
 import { withCorrelation } from "../../services/EventLog.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 import * as Lifecycle from "../Lifecycle.js"
-import type { Cancellations } from "./Cancellations.js"
+import type { Cancellations, Registration } from "./Cancellations.js"
 import * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
@@ -27,7 +30,34 @@ import * as Inferences from "./Inferences.js"
 import * as Modes from "./Modes.js"
 import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
-import type { Execution, RunOptions } from "./Types.js"
+import type { Execution, Outcome, RunOptions } from "./Types.js"
+
+/**
+ * Runs `effect` in a fiber of its own, which a cancel of the request interrupts:
+ * the request then ends in CANCELLED_SIGNAL (unless it ended first). Interrupting
+ * the caller runs `interrupted`, then interrupts the fiber and waits for it. One
+ * fiber, and no fiber waiting on a signal: a cancel calls the interrupt directly.
+ */
+const cancellable = <A>(
+  effect: Effect.Effect<A, Failure>,
+  registration: Registration,
+  requestId: string,
+  interrupted: Effect.Effect<void>
+): Effect.Effect<Exit.Exit<A, Failure>> =>
+  Effect.flatMap(Effect.fork(effect), (fiber) => {
+    let cancelled = false
+    registration.onCancel(() => {
+      cancelled = true
+      fiber.unsafeInterruptAsFork(FiberId.none)
+    })
+    return Effect.map(
+      Effect.onInterrupt(Fiber.await(fiber), () => Effect.zipRight(interrupted, Fiber.interrupt(fiber))),
+      (exit): Exit.Exit<A, Failure> =>
+        cancelled && Exit.isInterrupted(exit)
+          ? Exit.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
+          : exit
+    )
+  })
 
 const executeChecked = (
   env: Environment,
@@ -41,7 +71,7 @@ const executeChecked = (
     const startedAt = yield* Clock.currentTimeMillis
     const tracker = yield* Lifecycle.makeTracker
     const partial = yield* Ref.make("")
-    const { signal, cancelledEarly } = yield* cancellations.register(requestId)
+    const registration = yield* cancellations.register(requestId)
     // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
     // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
     const spent = yield* Spent.make
@@ -58,28 +88,19 @@ const executeChecked = (
         duration: timeout,
         onTimeout: () => Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
       })
-    const cancellable = cancelledEarly
-      ? Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
-      : Effect.raceFirst(
-        timed,
-        Effect.zipRight(
-          Deferred.await(signal),
-          Effect.failSync(() => Cancellation.signal("The request was cancelled by its caller", { requestId }))
-        )
-      )
 
     // the request's whitelist holds in every mode and every step kind
     const context = Option.isSome(env.registry)
       ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
       : env.context
-    const exit = yield* Effect.exit(
-      cancellable.pipe(
-        Lifecycle.tracked(tracker),
-        Effect.provide(context),
-        Effect.onInterrupt(() => tracker.interrupted),
-        Effect.locally(Engine.currentRequest, inThisRequest)
+    const exit: Exit.Exit<Outcome, Failure> = registration.cancelledEarly
+      ? Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
+      : yield* cancellable(
+        timed.pipe(Lifecycle.tracked(tracker), Effect.provide(context), Effect.locally(Engine.currentRequest, inThisRequest)),
+        registration,
+        requestId,
+        tracker.interrupted
       )
-    )
     yield* cancellations.finish(requestId)
 
     const response = yield* Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial, spent)
@@ -94,7 +115,9 @@ const executeChecked = (
 /**
  * Runs a request to its Execution, under its correlation and its `Facade.run`
  * span, in the request's trace: the trace its trace id names (see
- * `Spans.w3cTraceId`), else the trace of the span it runs in.
+ * `Spans.w3cTraceId`), else the trace of the span it runs in. The span is
+ * opened when somebody observes: the facade's services or the caller's context
+ * record events or metrics, or a tracer exports.
  */
 export const execute = (
   env: Environment,
@@ -106,18 +129,21 @@ export const execute = (
     const requestId = request.requestId ?? (yield* env.nextId("req"))
     const admission = yield* Check.check(env, request)
     const { sessionId } = admission
-    const run = Effect.gen(function* () {
+    // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
+    const observed = env.recording || (yield* Observed.listened)
+    const body = Effect.gen(function* () {
       // without a trace id of its own the request is in its span's trace: events and spans name the same trace
       const spanTrace = Option.filter(
         Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
         (id) => /^[0-9a-f]{32}$/.test(id)
       )
       const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
-      yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
+      if (observed) yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
       return yield* executeChecked(env, cancellations, request, requestId, admission, runOptions).pipe(
         withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) })
       )
-    }).pipe(
+    })
+    const run = !observed ? body : body.pipe(
       Effect.withSpan("Facade.run", {
         captureStackTrace: false,
         attributes: {

@@ -2,6 +2,7 @@
  * Ids for the loops: the IdGenerator of the context (random UUIDs unless a test
  * provides `IdGenerator.Test`), taken once.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import { IdGenerator } from "../../services/IdGenerator.js"
 
@@ -10,3 +11,6 @@ export type NextId = (prefix: string) => Effect.Effect<string>
 
 /** The id source of the current context, taken once. */
 export const nextId: Effect.Effect<NextId> = Effect.map(IdGenerator, (ids) => ids.next)
+
+/** The id source of `context`: its IdGenerator (random UUIDs unless one is provided). */
+export const nextIdOf = (context: Context.Context<never>): NextId => Context.get(context, IdGenerator).next

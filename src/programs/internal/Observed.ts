@@ -67,16 +67,19 @@ export const within = (observe: Context.Context<never>) => <A, E, R>(effect: Eff
   observe.unsafeMap.size === 0 ? effect : Effect.provide(effect, observe)
 
 /** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
-export const services: Effect.Effect<Context.Context<never>> = Effect.gen(function* () {
+export const services: Effect.Effect<Context.Context<never>> = Effect.contextWith((context) => servicesOf(context))
+
+/** The observability services of `context` (EventLog, Metrics, CostTracker). */
+export function servicesOf(context: Context.Context<never>): Context.Context<never> {
   let observe = Context.empty() as Context.Context<never>
-  const eventLog = yield* Effect.serviceOption(EventLog)
+  const eventLog = Context.getOption(context, EventLog)
   if (Option.isSome(eventLog)) observe = Context.add(observe, EventLog, eventLog.value) as Context.Context<never>
-  const metrics = yield* Effect.serviceOption(Metrics)
+  const metrics = Context.getOption(context, Metrics)
   if (Option.isSome(metrics)) observe = Context.add(observe, Metrics, metrics.value) as Context.Context<never>
-  const cost = yield* Effect.serviceOption(CostTracker)
+  const cost = Context.getOption(context, CostTracker)
   if (Option.isSome(cost)) observe = Context.add(observe, CostTracker, cost.value) as Context.Context<never>
   return observe
-})
+}
 
 // ---------------------------------------------------------------------------
 // Inference

@@ -161,7 +161,18 @@ const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.option(Eff
 
 /** The model name once per `make`, asked of the engine on first use. */
 export const modelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<Effect.Effect<string>> =>
-  Effect.cached(Effect.map(modelInfo, (info) => info.name))
+  Effect.sync(() => lazyModelName(modelInfo))
+
+/**
+ * The model's name, asked of `modelInfo` the first time it is read and kept
+ * (two reads racing before the first answer may both ask; the name is the same).
+ */
+export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> => {
+  let name: string | undefined
+  return Effect.suspend(() =>
+    name !== undefined ? Effect.succeed(name) : Effect.map(modelInfo, (info) => (name = info.name))
+  )
+}
 
 export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined

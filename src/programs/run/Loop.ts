@@ -24,7 +24,7 @@ import * as Tools from "./Tools.js"
 import type { Runtime, Settings } from "./Settings.js"
 import type { LoopAction, LoopEvent, LoopFailure, LoopResult, StopReason } from "./Types.js"
 
-export { check, defaultMaxIterations, defaultToolConcurrency, runtime } from "./Settings.js"
+export { check, defaultMaxIterations, defaultToolConcurrency, runtime, runtimeOf } from "./Settings.js"
 export type { Runtime, Settings } from "./Settings.js"
 
 // ---------------------------------------------------------------------------

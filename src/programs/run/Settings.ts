@@ -4,7 +4,7 @@
  * values refused by name as CONFIG_INVALID_REQUEST), and the abort trigger as an
  * Effect that completes when the run must stop.
  */
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -41,17 +41,20 @@ export interface Runtime {
   readonly observe: Context.Context<never>
 }
 
-export const runtime: Effect.Effect<Runtime, never, Engine.Engine> = Effect.gen(function* () {
-  const engine = yield* Engine.Engine
+export const runtime: Effect.Effect<Runtime, never, Engine.Engine> = Effect.contextWith((context) => runtimeOf(context))
+
+/** The run's services, read from `context` in one step. */
+export const runtimeOf = (context: Context.Context<Engine.Engine>): Runtime => {
+  const engine = Context.get(context, Engine.Engine)
   return {
     engine,
-    registry: yield* Effect.serviceOption(ToolRegistry.ToolRegistry),
-    cost: yield* Effect.serviceOption(CostTracker),
-    model: yield* Spans.modelName(engine.modelInfo),
-    nextId: yield* Ids.nextId,
-    observe: yield* Observed.services
+    registry: Context.getOption(context, ToolRegistry.ToolRegistry),
+    cost: Context.getOption(context, CostTracker),
+    model: Spans.lazyModelName(engine.modelInfo),
+    nextId: Ids.nextIdOf(context as Context.Context<never>),
+    observe: Observed.servicesOf(context as Context.Context<never>)
   }
-})
+}
 
 /** A LoopConfig checked, defaults applied. */
 export interface Settings<Out, E> {
