@@ -21,7 +21,6 @@ import * as Console from "effect/Console"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Stream from "effect/Stream"
 import * as http from "node:http"
 import { fileURLToPath } from "node:url"
 import * as v8 from "node:v8"
@@ -32,7 +31,7 @@ import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
-import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
+import { Engine, InferenceResult, streamFrom, StreamPart } from "../src/services/Engine.js"
 import type { Row } from "./Table.js"
 import { mb, median, quantile } from "./Table.js"
 
@@ -135,7 +134,8 @@ const plainEngine = (content: string): Layer.Layer<Engine> => {
   })
   return Layer.succeed(Engine, {
     infer: () => Effect.succeed(result),
-    stream: () => Stream.make(StreamPart.textDelta(content), StreamPart.finish(result)),
+    // by callback (Engine.streamFrom), as the library's own engines stream
+    stream: () => streamFrom((emit) => Effect.zipRight(emit(StreamPart.textDelta(content)), emit(StreamPart.finish(result)))),
     modelInfo: Effect.succeed(
       new ModelInfo({ name: "plain", contextWindow: 4096, supportsGrammar: false, supportsTools: true })
     )
