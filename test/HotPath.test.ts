@@ -12,10 +12,15 @@ import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-ho
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
 import * as Message from "../src/domain/Message.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
+import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import * as Observed from "../src/programs/internal/Observed.js"
 import * as Request from "../src/programs/internal/Request.js"
@@ -25,6 +30,7 @@ import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
 import { EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { Metrics } from "../src/services/Metrics.js"
+import * as Tool from "../src/services/ToolRegistry.js"
 
 const request = new InferenceRequest({ messages: [Message.user("hi")], temperature: 0.5 })
 const result = new InferenceResult({
@@ -135,8 +141,46 @@ const countingIdDraws = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     return draws
   })
 
+/** Runs `effect` with an IdGenerator that counts its draws by prefix. */
+const countingIdDrawsByPrefix = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const draws: Record<string, number> = {}
+    yield* Effect.provideService(effect, IdGenerator, {
+      next: (prefix) =>
+        Effect.sync(() => {
+          draws[prefix] = (draws[prefix] ?? 0) + 1
+          return `${prefix}_${draws[prefix]}`
+        })
+    })
+    return draws
+  })
+
 describe("ids nobody reads", { timeout: 30_000 }, () => {
   const metered = Observed.meteredInference(model, request, Effect.succeed(result))
+
+  // an AgentLoop turn outside a request: the model asks for add(2,3), the tool runs, the model answers
+  const add = Tool.make({
+    name: "add",
+    description: "Adds two numbers",
+    parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+    handler: ({ a, b }) => Effect.succeed(String(a + b))
+  })
+  const turn = Effect.flatMap(AgentLoop.make({ sessionId: "s" }), (agent) => agent.chat("What is 2 + 3?")).pipe(
+    Effect.provide(Layer.merge(
+      ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
+      Registry.layer([add])
+    ))
+  )
+
+  it.effect("an AgentLoop turn draws no request or inference id when nothing records or exports; with an EventLog, one request id and one per inference", () =>
+    Effect.gen(function* () {
+      const quiet = yield* countingIdDrawsByPrefix(turn)
+      expect(quiet["req"]).toBeUndefined()
+      expect(quiet["inf"]).toBeUndefined()
+      const observed = yield* countingIdDrawsByPrefix(turn.pipe(Effect.provide(Observe.eventLogMemory)))
+      expect(observed["req"]).toBe(1)
+      expect(observed["inf"]).toBe(2)
+    }))
 
   it.effect("a single-shot inference draws no id when nothing records or exports; one when an EventLog keeps events", () =>
     Effect.gen(function* () {

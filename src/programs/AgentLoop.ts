@@ -258,7 +258,10 @@ const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit,
 const withTurnScope = <A, E>(loop: Loop, effect: Effect.Effect<A, E>): Effect.Effect<A, E | Cancellation> =>
   Effect.gen(function* () {
     const correlation = yield* currentCorrelation
-    const requestId = correlation.requestId === "unscoped" ? yield* loop.nextId("req") : correlation.requestId
+    // a turn outside a request is a request of its own, when somebody observes it (the id is read by events and spans only)
+    const requestId = correlation.requestId === "unscoped" && (yield* Observed.listened)
+      ? yield* loop.nextId("req")
+      : correlation.requestId
     return yield* effect.pipe(
       Deadline.bound(loop.options.turnTimeout, (duration) => `The turn exceeded its timeout of ${duration}`, {
         sessionId: loop.sessionId

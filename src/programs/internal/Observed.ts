@@ -35,6 +35,7 @@ import type { InferenceRequest, InferenceResult } from "../../services/Engine.js
 import { EventLog, recordEvent, withCorrelation } from "../../services/EventLog.js"
 import { IdGenerator } from "../../services/IdGenerator.js"
 import { Metrics, withMetrics } from "../../services/Metrics.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 import * as Spans from "./Spans.js"
 
 // ---------------------------------------------------------------------------
@@ -42,13 +43,17 @@ import * as Spans from "./Spans.js"
 // ---------------------------------------------------------------------------
 
 /** Whether an EventLog that keeps events, or a Metrics, is in the context: whether anything records what is observed. */
-export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Context.Context<never>) => {
+export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Context.Context<never>) => recordsIn(context))
+
+const recordsIn = (context: Context.Context<never>): boolean => {
   const log = Context.getOption(context, EventLog)
   return (Option.isSome(log) && log.value.enabled !== false) || Option.isSome(Context.getOption(context, Metrics))
-})
+}
 
-/** Whether anybody observes: events or metrics recorded, or spans exported. */
-export const listened: Effect.Effect<boolean> = Effect.flatMap(recording, (on) => on ? Effect.succeed(true) : Spans.exporting)
+/** Whether anybody observes: events or metrics recorded, or spans exported (one read of the fiber). */
+export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(recordsIn(fiber.currentContext) || Tracing.exports(fiber.currentTracer))
+)
 
 /**
  * A span around `effect` that only exists when somebody observes (`listened`):
@@ -96,8 +101,7 @@ export const meteredInference = <E extends { readonly code: string; readonly mes
 ): Effect.Effect<InferenceResult, E, R> =>
   Effect.gen(function* () {
     // the id is read by events and span attributes only: none is drawn when nothing records or exports
-    const listened = (yield* recording) || (yield* Spans.exporting)
-    const inferenceId = listened ? yield* (yield* IdGenerator).next("inf") : ""
+    const inferenceId = (yield* listened) ? yield* (yield* IdGenerator).next("inf") : ""
     const [result] = yield* inference({ model, request, call, inferenceId })
     return result
   })
@@ -117,17 +121,16 @@ export interface InferenceOptions<E, R> {
 export const inference = <E extends { readonly code: string; readonly message: string }, R>(
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
-  Effect.flatMap(recording, (on) =>
-    on
+  Effect.withFiberRuntime((fiber) =>
+    recordsIn(fiber.currentContext)
       ? Effect.flatMap(options.model, (name) =>
         recordedInference(name, options).pipe(Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
-      : Effect.flatMap(Spans.exporting, (exported) =>
-        exported
-          ? Effect.flatMap(options.model, (name) =>
-            Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
-              Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
-            ))
-          : unobserved(options))
+      : Tracing.exports(fiber.currentTracer)
+      ? Effect.flatMap(options.model, (name) =>
+        Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
+          Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
+        ))
+      : unobserved(options)
   )
 
 /**
@@ -253,8 +256,9 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
     return yield* exit
   })
   // Nobody records or exports: no span (its id would stamp nothing).
-  return Effect.flatMap(recording, (on) =>
-    on ? recorded : Effect.flatMap(Spans.exporting, (exported) => exported ? inSpan : options.execute)).pipe(
+  return Effect.withFiberRuntime<A, E, R>((fiber) =>
+    recordsIn(fiber.currentContext) ? recorded : Tracing.exports(fiber.currentTracer) ? inSpan : options.execute
+  ).pipe(
       withCorrelation({ toolCallId: call.id, causedBy: call.id })
     )
 }

@@ -20,6 +20,8 @@ export interface InferenceEnv {
   readonly model: Effect.Effect<string>
   readonly nextId: Ids.NextId
   readonly inferenceRetry: Schedule.Schedule<unknown, InferenceFailure>
+  /** Whether anybody observes (internal/Observed `listened`): the inference id is drawn only then, as only events and spans read it. */
+  readonly observed: boolean
   /** Where text deltas go when the run is streamed; absent: `infer`, not `stream`. */
   readonly onDelta: Option.Option<(text: string) => Effect.Effect<void>>
 }
@@ -37,7 +39,7 @@ export const infer = (
   request: InferenceRequest
 ): Effect.Effect<InferenceResult, InferenceFailure> =>
   Effect.gen(function* () {
-    const inferenceId = yield* env.nextId("inf")
+    const inferenceId = env.observed ? yield* env.nextId("inf") : ""
     let emitted = false
     const tracked = (onDelta: (text: string) => Effect.Effect<void>) => (text: string) => {
       if (text !== "") emitted = true

@@ -155,6 +155,7 @@ const loop = <Out, E>(
     let iteration = 0
     const inferenceEnv: Inference.InferenceEnv = {
       engine: rt.engine,
+      observed: yield* Observed.listened,
       model: rt.model,
       nextId: rt.nextId,
       inferenceRetry: settings.inferenceRetry,

@@ -13,7 +13,10 @@ import * as Tracer from "effect/Tracer"
 const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
 /** Whether the tracer in use exports spans: any tracer but Effect's native one. */
-export const exporting: Effect.Effect<boolean> = Effect.tracerWith((tracer) => Effect.succeed(tracer !== nativeTracer))
+export const exporting: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) => Effect.succeed(fiber.currentTracer !== nativeTracer))
+
+/** Whether `tracer` exports spans: any tracer but Effect's native one. */
+export const exports = (tracer: Tracer.Tracer): boolean => tracer !== nativeTracer
 
 /** A span around `effect` when the tracer exports spans; `effect` alone otherwise. Never with a stack trace. */
 export const exportedSpan = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
