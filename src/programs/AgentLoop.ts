@@ -289,8 +289,9 @@ const runTurn = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, st
     // a resumed turn retrieves context for the question it is still answering
     const query = input._tag === "User" ? input.text : (base.filter(Message.isUser).at(-1)?.content ?? "")
     const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, query))
-    const context = yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
-    const system = yield* Effect.forEach(yield* promptSystem(loop, base), (m) => RunMessage.fromDomain(m))
+    const context = contextMessages.length === 0 ? [] : yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
+    const prompted = yield* promptSystem(loop, base)
+    const system = prompted.length === 0 ? [] : yield* Effect.forEach(prompted, (m) => RunMessage.fromDomain(m))
     const placement = Prompt.placementOf(loop.prompts)
     const settings: Run.Settings<string, never> = {
       ...loop.settings,

@@ -70,6 +70,4 @@ const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer
 export const withCorrelation =
   (fields: Partial<CorrelationContext>) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.flatMap(FiberRef.get(currentCorrelation), (current) =>
-      Effect.locally(effect, currentCorrelation, new CorrelationContext({ ...current, ...fields }, true))
-    )
+    Effect.locallyWith(effect, currentCorrelation, (current) => new CorrelationContext({ ...current, ...fields }, true))

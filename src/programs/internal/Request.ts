@@ -21,7 +21,8 @@ const fieldChecks: Readonly<Record<string, (input: unknown) => unknown>> = Objec
 )
 
 /** Values that passed, per field: primitives by value (bounded), objects by identity. */
-const passedPrimitives = new Set<string>()
+const passedPrimitives = new Map<string, Set<unknown>>()
+let primitivesKept = 0
 const passedObjects = new WeakMap<object, Set<string>>()
 const MAX_PRIMITIVES = 4096
 
@@ -36,11 +37,18 @@ const checkField = (key: string, value: unknown): void => {
     else passed.add(key)
     return
   }
-  const id = `${key}\u0000${typeof value}\u0000${String(value)}`
-  if (passedPrimitives.has(id)) return
+  // by value (SameValueZero: 1 and "1" are different values, as they were different checks)
+  const passed = passedPrimitives.get(key)
+  if (passed?.has(value)) return
   check({ [key]: value })
-  if (passedPrimitives.size >= MAX_PRIMITIVES) passedPrimitives.clear()
-  passedPrimitives.add(id)
+  if (primitivesKept >= MAX_PRIMITIVES) {
+    passedPrimitives.clear()
+    primitivesKept = 0
+  }
+  const kept = passedPrimitives.get(key)
+  if (kept === undefined) passedPrimitives.set(key, new Set([value]))
+  else kept.add(value)
+  primitivesKept++
 }
 
 /**
