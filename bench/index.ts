@@ -48,7 +48,7 @@ const main = Effect.gen(function*() {
   yield* step
   yield* Console.log(`\nRun loop overhead over the tool loop, on an engine that answers at once:\n${table(yield* RunLoopBench.run)}`)
   yield* step
-  yield* Console.log(`\nHot path: the loops against the same work as plain Effect programs, on an engine that answers at once (CPU time per call):\n${table(yield* HotPathBench.run)}`)
+  yield* Console.log(`\nHot path: the loops against the same work as plain Effect programs, on an engine that answers at once (CPU time per call; in a process of its own):\n${table(yield* HotPathBench.runIsolated)}`)
   yield* step
   yield* Console.log(`\nHTTP adapter against a bare @effect/platform route serving the same JSON:\n${table([HttpBench.versusBareRow(yield* HttpBench.versusBare)])}`)
   yield* step
