@@ -110,6 +110,15 @@ describe("observability that nobody listens to", { timeout: 30_000 }, () => {
       expect(reads).toBe(0)
     }).pipe(Effect.provide(Observe.eventLogNoop)))
 
+  it.effect("Metrics that keep nothing count as nobody: no clock read, no span, no id drawn", () =>
+    Effect.gen(function* () {
+      const [[, span], reads] = yield* countingClockReads(observedInference)
+      expect(reads).toBe(0)
+      expect(Option.isNone(span)).toBe(true)
+      expect(yield* countingIdDraws(Observed.meteredInference(model, request, Effect.succeed(result)))).toBe(0)
+      expect(yield* Observed.listened).toBe(false)
+    }).pipe(Effect.provide(Layer.merge(Observe.eventLogNoop, Observe.metricsNoop))))
+
   it.effect("with an EventLog, the inference's start and end are recorded", () =>
     Effect.gen(function* () {
       yield* observedInference

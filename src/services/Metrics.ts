@@ -29,13 +29,15 @@ export interface Service {
   readonly recordTokens: (usage: TokenUsage) => Effect.Effect<void>
   readonly increment: (name: string, delta?: number) => Effect.Effect<void>
   readonly snapshot: Effect.Effect<Snapshot>
+  /** False for metrics that keep nothing: the loops then count nobody listening (no clock read, no span, no metric call). */
+  readonly enabled?: boolean
 }
 
 /** Collects metrics. */
 export class Metrics extends Context.Tag("pagantic/Metrics")<Metrics, Service>() {}
 
-/** Applies `f` to the Metrics service when one is in the context. */
+/** Applies `f` to the Metrics service when one is in the context and keeps what it is given. */
 export const withMetrics = (f: (metrics: Service) => Effect.Effect<void>): Effect.Effect<void> =>
   Effect.flatMap(Effect.serviceOption(Metrics), (m) =>
-    m._tag === "None" ? Effect.void : f(m.value)
+    m._tag === "None" || m.value.enabled === false ? Effect.void : f(m.value)
   )

@@ -114,6 +114,7 @@ export const metricsBounded = (options: MetricsOptions): Layer.Layer<Metrics> =>
   Layer.effect(Metrics, makeMetricsBounded(options))
 
 export const metricsNoop: Layer.Layer<Metrics> = Layer.succeed(Metrics, {
+  enabled: false,
   recordLatency: () => Effect.void,
   recordTokens: () => Effect.void,
   increment: () => Effect.void,

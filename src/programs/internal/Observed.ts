@@ -42,12 +42,14 @@ import * as Spans from "./Spans.js"
 // Services
 // ---------------------------------------------------------------------------
 
-/** Whether an EventLog that keeps events, or a Metrics, is in the context: whether anything records what is observed. */
+/** Whether an EventLog that keeps events, or Metrics that keep them, are in the context: whether anything records what is observed. */
 export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Context.Context<never>) => recordsIn(context))
 
 const recordsIn = (context: Context.Context<never>): boolean => {
   const log = Context.getOption(context, EventLog)
-  return (Option.isSome(log) && log.value.enabled !== false) || Option.isSome(Context.getOption(context, Metrics))
+  if (Option.isSome(log) && log.value.enabled !== false) return true
+  const metrics = Context.getOption(context, Metrics)
+  return Option.isSome(metrics) && metrics.value.enabled !== false
 }
 
 /** Whether anybody observes: events or metrics recorded, or spans exported (one read of the fiber). */
