@@ -5,6 +5,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import * as Supervisor from "effect/Supervisor"
 import * as TestClock from "effect/TestClock"
 import type * as Event from "../src/domain/Event.js"
 import { InferenceFailure } from "../src/domain/Failure.js"
@@ -471,6 +472,23 @@ describe("Facade", () => {
       }).pipe(
         Effect.provide(base([ScriptedEngine.reply("one two three four", { chunkDelay: "1200 millis" })]))
       )
+    )
+
+    it.effect("a request that ends before its timeout leaves no fiber behind (its timer is stopped)", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const supervisor = yield* Supervisor.track
+        const request = Schema.decodeUnknownSync(SystemRequest)({
+          mode: "chat",
+          messages: [{ role: "user", content: "hi" }],
+          hints: { timeout: 3_600_000 }
+        })
+        const { response } = yield* system.execute(request).pipe(Effect.supervised(supervisor))
+        expect(response.error).toBeUndefined()
+        // the fibers the request forked (its run, its timer) have ended: none sleeps on for the hour
+        yield* TestClock.adjust("1 millis")
+        expect(yield* supervisor.value).toEqual([])
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("hello")])))
     )
 
     it.effect("cancel(requestId) ends a running request in CANCELLED_SIGNAL", () =>

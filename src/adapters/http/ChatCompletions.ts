@@ -252,15 +252,12 @@ export const makeStart = (settings: Settings) =>
         }
 
         if (completion.stream !== true) {
-          const responses = yield* Effect.forEach(
-            requests,
-            (one) =>
-              Effect.tap(
-                Lifetime.runTied(system, one.requestId ?? requestId, system.run(one), settings.backstop),
-                forget
-              ),
-            { concurrency: "unbounded" }
-          )
+          const answer = (one: SystemRequest) =>
+            Effect.tap(Lifetime.runTied(system, one.requestId ?? requestId, system.run(one), settings.backstop), forget)
+          // one choice runs in this fiber; several at once
+          const responses = requests.length === 1
+            ? [yield* answer(requests[0]!)]
+            : yield* Effect.forEach(requests, answer, { concurrency: "unbounded" })
           const failed = responses.find((response) => response.error !== undefined)
           if (failed?.error !== undefined) return yield* refuse(failed.error)
           return { _tag: "Completed" as const, responses, meta, structured, logprobs }

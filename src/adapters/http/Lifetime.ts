@@ -8,6 +8,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import { SystemError, SystemResponse } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
@@ -31,7 +32,9 @@ export const stopRun = (system: Facade, requestId: string, fiber: Fiber.RuntimeF
     Option.isSome(done)
       ? Effect.void
       : system.cancel(requestId).pipe(
-          Effect.zipRight(Effect.ignore(Effect.timeout(Fiber.await(fiber), cancelGrace))),
+          // the wait is interruptible, so the grace can end it: `stop` runs in finalizers (uninterruptible), where an
+          // uninterruptible wait could not be cut off and a run that ignored its cancel was never interrupted
+          Effect.zipRight(Effect.ignore(Effect.timeout(Effect.interruptible(Fiber.await(fiber)), cancelGrace))),
           Effect.zipRight(Fiber.interrupt(fiber)),
           Effect.asVoid
         )
@@ -69,10 +72,22 @@ export const runTied = (
       const fiber = yield* Effect.forkDaemon(restore(run))
       const stop = stopRun(system, requestId, fiber)
       if (backstop === undefined) return yield* restore(Fiber.join(fiber)).pipe(Effect.onInterrupt(() => stop))
-      const outcome = yield* restore(Effect.timeoutOption(Fiber.join(fiber), backstop)).pipe(Effect.onInterrupt(() => stop))
-      if (Option.isSome(outcome)) return outcome.value
-      yield* stop
-      return timedOut(requestId, backstop)
+      // the backstop is one sleeping fiber that stops the run when it overruns (not a race of two fibers per request)
+      let overran = false
+      // (interruptible, as the run: a fiber forked here would inherit this region's uninterruptibility)
+      const timer = yield* Effect.forkDaemon(restore(Effect.zipRight(
+        Effect.sleep(backstop),
+        Effect.suspend(() => {
+          overran = true
+          return stop
+        })
+      )))
+      const exit = yield* restore(Fiber.await(fiber)).pipe(
+        Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => timer.unsafeInterruptAsFork(FiberId.none)), stop))
+      )
+      if (overran) return timedOut(requestId, backstop)
+      timer.unsafeInterruptAsFork(FiberId.none)
+      return yield* exit
     })
   )
 

@@ -33,30 +33,42 @@ import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
 
 /**
- * Runs `effect` in a fiber of its own, which a cancel of the request interrupts:
- * the request then ends in CANCELLED_SIGNAL (unless it ended first). Interrupting
- * the caller runs `interrupted`, then interrupts the fiber and waits for it. One
- * fiber, and no fiber waiting on a signal: a cancel calls the interrupt directly.
+ * Runs `effect` in a fiber of its own, which a cancel of the request or its
+ * timeout interrupts: the request then ends in CANCELLED_SIGNAL or
+ * CANCELLED_TIMEOUT, whichever came first (unless it ended before). Interrupting
+ * the caller runs `interrupted`, then interrupts the fiber and waits for it. No
+ * fiber waits on a cancel (a cancel calls the interrupt directly), and a timeout
+ * is one sleeping fiber, stopped when the request ends (not a race of two).
  */
 const cancellable = <A>(
   effect: Effect.Effect<A, Failure>,
   registration: Registration,
   requestId: string,
+  timeout: Duration.Duration | undefined,
   interrupted: Effect.Effect<void>
 ): Effect.Effect<Exit.Exit<A, Failure>> =>
   Effect.flatMap(Effect.fork(effect), (fiber) => {
-    let cancelled = false
-    registration.onCancel(() => {
-      cancelled = true
+    let ended: "cancelled" | "timed out" | undefined
+    const end = (why: "cancelled" | "timed out") => {
+      if (ended !== undefined) return
+      ended = why
       fiber.unsafeInterruptAsFork(FiberId.none)
-    })
-    return Effect.map(
-      Effect.onInterrupt(Fiber.await(fiber), () => Effect.zipRight(interrupted, Fiber.interrupt(fiber))),
-      (exit): Exit.Exit<A, Failure> =>
-        cancelled && Exit.isInterrupted(exit)
-          ? Exit.fail(Cancellation.signal("The request was cancelled by its caller", { requestId }))
-          : exit
-    )
+    }
+    registration.onCancel(() => end("cancelled"))
+    const awaited = Effect.onInterrupt(Fiber.await(fiber), () => Effect.zipRight(interrupted, Fiber.interrupt(fiber)))
+    const watched = timeout === undefined
+      ? awaited
+      // interruptible whatever the caller's region is, so that it can be stopped
+      : Effect.flatMap(Effect.fork(Effect.interruptible(Effect.zipRight(Effect.sleep(timeout), Effect.sync(() => end("timed out"))))), (timer) =>
+        Effect.ensuring(awaited, Effect.sync(() => timer.unsafeInterruptAsFork(FiberId.none))))
+    return Effect.map(watched, (exit): Exit.Exit<A, Failure> =>
+      ended === undefined || !Exit.isInterrupted(exit)
+        ? exit
+        : Exit.fail(
+          ended === "cancelled"
+            ? Cancellation.signal("The request was cancelled by its caller", { requestId })
+            : Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout!)}`, { requestId })
+        ))
   })
 
 const executeChecked = (
@@ -80,14 +92,9 @@ const executeChecked = (
     const checked = Either.map(admission.checked, (c): Check.Checked =>
       c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
 
-    const timeout = request.hints.timeout
+    const hinted = request.hints.timeout
+    const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
     const body = Modes.route(env, checked, partial, tracker, runOptions)
-    const timed = timeout === undefined || Duration.toMillis(timeout) === 0
-      ? body
-      : Effect.timeoutFail(body, {
-        duration: timeout,
-        onTimeout: () => Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout)}`, { requestId })
-      })
 
     // the request's whitelist holds in every mode and every step kind
     const context = Option.isSome(env.registry)
@@ -96,9 +103,10 @@ const executeChecked = (
     const exit: Exit.Exit<Outcome, Failure> = registration.cancelledEarly
       ? Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
       : yield* cancellable(
-        timed.pipe(Lifecycle.tracked(tracker), Effect.provide(context), Effect.locally(Engine.currentRequest, inThisRequest)),
+        body.pipe(Lifecycle.tracked(tracker), Effect.provide(context), Effect.locally(Engine.currentRequest, inThisRequest)),
         registration,
         requestId,
+        timeout,
         tracker.interrupted
       )
     yield* cancellations.finish(requestId)
