@@ -125,7 +125,7 @@ export const scenarios: ReadonlyArray<Scenario> = [
 ]
 
 /** A canned answer from an engine that records nothing. */
-const plainEngine = (content: string): Layer.Layer<Engine> => {
+export const plainEngine = (content: string): Layer.Layer<Engine> => {
   const result = new InferenceResult({
     content,
     toolCalls: [],
