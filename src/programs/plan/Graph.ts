@@ -118,7 +118,8 @@ export const checkPhases = (
 
 type Status =
   | { readonly _tag: "Pending" }
-  | { readonly _tag: "Running"; readonly fiber: Fiber.RuntimeFiber<void> }
+  /** Running in a fiber of its own, or (no fiber) in the run's fiber: the only step running. */
+  | { readonly _tag: "Running"; readonly fiber: Fiber.RuntimeFiber<void> | undefined }
   | { readonly _tag: "Done"; readonly result: StepResult }
   | { readonly _tag: "Failed"; readonly error: Failure }
   | { readonly _tag: "Skipped"; readonly skipped: SkippedStep }
@@ -233,6 +234,14 @@ export const run = (
           stopStep = next[0] ?? status.findIndex((s) => s._tag === "Pending")
           break
         }
+      } else if (running === 0 && next.length === 1) {
+        // the only step that can run (a chain): in this fiber, no fiber of its own; its end is handled as any other's
+        const i = next[0]!
+        const { handler, step } = steps[i]!
+        status[i] = { _tag: "Running", fiber: undefined }
+        running++
+        const exit = yield* Effect.exit(Step.run(environment, step, handler, inputOf(i), options.policy))
+        yield* Queue.offer(finished, { index: i, exit })
       } else {
         for (const i of next) {
           if (running >= cap) break
@@ -303,7 +312,7 @@ export const run = (
   }))
 
 const runningFibers = (status: ReadonlyArray<Status>): ReadonlyArray<Fiber.RuntimeFiber<void>> =>
-  status.flatMap((s) => (s._tag === "Running" ? [s.fiber] : []))
+  status.flatMap((s) => (s._tag === "Running" && s.fiber !== undefined ? [s.fiber] : []))
 
 /** The plan's trace (a manual one when the plan has none), recorded as a `plan.trace` event. */
 const traceOf = (plan: Plan.ExecutionPlan): Effect.Effect<Plan.PlanTrace> =>
