@@ -34,12 +34,15 @@ export const canonicalJson = (value: unknown): string => JSON.stringify(sortKeys
  * violation as "path: rule"); both carry the raw text and are retryable (re-ask).
  * `what` names the expected reply in messages ("the plan", "the reranker's reply").
  */
+/** JSON text to a value: made once (a schema made per call builds its parser again, every call). */
+const decodeJsonText = Schema.decodeUnknownEither(Schema.parseJson())
+
 export const decodeJsonAs = <A, I>(
   schema: Schema.Schema<A, I, never>,
   raw: string,
   what: { readonly notJson: string; readonly wrongShape: string }
 ): Either.Either<A, ConstraintFailure> => {
-  const json = Schema.decodeUnknownEither(Schema.parseJson())(raw)
+  const json = decodeJsonText(raw)
   if (Either.isLeft(json)) return Either.left(ConstraintFailure.jsonInvalid(what.notJson, { raw }))
   return Either.mapLeft(Schema.decodeUnknownEither(schema, { errors: "all" })(json.right), (error) =>
     ConstraintFailure.schemaInvalid(what.wrongShape, {

@@ -26,7 +26,7 @@ import { decodeJsonAs } from "../../domain/Json.js"
 import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
-import { InferenceRequest } from "../../services/Engine.js"
+import * as InferenceRequests from "../internal/Request.js"
 import type { RerankFailure, Reranker } from "../../services/Reranker.js"
 import type { Request, ResponderRegistry } from "../../services/ResponderRegistry.js"
 import * as Folds from "../Folds.js"
@@ -60,6 +60,21 @@ export interface Result {
 export type SingleShotError = OrchestrationFailure | ConfigurationFailure | RerankFailure
 
 /** Runs a checked query's single_shot in memory. */
+
+/**
+ * The JSON schema of an answer shape, made once per shape object: every LLM
+ * responder of a query asks with the same one, and the request's settings check
+ * remembers an object that passed by identity.
+ */
+const jsonSchemas = new WeakMap<object, ReturnType<typeof AnswerShape.jsonSchemaOf>>()
+const jsonSchemaOf = (shape: Parameters<typeof AnswerShape.jsonSchemaOf>[0]) => {
+  const known = jsonSchemas.get(shape)
+  if (known !== undefined) return known
+  const made = AnswerShape.jsonSchemaOf(shape)
+  jsonSchemas.set(shape, made)
+  return made
+}
+
 export const run: (
   checked: Check.Checked,
   options?: Options
@@ -169,16 +184,17 @@ export const ask = (
       return Effect.fail("a human responder answers through a durable slot; the in-memory single_shot has none")
     case "llm": {
       const temperature = checked.dial === undefined ? undefined : checked.dial * (options.maxTemperature ?? 1)
-      const inference = new InferenceRequest({
-        messages: [
+      // messages built here, not validated again; the settings checked (the schema once per answer shape)
+      const inference = InferenceRequests.make(
+        [
           Message.system(
             `Answer in JSON following the schema. Optionally add "_confidence" (0 to 1) and "_rationale".`
           ),
           Message.user(input)
         ],
-        schema: AnswerShape.jsonSchemaOf(checked.query.answer_shape),
-        ...(temperature === undefined ? {} : { temperature })
-      })
+        [],
+        { schema: jsonSchemaOf(checked.query.answer_shape), ...(temperature === undefined ? {} : { temperature }) }
+      )
       return responder.engine.infer(inference).pipe(
         Effect.mapError(failureText),
         Effect.tap((result) => Ref.update(usage, (us) => [...us, result.usage])),
