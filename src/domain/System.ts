@@ -115,8 +115,9 @@ export class SystemRequest extends Schema.Class<SystemRequest>("SystemRequest")(
   traceId: Schema.optional(Schema.String),
   messages: Schema.Array(WireMessage),
   mode: Mode,
-  hints: Schema.optionalWith(ExecutionHints, { default: () => new ExecutionHints({}) }),
-  output: Schema.optionalWith(OutputContract, { default: () => new OutputContract({}) }),
+  // defaults of all-optional fields: valid by construction, not validated again on every request
+  hints: Schema.optionalWith(ExecutionHints, { default: () => new ExecutionHints({}, true) }),
+  output: Schema.optionalWith(OutputContract, { default: () => new OutputContract({}, true) }),
   /** Allowed tool names; empty means every registered tool. */
   tools: Schema.optionalWith(Schema.Array(Schema.String), { default: () => [] }),
   /**
