@@ -123,24 +123,26 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
     return current
   }
 
-  const transition: Tracker["transition"] = (to, reason, fields = {}) =>
-    Effect.clockWith((clock) =>
-      Effect.suspend(() => {
-        const left = move(clock, to, fields.error)
-        return left === undefined ? Effect.succeed(false) : Effect.as(record(left.current, to, state.attempt, reason), true)
+  const readers = {
+    state: Effect.sync(() => state),
+    history: Effect.sync(() => history.slice()),
+    stepCompleted: (name: string) =>
+      Effect.sync(() => {
+        state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
       })
-    )
+  }
 
   if (Option.isNone(parent)) {
     return {
-      state: Effect.sync(() => state),
-      history: Effect.sync(() => history.slice()),
+      ...readers,
       interrupted: Effect.void,
-      stepCompleted: (name) =>
-        Effect.sync(() => {
-          state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
-        }),
-      transition
+      transition: (to, reason, fields = {}) =>
+        Effect.clockWith((clock) =>
+          Effect.suspend(() => {
+            const left = move(clock, to, fields.error)
+            return left === undefined ? Effect.succeed(false) : Effect.as(record(left.current, to, state.attempt, reason), true)
+          })
+        )
     } satisfies Tracker
   }
 
@@ -148,8 +150,7 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const lock = yield* Effect.makeSemaphore(1)
   const request = parent.value
   return {
-    state: Effect.sync(() => state),
-    history: Effect.sync(() => history.slice()),
+    ...readers,
     interrupted: Effect.suspend(() => {
       const span = open
       open = Option.none()
@@ -157,10 +158,6 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
         ? Effect.zipRight(Effect.sync(() => span.value.attribute("pagantic.lifecycle.interrupted", true)), endSpan(span.value))
         : Effect.void
     }),
-    stepCompleted: (name) =>
-      Effect.sync(() => {
-        state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
-      }),
     transition: (to, reason, fields = {}) =>
       lock.withPermits(1)(
         Effect.gen(function* () {

@@ -206,7 +206,7 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
   let usage = TokenUsage.empty
   let correction: ReadonlyArray<Message.Message> = []
   let lastRaw = ""
-  const model = yield* Spans.modelName(engine.modelInfo)
+  const model = Spans.lazyModelName(engine.modelInfo)
   const repairAllowed = options.repairAllowed ?? true
   const strictValidation = options.strictValidation ?? true
   const inferOnce = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))

@@ -67,16 +67,13 @@ export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureSta
   Effect.flatMap(listened, (on) => on ? Effect.withSpan(effect, name, { ...options, captureStackTrace: false }) : effect)
 
 /**
- * Provides the observability services `services` took (nothing to do when there
+ * Provides the observability services `servicesOf` took (nothing to do when there
  * were none: providing an empty context costs a context merge per call).
  */
 export const within = (observe: Context.Context<never>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   observe.unsafeMap.size === 0 ? effect : Effect.provide(effect, observe)
 
-/** The observability services present now (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
-export const services: Effect.Effect<Context.Context<never>> = Effect.contextWith((context) => servicesOf(context))
-
-/** The observability services of `context` (EventLog, Metrics, CostTracker). */
+/** The observability services of `context` (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export function servicesOf(context: Context.Context<never>): Context.Context<never> {
   let observe = Context.empty() as Context.Context<never>
   const eventLog = Context.getOption(context, EventLog)

@@ -159,10 +159,6 @@ const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.option(Eff
 // Inference
 // ---------------------------------------------------------------------------
 
-/** The model name once per `make`, asked of the engine on first use. */
-export const modelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<Effect.Effect<string>> =>
-  Effect.sync(() => lazyModelName(modelInfo))
-
 /**
  * The model's name, asked of `modelInfo` the first time it is read and kept
  * (two reads racing before the first answer may both ask; the name is the same).
