@@ -326,6 +326,16 @@ export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void,
     Effect.map(Effect.provide(Facade.make(), c), (system) => Effect.provide(facadeCall(system), c)))
 }
 
+/** The same calls' plain-Effect baselines, on the same services (to profile or count a baseline as ours). */
+export const baseCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void, unknown>, never, Scope.Scope>>> = {
+  agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(plainTurn, c)),
+  telemetry: Effect.map(Layer.build(agentServices), (c) => Effect.provide(plainTurn, c)),
+  structured: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainStructuredCall, c)),
+  redundant: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainRedundant, c)),
+  plan: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainPlan, c)),
+  facade: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainChat, c))
+}
+
 const only = process.env.HOTPATH_BENCH_ONLY ?? ""
 
 const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> = [

@@ -19,8 +19,10 @@ import * as Issues from "../domain/Issues.js"
 import { fromSchema } from "../domain/JsonSchema.js"
 import { ToolDefinition } from "../domain/Message.js"
 import * as Text from "../domain/Text.js"
+import * as Timeout from "../services/internal/Timeout.js"
 import type { ExecuteOptions, Service, Tool, ToolOutput } from "../services/ToolRegistry.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
+import * as Local from "../services/internal/Local.js"
 
 export interface Options {
   /** Timeout for tools that set none. Default 30 seconds. */
@@ -59,6 +61,8 @@ export const make = <R = never>(
         new ToolDefinition({ name: t.name, description: t.description, parameters: fromSchema(t.parameters) })
       ])
     )
+    // each tool's argument decoder, made once
+    const decoderOf = new Map(tools.map((t) => [t.name, Schema.decodeUnknown(t.parameters)]))
     const allowed = (name: string, allow?: ReadonlyArray<string>) =>
       byName.has(name) && (allow === undefined || allow.length === 0 || allow.includes(name))
 
@@ -89,38 +93,31 @@ export const make = <R = never>(
       }
       const idempotent = tool.idempotent === true
       const timeout = Duration.decode(opts.timeout ?? tool.timeout ?? defaultTimeout)
-      const run = Effect.gen(function* () {
-        if (tool.available !== undefined) {
-          const up = yield* tool.available
-          if (!up) return yield* fail("TOOL_UNAVAILABLE", `Tool "${call.name}" is unavailable`, idempotent)
-        }
-        const args = yield* Schema.decodeUnknown(tool.parameters)(call.arguments).pipe(
-          Effect.mapError((error) =>
-            fail(
-              "TOOL_EXECUTION_FAILED",
-              `Invalid arguments for tool "${call.name}": ${Issues.describe(error, "an object of arguments", "the arguments").join("; ")}`,
-              false
+      const decoded = Effect.mapError(decoderOf.get(call.name)!(call.arguments), (error) =>
+        fail(
+          "TOOL_EXECUTION_FAILED",
+          `Invalid arguments for tool "${call.name}": ${Issues.describe(error, "an object of arguments", "the arguments").join("; ")}`,
+          false
+        ))
+      const handled = Effect.flatMap(decoded, (args) =>
+        Timeout.timeoutFail(
+          tool.handler(args).pipe(
+            Effect.catchAllDefect((defect) =>
+              Effect.fail(fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" crashed: ${Text.messageOf(defect)}`, idempotent, defect))
+            ),
+            Effect.mapError((error) =>
+              error instanceof ToolFailure
+                ? error
+                : fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" failed: ${Text.messageOf(error)}`, idempotent, error)
             )
-          )
-        )
-        const value = yield* tool.handler(args).pipe(
-          Effect.catchAllDefect((defect) =>
-            Effect.fail(fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" crashed: ${Text.messageOf(defect)}`, idempotent, defect))
           ),
-          Effect.mapError((error) =>
-            error instanceof ToolFailure
-              ? error
-              : fail("TOOL_EXECUTION_FAILED", `Tool "${call.name}" failed: ${Text.messageOf(error)}`, idempotent, error)
-          ),
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () =>
-              fail("TOOL_TIMEOUT", `Tool "${call.name}" timed out after ${Duration.format(timeout)}`, idempotent)
-          })
-        )
-        return { call, content: encodeOutput(value), value } satisfies ToolOutput
-      })
-      return Effect.provide(run, context)
+          timeout,
+          () => fail("TOOL_TIMEOUT", `Tool "${call.name}" timed out after ${Duration.format(timeout)}`, idempotent)
+        ))
+      const run = tool.available === undefined ? handled : Effect.flatMap(tool.available, (up) =>
+        up ? handled : Effect.fail(fail("TOOL_UNAVAILABLE", `Tool "${call.name}" is unavailable`, idempotent)))
+      const output = Effect.map(run, (value): ToolOutput => ({ call, content: encodeOutput(value), value }))
+      return Local.provide(output, context)
     }
 
     return {

@@ -33,6 +33,7 @@ import { recordEvent, withCorrelation } from "../services/EventLog.js"
 import { withMetrics } from "../services/Metrics.js"
 import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
+import * as Local from "../services/internal/Local.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -200,4 +201,4 @@ export const transition = (from: LifecycleState, to: LifecycleState, attempt: nu
 export const tracked =
   (tracker: Tracker) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locally(effect, currentTracker, Option.some(tracker))
+    Local.locally(effect, currentTracker, Option.some(tracker))

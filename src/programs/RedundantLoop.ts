@@ -67,6 +67,7 @@ import * as SpecializedLoop from "./SpecializedLoop.js"
 import * as Structured from "./Structured.js"
 import type { VotingStrategy } from "./Voting.js"
 import { MajorityVoting } from "./Voting.js"
+import * as Local from "../services/internal/Local.js"
 
 export const defaultReplicas = 3
 
@@ -201,9 +202,13 @@ const runWith = <A>(
       (replica) =>
         Effect.map(
           // A replica's own moves are events only: the request's tracker sees the loop as a whole.
-          Effect.either(Effect.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())).pipe(
-            Effect.provideService(EngineTag, draw.engineFor(replica)),
-            Effect.ensuring(draw.ended(replica))
+          Effect.ensuring(
+            Local.provideService(
+              Effect.either(Local.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())),
+              EngineTag,
+              draw.engineFor(replica)
+            ),
+            draw.ended(replica)
           ),
           (outcome): Replica<A> =>
             Either.isRight(outcome)
@@ -286,6 +291,6 @@ const runWith = <A>(
 /** A RedundantLoop with its options and services fixed. */
 export const make = <A>(options: Options<A>): Effect.Effect<RedundantLoop<A>, never, Engine.Engine | Constraint> =>
   Effect.map(Effect.context<Engine.Engine | Constraint>(), (context: Context.Context<Engine.Engine | Constraint>) => ({
-    run: (prompt: string) => Effect.provide(run(prompt, options), context),
+    run: (prompt: string) => Local.provide(run(prompt, options), context),
     runStream: (prompt: string) => Stream.provideContext(runStream(prompt, options), context)
   }))

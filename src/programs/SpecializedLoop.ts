@@ -42,6 +42,7 @@ import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as EventStream from "./internal/EventStream.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Structured from "./Structured.js"
+import * as Local from "../services/internal/Local.js"
 
 /** The second-phase instruction after the tool phase (a PromptProvider's `structuredPhase` template replaces it). */
 export const structuredPhasePrompt = "Produce your structured output now."
@@ -208,6 +209,6 @@ export const make = <A, EV extends ValidationFailure = never>(
   options: Options<A, EV>
 ): Effect.Effect<SpecializedLoop<A, EV>, never, Engine | Constraint> =>
   Effect.map(Effect.context<Engine | Constraint>(), (context: Context.Context<Engine | Constraint>) => ({
-    call: (prompt: string) => Effect.provide(call(prompt, options), context),
+    call: (prompt: string) => Local.provide(call(prompt, options), context),
     callStream: (prompt: string) => Stream.provideContext(callStream(prompt, options), context)
   }))

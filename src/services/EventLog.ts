@@ -15,6 +15,7 @@ import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
+import * as Local from "./internal/Local.js"
 
 /** The correlation context of the running fiber; events read it when recorded. */
 export const currentCorrelation: FiberRef.FiberRef<CorrelationContext> = FiberRef.unsafeMake(
@@ -70,4 +71,4 @@ const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer
 export const withCorrelation =
   (fields: Partial<CorrelationContext>) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.locallyWith(effect, currentCorrelation, (current) => new CorrelationContext({ ...current, ...fields }, true))
+    Local.locallyWith(effect, currentCorrelation, (current) => new CorrelationContext({ ...current, ...fields }, true))

@@ -22,6 +22,7 @@ import * as Plan from "./Plan.js"
 import * as QueryMode from "./Query.js"
 import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
+import * as Local from "../../services/internal/Local.js"
 
 /**
  * Reads `output.grammarFile` into `output.grammar` (PREPARE): a regular file of
@@ -84,4 +85,4 @@ export const route = (
   Effect.flatMap(admitted, (checked) =>
     checked.mode === "query"
       ? QueryMode.run(env, checked, tracker, runOptions)
-      : Effect.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))
+      : Local.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))

@@ -31,6 +31,7 @@ import * as Modes from "./Modes.js"
 import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
+import * as Local from "../../services/internal/Local.js"
 
 /**
  * Runs `effect` in a fiber of its own, which a cancel of the request or its
@@ -103,7 +104,7 @@ const executeChecked = (
     const exit: Exit.Exit<Outcome, Failure> = registration.cancelledEarly
       ? Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
       : yield* cancellable(
-        body.pipe(Lifecycle.tracked(tracker), Effect.provide(context), Effect.locally(Engine.currentRequest, inThisRequest)),
+        Local.locally(Local.provide(Lifecycle.tracked(tracker)(body), context), Engine.currentRequest, inThisRequest),
         registration,
         requestId,
         timeout,

@@ -37,6 +37,7 @@ import { IdGenerator } from "../../services/IdGenerator.js"
 import { Metrics, withMetrics } from "../../services/Metrics.js"
 import * as Tracing from "../../services/internal/Tracing.js"
 import * as Spans from "./Spans.js"
+import * as Local from "../../services/internal/Local.js"
 
 // ---------------------------------------------------------------------------
 // Services
@@ -71,7 +72,7 @@ export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureSta
  * were none: providing an empty context costs a context merge per call).
  */
 export const within = (observe: Context.Context<never>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  observe.unsafeMap.size === 0 ? effect : Effect.provide(effect, observe)
+  observe.unsafeMap.size === 0 ? effect : Local.provide(effect, observe)
 
 /** The observability services of `context` (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export function servicesOf(context: Context.Context<never>): Context.Context<never> {
@@ -254,12 +255,15 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
     )
     return yield* exit
   })
-  // Nobody records or exports: no span (its id would stamp nothing).
+  // Nobody records or exports: no span (its id would stamp nothing), and no correlation (only events and spans read it).
+  const correlated = withCorrelation({ toolCallId: call.id, causedBy: call.id })
   return Effect.withFiberRuntime<A, E, R>((fiber) =>
-    recordsIn(fiber.currentContext) ? recorded : Tracing.exports(fiber.currentTracer) ? inSpan : options.execute
-  ).pipe(
-      withCorrelation({ toolCallId: call.id, causedBy: call.id })
-    )
+    recordsIn(fiber.currentContext)
+      ? correlated(recorded)
+      : Tracing.exports(fiber.currentTracer)
+      ? correlated(inSpan)
+      : options.execute
+  )
 }
 
 // ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ import * as Spans from "../internal/Spans.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type { StepHandler } from "./Handler.js"
 import type { StepResult } from "./Outcome.js"
+import * as Local from "../../services/internal/Local.js"
 
 /** What every step of an executor runs with. */
 export interface StepEnvironment {
@@ -135,7 +136,7 @@ const attemptsOf = (
 const withServices = <A>(
   environment: StepEnvironment,
   effect: Effect.Effect<A, Failure, any>
-): Effect.Effect<A, Failure> => Effect.provide(effect, environment.context) as Effect.Effect<A, Failure>
+): Effect.Effect<A, Failure> => Local.provide(effect, environment.context) as Effect.Effect<A, Failure>
 
 const recordStepEvent = (
   step: Plan.Step,

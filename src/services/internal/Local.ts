@@ -1,0 +1,49 @@
+/**
+ * A fiber ref's value, or the context, changed for one effect, at about half
+ * the operations of Effect's own.
+ *
+ * `Effect.locally`, `Effect.locallyWith`, `Effect.provide(context)` and
+ * `Effect.provideService` all set a fiber ref through `acquireUseRelease`:
+ * about 22 Effect operations each, on paths where the effect inside costs a few
+ * (a tool call, a correlation id set for a turn). These do the same with an
+ * uninterruptible region around one match: the value is set, the effect runs
+ * in the caller's interruptibility, and the old value is set back whatever way
+ * it ends (success, failure, defect, interruption) before the result goes on.
+ * Fibers forked inside see the new value, as with Effect's.
+ */
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+
+/** `Effect.locallyWith`: `effect` with `ref` set to `f` of its value, set back afterwards. */
+export const locallyWith = <A, E, R, V>(
+  effect: Effect.Effect<A, E, R>,
+  ref: FiberRef.FiberRef<V>,
+  f: (current: V) => V
+): Effect.Effect<A, E, R> =>
+  Effect.uninterruptibleMask((restore) =>
+    Effect.flatMap(FiberRef.getAndUpdate(ref, f), (old) =>
+      Effect.matchCauseEffect(restore(effect), {
+        onFailure: (cause) => Effect.zipRight(FiberRef.set(ref, old), Effect.failCause(cause)),
+        onSuccess: (a) => Effect.as(FiberRef.set(ref, old), a)
+      }))
+  )
+
+/** `Effect.locally`: `effect` with `ref` set to `value`, set back afterwards. */
+export const locally = <A, E, R, V>(effect: Effect.Effect<A, E, R>, ref: FiberRef.FiberRef<V>, value: V): Effect.Effect<A, E, R> =>
+  locallyWith(effect, ref, () => value)
+
+/** `Effect.provide(effect, context)`: the context's services added to the caller's (replacing the same tags) for `effect`. */
+export const provide = <A, E, R, S>(
+  effect: Effect.Effect<A, E, R>,
+  context: Context.Context<S>
+): Effect.Effect<A, E, Exclude<R, S>> =>
+  locallyWith(effect, FiberRef.currentContext, (parent) => Context.merge(parent, context)) as Effect.Effect<A, E, Exclude<R, S>>
+
+/** `Effect.provideService`. */
+export const provideService = <A, E, R, I, S>(
+  effect: Effect.Effect<A, E, R>,
+  tag: Context.Tag<I, S>,
+  service: NoInfer<S>
+): Effect.Effect<A, E, Exclude<R, I>> =>
+  locallyWith(effect, FiberRef.currentContext, (parent) => Context.add(parent, tag, service)) as Effect.Effect<A, E, Exclude<R, I>>

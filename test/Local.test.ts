@@ -1,0 +1,75 @@
+/**
+ * services/internal/Local: a fiber ref (or the context) changed for one effect,
+ * set back however it ends, as Effect's `locally` and `provide` do, at fewer
+ * operations.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as Local from "../src/services/internal/Local.js"
+import { operations } from "./support/Operations.js"
+
+const ref = FiberRef.unsafeMake("outer")
+class Name extends Context.Tag("test/Local/Name")<Name, string>() {}
+class Other extends Context.Tag("test/Local/Other")<Other, number>() {}
+
+describe("Local", () => {
+  it.effect("sets the value for the effect and back after success, failure and defect", () =>
+    Effect.gen(function* () {
+      expect(yield* Local.locally(FiberRef.get(ref), ref, "inner")).toBe("inner")
+      expect(yield* FiberRef.get(ref)).toBe("outer")
+      const failed = yield* Effect.exit(Local.locally(Effect.fail("no"), ref, "inner"))
+      expect(failed).toEqual(Exit.fail("no"))
+      expect(yield* FiberRef.get(ref)).toBe("outer")
+      const died = yield* Effect.exit(Local.locally(Effect.dieMessage("boom"), ref, "inner"))
+      expect(Exit.isFailure(died)).toBe(true)
+      expect(yield* FiberRef.get(ref)).toBe("outer")
+      expect(yield* Local.locallyWith(FiberRef.get(ref), ref, (v) => `${v}+`)).toBe("outer+")
+    }))
+
+  it.effect("sets the value back before the caller's finalizers run when the effect is interrupted", () =>
+    Effect.gen(function* () {
+      const seen = yield* Deferred.make<string>()
+      const started = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(
+        Effect.ensuring(
+          Local.locally(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), ref, "inner"),
+          Effect.flatMap(FiberRef.get(ref), (v) => Deferred.succeed(seen, v))
+        )
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      expect(yield* Deferred.await(seen)).toBe("outer")
+    }))
+
+  it.effect("fibers forked inside see the value", () =>
+    Effect.gen(function* () {
+      const inner = yield* Local.locally(Effect.flatMap(Effect.fork(FiberRef.get(ref)), Fiber.join), ref, "inner")
+      expect(inner).toBe("inner")
+    }))
+
+  it.effect("provide adds services to the caller's and replaces the same tags, for the effect only", () =>
+    Effect.gen(function* () {
+      const both = Effect.all([Name, Other])
+      const inside = yield* Local.provide(both, Context.make(Name, "new")).pipe(Effect.provideService(Name, "old"), Effect.provideService(Other, 1))
+      expect(inside).toEqual(["new", 1])
+      const serviced = yield* Local.provideService(Name, Name, "svc")
+      expect(serviced).toBe("svc")
+      expect(Context.getOption(yield* Effect.context<never>(), Name)._tag).toBe("None")
+    }))
+
+  it.effect("costs fewer operations than Effect's own", () =>
+    Effect.gen(function* () {
+      const ours = yield* operations(Local.locally(Effect.void, ref, "x"))
+      const effects = yield* operations(Effect.locally(Effect.void, ref, "x"))
+      const provided = yield* operations(Local.provide(Effect.void, Context.make(Name, "n")))
+      const effectsProvided = yield* operations(Effect.provide(Effect.void, Context.make(Name, "n")))
+      expect(ours).toBeLessThanOrEqual(15)
+      expect(ours).toBeLessThan(effects)
+      expect(provided).toBeLessThan(effectsProvided)
+    }))
+})

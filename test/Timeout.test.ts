@@ -1,0 +1,76 @@
+/**
+ * services/internal/Timeout: `Effect.timeoutFail` with one fiber on the live
+ * clock (real time here, bounded), Effect's own under the TestClock.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as TestClock from "effect/TestClock"
+import * as Timeout from "../src/services/internal/Timeout.js"
+import { operations } from "./support/Operations.js"
+
+const ref = FiberRef.unsafeMake(0)
+const timers = () => process.getActiveResourcesInfo().filter((r) => r === "Timeout").length
+
+describe("Timeout", () => {
+  it.live("the effect's success or failure is the result, its fiber refs kept; no timer stays", () =>
+    Effect.gen(function* () {
+      const before = timers()
+      const value = yield* Timeout.timeoutFail(Effect.as(FiberRef.set(ref, 7), "done"), "1 hour", () => "late")
+      expect(value).toBe("done")
+      expect(yield* FiberRef.get(ref)).toBe(7)
+      const failed = yield* Effect.exit(Timeout.timeoutFail(Effect.fail("no"), "1 hour", () => "late"))
+      expect(failed).toEqual(Exit.fail("no"))
+      const async = yield* Timeout.timeoutFail(Effect.as(Effect.sleep("5 millis"), "slept"), "1 hour", () => "late")
+      expect(async).toBe("slept")
+      expect(timers()).toBe(before)
+    }))
+
+  it.live("past the duration the effect is interrupted and awaited, then onTimeout", () =>
+    Effect.gen(function* () {
+      const finalized = yield* Deferred.make<void>()
+      const started = Date.now()
+      const exit = yield* Effect.exit(
+        Timeout.timeoutFail(Effect.onInterrupt(Effect.never, () => Deferred.succeed(finalized, undefined)), "50 millis", () => "late")
+      )
+      expect(exit).toEqual(Exit.fail("late"))
+      expect(yield* Deferred.isDone(finalized)).toBe(true)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(45)
+    }).pipe(Effect.timeout("10 seconds")))
+
+  it.live("a caller interrupted while it waits interrupts the effect", () =>
+    Effect.gen(function* () {
+      const started = yield* Deferred.make<void>()
+      const finalized = yield* Deferred.make<void>()
+      yield* Effect.sleep("1 millis") // the bound's own timer is started
+      const before = timers()
+      const fiber = yield* Effect.fork(
+        Timeout.timeoutFail(
+          Effect.zipRight(Deferred.succeed(started, undefined), Effect.onInterrupt(Effect.never, () => Deferred.succeed(finalized, undefined))),
+          "1 hour",
+          () => "late"
+        )
+      )
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      expect(yield* Deferred.isDone(finalized)).toBe(true)
+      expect(timers()).toBe(before)
+    }).pipe(Effect.timeout("10 seconds")))
+
+  it.effect("under the TestClock, time is the Clock's", () =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.fork(Effect.exit(Timeout.timeoutFail(Effect.never, "5 seconds", () => "late")))
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* Fiber.join(fiber)).toEqual(Exit.fail("late"))
+    }))
+
+  it.live("costs fewer operations than Effect.timeoutFail", () =>
+    Effect.gen(function* () {
+      const ours = yield* operations(Timeout.timeoutFail(Effect.succeed(1), "30 seconds", () => "late"))
+      const effects = yield* operations(Effect.timeoutFail(Effect.succeed(1), { duration: "30 seconds", onTimeout: () => "late" }))
+      expect(ours).toBeLessThan(effects)
+    }))
+})
