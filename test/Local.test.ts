@@ -72,4 +72,16 @@ describe("Local", () => {
       expect(ours).toBeLessThan(effects)
       expect(provided).toBeLessThan(effectsProvided)
     }))
+
+  it.effect("provide is one operation when the caller holds those services already", () =>
+    Effect.gen(function* () {
+      const held = Context.make(Name, "n")
+      const again = yield* operations(Local.provide(Effect.void, held)).pipe(Effect.provide(held))
+      const serviceAgain = yield* operations(Local.provideService(Effect.void, Name, "n")).pipe(Effect.provide(held))
+      const other = yield* operations(Local.provide(Effect.void, Context.make(Name, "m"))).pipe(Effect.provide(held))
+      expect(again).toBeLessThanOrEqual(1)
+      expect(serviceAgain).toBeLessThanOrEqual(1)
+      expect(other).toBeGreaterThan(5)
+      expect(yield* Local.provide(Name, Context.make(Name, "m")).pipe(Effect.provide(held))).toBe("m")
+    }))
 })

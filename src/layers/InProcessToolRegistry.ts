@@ -10,6 +10,7 @@
  *   handler fails, throws or dies   TOOL_EXECUTION_FAILED  retryable if idempotent
  *   handler exceeds its timeout     TOOL_TIMEOUT           retryable if idempotent
  */
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -48,7 +49,9 @@ export const make = <R = never>(
   options: Options = {}
 ): Effect.Effect<Service, never, R> =>
   Effect.gen(function* () {
-    const context = yield* Effect.context<R>()
+    // what the handlers need; not the memo map of the layer build this runs in (a handler's own layers are its own),
+    // so that the context a call runs in most often holds all of it already (services/internal/Local.provide)
+    const context = Context.omit(Layer.CurrentMemoMap)(yield* Effect.context<R>()) as Context.Context<R>
     const defaultTimeout = Duration.decode(options.defaultTimeout ?? "30 seconds")
     const byName = new Map<string, AnyTool<R>>()
     for (const tool of tools) {

@@ -33,17 +33,38 @@ export const locallyWith = <A, E, R, V>(
 export const locally = <A, E, R, V>(effect: Effect.Effect<A, E, R>, ref: FiberRef.FiberRef<V>, value: V): Effect.Effect<A, E, R> =>
   locallyWith(effect, ref, () => value)
 
-/** `Effect.provide(effect, context)`: the context's services added to the caller's (replacing the same tags) for `effect`. */
+/**
+ * `Effect.provide(effect, context)`: the context's services added to the
+ * caller's (replacing the same tags) for `effect`. When the caller's context
+ * holds every one of them already (the services a loop or a registry took where
+ * it was made are most often the ones its caller runs with), `effect` runs as it
+ * is: the merge would give the same services.
+ */
 export const provide = <A, E, R, S>(
   effect: Effect.Effect<A, E, R>,
   context: Context.Context<S>
 ): Effect.Effect<A, E, Exclude<R, S>> =>
-  locallyWith(effect, FiberRef.currentContext, (parent) => Context.merge(parent, context)) as Effect.Effect<A, E, Exclude<R, S>>
+  Effect.withFiberRuntime((fiber) =>
+    holdsAll(fiber.currentContext, context as Context.Context<unknown>)
+      ? effect
+      : locallyWith(effect, FiberRef.currentContext, (parent) => Context.merge(parent, context))
+  ) as Effect.Effect<A, E, Exclude<R, S>>
 
-/** `Effect.provideService`. */
+/** `Effect.provideService`, nothing to do when the caller's context holds that service already. */
 export const provideService = <A, E, R, I, S>(
   effect: Effect.Effect<A, E, R>,
   tag: Context.Tag<I, S>,
   service: NoInfer<S>
 ): Effect.Effect<A, E, Exclude<R, I>> =>
-  locallyWith(effect, FiberRef.currentContext, (parent) => Context.add(parent, tag, service)) as Effect.Effect<A, E, Exclude<R, I>>
+  Effect.withFiberRuntime((fiber) =>
+    fiber.currentContext.unsafeMap.get(tag.key) === service
+      ? effect
+      : locallyWith(effect, FiberRef.currentContext, (parent) => Context.add(parent, tag, service))
+  ) as Effect.Effect<A, E, Exclude<R, I>>
+
+/** Whether `current` has each service of `context`, the same value under the same tag. */
+const holdsAll = (current: Context.Context<never>, context: Context.Context<unknown>): boolean => {
+  if (context.unsafeMap.size > current.unsafeMap.size) return false
+  for (const [key, service] of context.unsafeMap) if (current.unsafeMap.get(key) !== service) return false
+  return true
+}
