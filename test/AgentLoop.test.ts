@@ -17,7 +17,7 @@ import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import { ContextProvider } from "../src/services/ContextProvider.js"
-import { EventLog } from "../src/services/EventLog.js"
+import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import { add, failing, hanging, slow, throwing } from "./support/tools.js"
 
@@ -489,6 +489,68 @@ describe("AgentLoop", () => {
           )
         )
       )
+    )
+  })
+
+  describe("one turn at a time", () => {
+    it.effect("a second turn waits for the first to commit; the history has both whole, in order", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make()
+        const first = yield* Effect.fork(agent.chat("one"))
+        const second = yield* Effect.fork(agent.chat("two"))
+        yield* TestClock.adjust("1 second")
+        expect((yield* Fiber.join(first)).content).toBe("1")
+        expect((yield* Fiber.join(second)).content).toBe("2")
+        expect((yield* agent.messages).map((m) => m.content)).toEqual(["one", "1", "two", "2"])
+        // the second request was made after the first turn's answer was in the history
+        const requests = yield* ScriptedEngine.requests
+        expect(requests[1]!.messages.map((m) => m.content)).toEqual(["one", "1", "two"])
+      }).pipe(Effect.provide(engine([ScriptedEngine.reply("1", { delay: "1 second" }), ScriptedEngine.reply("2")])))
+    )
+
+    it.effect("a failed turn, an interrupted turn and a turn interrupted while waiting all let the next one in", () =>
+      Effect.gen(function* () {
+        const agent = yield* AgentLoop.make()
+        expect((yield* Effect.flip(agent.chat("fails")))._tag).toBe("InferenceFailure")
+        const running = yield* Effect.fork(agent.chat("slow"))
+        yield* TestClock.adjust("1 second")
+        const waiting = yield* Effect.fork(agent.chat("waits"))
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.interrupt(waiting)
+        yield* Fiber.interrupt(running)
+        const last = yield* agent.chat("last").pipe(Effect.timeout("1 second"), Effect.fork)
+        yield* TestClock.adjust("1 second")
+        expect((yield* Fiber.join(last)).content).toBe("ok")
+        expect((yield* agent.messages).map((m) => m.content)).toEqual(["last", "ok"])
+      }).pipe(Effect.provide(engine([
+        ScriptedEngine.fail(InferenceFailure.modelUnavailable("down")),
+        ScriptedEngine.reply("never", { delay: "1 hour" }),
+        ScriptedEngine.reply("ok")
+      ])))
+    )
+
+    it.effect("the turn's correlation holds inside it and is set back after it", () =>
+      Effect.gen(function* () {
+        const seen = yield* Ref.make<ReadonlyArray<string>>([])
+        const probe = Tool.make({
+          name: "probe",
+          description: "reads the correlation",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.flatMap(currentCorrelation, (c) => Ref.update(seen, (s) => [...s, c.sessionId ?? "none"]))
+        })
+        const agent = yield* AgentLoop.make({ sessionId: "s-probe" }).pipe(
+          Effect.provide(Layer.merge(engine([ScriptedEngine.toolCalls([{ name: "probe", arguments: {} }]), ScriptedEngine.reply("done")]), tools(probe)))
+        )
+        const before = yield* currentCorrelation
+        yield* agent.chat("probe")
+        expect(yield* Ref.get(seen)).toEqual(["s-probe"])
+        expect(yield* currentCorrelation).toEqual(before)
+        const failed = yield* AgentLoop.make({ sessionId: "s-fail" }).pipe(
+          Effect.provide(engine([ScriptedEngine.fail(InferenceFailure.modelUnavailable("down"))]))
+        )
+        yield* Effect.flip(failed.chat("x"))
+        expect(yield* currentCorrelation).toEqual(before)
+      })
     )
   })
 

@@ -262,6 +262,27 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
   })
 })
 
+describe("the transcript a run sends", { timeout: 30_000 }, () => {
+  it.effect("each message is turned into the engine's form once: the second request reuses the first one's messages", () =>
+    Effect.gen(function* () {
+      const agent = yield* AgentLoop.make()
+      yield* agent.chat("What is 2 + 3?")
+      const [first, second] = yield* ScriptedEngine.requests
+      expect(second!.messages.map((m) => m.role)).toEqual(["user", "assistant", "tool"])
+      expect(second!.messages[0]).toBe(first!.messages[0])
+      const transcript = yield* agent.messages
+      expect(transcript[1]).toBe(second!.messages[1])
+    }).pipe(Effect.provide(Layer.merge(
+      ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
+      Registry.layer([Tool.make({
+        name: "add",
+        description: "Adds two numbers",
+        parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+        handler: ({ a, b }) => Effect.succeed(String(a + b))
+      })])
+    ))))
+})
+
 describe("Telemetry.layerInMemory and OpenTelemetry's context", { timeout: 30_000 }, () => {
   /** The OpenTelemetry span id active inside an Effect span, and that span's id. */
   const activeInside = Effect.gen(function* () {

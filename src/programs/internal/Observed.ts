@@ -23,6 +23,7 @@ import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as Exit from "effect/Exit"
 import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
@@ -53,10 +54,12 @@ const recordsIn = (context: Context.Context<never>): boolean => {
   return Option.isSome(metrics) && metrics.value.enabled !== false
 }
 
+/** Whether anybody observes `fiber`: events or metrics recorded, or spans exported. */
+export const listenedBy = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =>
+  recordsIn(fiber.currentContext) || Tracing.exports(fiber.currentTracer)
+
 /** Whether anybody observes: events or metrics recorded, or spans exported (one read of the fiber). */
-export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) =>
-  Effect.succeed(recordsIn(fiber.currentContext) || Tracing.exports(fiber.currentTracer))
-)
+export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) => Effect.succeed(listenedBy(fiber)))
 
 /**
  * A span around `effect` that only exists when somebody observes (`listened`):

@@ -129,8 +129,23 @@ export const fromInput = (input: Input, index: number): Effect.Effect<Either.Eit
 /** Whether a message may be sent to an engine (`internal` ones never are). */
 export const shouldSend = (message: RunMessage): boolean => message.role !== "internal"
 
+/**
+ * The domain message each run message was last turned into: a run message is
+ * immutable, and a run sends its growing transcript once per model call, so
+ * without this each call would rebuild every message before it.
+ */
+const domainOf = new WeakMap<RunMessage, Message.Message>()
+
 /** The domain message an engine reads, or undefined for an internal message. */
 export const toDomain = (message: RunMessage): Message.Message | undefined => {
+  const known = domainOf.get(message)
+  if (known !== undefined) return known
+  const converted = convert(message)
+  if (converted !== undefined) domainOf.set(message, converted)
+  return converted
+}
+
+const convert = (message: RunMessage): Message.Message | undefined => {
   switch (message.role) {
     case "system":
       return Message.system(message.content)
