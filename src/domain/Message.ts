@@ -11,6 +11,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type * as AST from "effect/SchemaAST"
 import { JsonSchema } from "./JsonSchema.js"
+import * as Construct from "./Construct.js"
 
 /** The four roles of the conversation. */
 export const Role = Schema.Literal("system", "user", "assistant", "tool")
@@ -152,24 +153,21 @@ const ParseResultFail = (ast: AST.AST, actual: unknown, message: string) =>
 // comes in from outside (WireMessage, Message decoding), not on every message the
 // loops build.
 
-export const system = (content: string): Message => new SystemMessage({ role: "system", content }, true)
+export const system = (content: string): Message => Construct.unchecked(SystemMessage, { role: "system", content })
 
-export const user = (content: string): Message => new UserMessage({ role: "user", content }, true)
+export const user = (content: string): Message => Construct.unchecked(UserMessage, { role: "user", content })
 
 export const assistant = (content: string, toolCalls: ReadonlyArray<ToolCall> = []): Message =>
-  new AssistantMessage({ role: "assistant", content, toolCalls }, true)
+  Construct.unchecked(AssistantMessage, { role: "assistant", content, toolCalls })
 
 export const toolResult = (result: ToolResult): Message =>
-  new ToolMessage(
-    {
-      role: "tool",
-      content: result.content,
-      toolCallId: result.callId,
-      name: result.name,
-      isError: result.isError
-    },
-    true
-  )
+  Construct.unchecked(ToolMessage, {
+    role: "tool",
+    content: result.content,
+    toolCallId: result.callId,
+    name: result.name,
+    isError: result.isError
+  })
 
 export const isAssistant = (m: Message): m is AssistantMessage => m._tag === "AssistantMessage"
 export const isTool = (m: Message): m is ToolMessage => m._tag === "ToolMessage"

@@ -6,6 +6,7 @@
  * window is the largest seen.
  */
 import * as Schema from "effect/Schema"
+import * as Construct from "./Construct.js"
 
 export class TokenUsage extends Schema.Class<TokenUsage>("TokenUsage")({
   /** Prompt tokens the engine evaluated. */
@@ -68,7 +69,7 @@ export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
   const calls = a.calls + b.calls
   // sums, maxima and weighted means of valid usages are valid: no re-validation
   const cached = (a.cachedPromptTokens ?? 0) + (b.cachedPromptTokens ?? 0)
-  return new TokenUsage({
+  return Construct.unchecked(TokenUsage, {
     promptTokens: a.promptTokens + b.promptTokens,
     ...(cached === 0 ? {} : { cachedPromptTokens: cached }),
     reasoningTokens: a.reasoningTokens + b.reasoningTokens,
@@ -77,7 +78,7 @@ export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
     contextWindow: Math.max(a.contextWindow, b.contextWindow),
     tokensPerSecond: calls === 0 ? 0 : (a.tokensPerSecond * a.calls + b.tokensPerSecond * b.calls) / calls,
     calls
-  }, true)
+  })
 }
 
 /** Combines any number of usages. */

@@ -82,6 +82,7 @@ import * as RunMessage from "./run/Message.js"
 import * as Tools from "./run/Tools.js"
 import * as ClientTools from "./agent/ClientTools.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
+import * as Construct from "../domain/Construct.js"
 
 export type {
   AgentEvent,
@@ -273,7 +274,7 @@ const withTurnScope = <A, E>(
       Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
         const outer = fiber.getFiberRef(currentCorrelation)
         const correlate = (requestId: string) =>
-          FiberRef.set(currentCorrelation, new CorrelationContext({ ...outer, requestId, sessionId: loop.sessionId }, true))
+          FiberRef.set(currentCorrelation, Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId }))
         // a turn outside a request is a request of its own, when somebody observes it (the id is read by events and spans only)
         const correlated = outer.requestId === "unscoped" && Observed.listenedBy(fiber)
           ? Effect.flatMap(loop.nextId("req"), correlate)

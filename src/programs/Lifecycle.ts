@@ -34,6 +34,7 @@ import { withMetrics } from "../services/Metrics.js"
 import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Local from "../services/internal/Local.js"
+import * as Construct from "../domain/Construct.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -96,12 +97,12 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
 export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   // The machine's state lives in this closure and moves in one synchronous step (atomic between fibers):
   // no Ref, and no lock unless state spans must open and close in the order of the moves.
-  let state = new ExecutionState({
+  let state = Construct.unchecked(ExecutionState, {
     current: "INIT",
     enteredAt: DateTime.unsafeMake(yield* Clock.currentTimeMillis),
     attempt: 1,
     totalSteps: 0
-  }, true)
+  })
   const history: Array<{ readonly from: LifecycleState; readonly to: LifecycleState }> = []
   // States are spans only when somebody observes (events recorded or spans exported).
   const parent = (yield* Observed.listened) ? yield* Effect.option(Effect.currentParentSpan) : Option.none()
@@ -113,13 +114,13 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): ExecutionState | undefined => {
     const current = state
     if (!canTransition(current.current, to)) return undefined
-    state = new ExecutionState({
+    state = Construct.unchecked(ExecutionState, {
       ...current,
       current: to,
       enteredAt: DateTime.unsafeMake(clock.unsafeCurrentTimeMillis()),
       attempt: current.current === "VALIDATE" && to === "EXECUTE" ? current.attempt + 1 : current.attempt,
       ...(error === undefined ? {} : { lastError: error })
-    }, true)
+    })
     history.push({ from: current.current, to })
     return current
   }
@@ -129,7 +130,7 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
     history: Effect.sync(() => history.slice()),
     stepCompleted: (name: string) =>
       Effect.sync(() => {
-        state = new ExecutionState({ ...state, totalSteps: state.totalSteps + 1, lastStep: name }, true)
+        state = Construct.unchecked(ExecutionState, { ...state, totalSteps: state.totalSteps + 1, lastStep: name })
       })
   }
 

@@ -16,6 +16,7 @@ import * as Tracer from "effect/Tracer"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
 import * as Local from "./internal/Local.js"
+import * as Construct from "../domain/Construct.js"
 
 /** The correlation context of the running fiber; events read it when recorded. */
 export const currentCorrelation: FiberRef.FiberRef<CorrelationContext> = FiberRef.unsafeMake(
@@ -60,15 +61,15 @@ export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<vo
 const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer.AnySpan>): CorrelationContext => {
   if (Option.isNone(span) || correlation.spanId !== undefined) return correlation
   const parent = span.value._tag === "Span" ? span.value.parent : Option.none()
-  return new CorrelationContext({
+  return Construct.unchecked(CorrelationContext, {
     ...correlation,
     spanId: span.value.spanId,
     ...(Option.isSome(parent) ? { parentSpanId: parent.value.spanId } : {})
-  }, true)
+  })
 }
 
 /** Runs `effect` with fields of the correlation context replaced. */
 export const withCorrelation =
   (fields: Partial<CorrelationContext>) =>
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Local.locallyWith(effect, currentCorrelation, (current) => new CorrelationContext({ ...current, ...fields }, true))
+    Local.locallyWith(effect, currentCorrelation, (current) => Construct.unchecked(CorrelationContext, { ...current, ...fields }))

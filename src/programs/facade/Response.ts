@@ -28,6 +28,7 @@ import type * as Lifecycle from "../Lifecycle.js"
 import { invalid } from "./Check.js"
 import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
+import * as Construct from "../../domain/Construct.js"
 
 /** Who the response answers. */
 export interface Addressee {
@@ -59,7 +60,7 @@ const addressed = (to: Addressee) => ({
 })
 
 const answered = (to: Addressee, o: Outcome): SystemResponse =>
-  new SystemResponse({
+  Construct.unchecked(SystemResponse, {
     ...addressed(to),
     content: o.content,
     toolCallsMade: o.toolCallsMade ?? [],
@@ -74,7 +75,7 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
     ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
     ...(o.query === undefined ? {} : { query: o.query }),
     ...(o.logprobs === undefined ? {} : { logprobs: o.logprobs })
-  }, true)
+  })
 
 /**
  * An answer reports everything the request spent and did, as a failure does:
@@ -105,13 +106,13 @@ interface SpentSoFar {
 const nothingSpent: SpentSoFar = { usage: TokenUsage.empty, toolCalls: [] }
 
 const failed = (to: Addressee, content: string, error: SystemError, spent: SpentSoFar): SystemResponse =>
-  new SystemResponse({
+  Construct.unchecked(SystemResponse, {
     ...addressed(to),
     content,
     toolCallsMade: spent.toolCalls,
     tokenUsage: spent.usage,
     error
-  }, true)
+  })
 
 /** The response to a request's end, its terminal lifecycle move made. */
 export const respond = (

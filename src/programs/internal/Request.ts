@@ -9,6 +9,7 @@
 import * as Schema from "effect/Schema"
 import type * as Message from "../../domain/Message.js"
 import { InferenceRequest } from "../../services/Engine.js"
+import * as Construct from "../../domain/Construct.js"
 
 /** InferenceRequest's fields but its messages and tools. */
 export type Settings = Omit<ConstructorParameters<typeof InferenceRequest>[0], "messages" | "tools">
@@ -65,4 +66,4 @@ export const make = (
   messages: ReadonlyArray<Message.Message>,
   tools: ReadonlyArray<Message.ToolDefinition>,
   settings: Settings
-): InferenceRequest => new InferenceRequest({ messages, tools, ...checkSettings(settings) }, true)
+): InferenceRequest => Construct.unchecked(InferenceRequest, { messages, tools, ...checkSettings(settings) })

@@ -14,6 +14,7 @@ import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Message from "../../domain/Message.js"
 import { IdGenerator } from "../../services/IdGenerator.js"
+import * as Construct from "../../domain/Construct.js"
 
 /** The roles of a run's messages: the conversation's four, and `internal` (never sent to an engine). */
 export const Role = Schema.Literal("system", "user", "assistant", "tool", "internal")
@@ -61,14 +62,14 @@ const make = (
   extra: { readonly toolCalls?: ReadonlyArray<Message.ToolCall>; readonly toolResult?: RunToolResult } = {}
 ): Effect.Effect<RunMessage> =>
   Effect.map(fields.id === undefined ? Effect.flatMap(IdGenerator, (ids) => ids.next("msg")) : Effect.succeed(fields.id), (id) =>
-    new RunMessage({
+    Construct.unchecked(RunMessage, {
       id,
       role,
       content,
       toolCalls: extra.toolCalls ?? [],
       ...(extra.toolResult === undefined ? {} : { toolResult: extra.toolResult }),
       metadata: fields.metadata ?? {}
-    }, true)) // typed as the schema's fields: built without re-validation
+    })) // typed as the schema's fields: built without re-validation
 
 export const system = (content: string, fields: Fields = {}) => make("system", content, fields)
 export const user = (content: string, fields: Fields = {}) => make("user", content, fields)
@@ -90,12 +91,12 @@ export const fromDomain = (message: Message.Message, fields: Fields = {}): Effec
       return assistant(message.content, message.toolCalls, fields)
     case "ToolMessage":
       return tool(
-        new RunToolResult({
+        Construct.unchecked(RunToolResult, {
           callId: message.toolCallId,
           name: message.name,
           content: message.content,
           isError: message.isError
-        }, true),
+        }),
         fields
       )
   }
@@ -157,7 +158,7 @@ const convert = (message: RunMessage): Message.Message | undefined => {
       const r = message.toolResult
       return r === undefined
         ? undefined
-        : Message.toolResult(new Message.ToolResult({ callId: r.callId, name: r.name, content: r.content, isError: r.isError }, true))
+        : Message.toolResult(Construct.unchecked(Message.ToolResult, { callId: r.callId, name: r.name, content: r.content, isError: r.isError }))
     }
     case "internal":
       return undefined

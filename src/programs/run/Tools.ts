@@ -21,6 +21,7 @@ import * as Observed from "../internal/Observed.js"
 import * as Retry from "../internal/Retry.js"
 import { RunToolResult } from "./Message.js"
 import type { ToolOutcome } from "./Types.js"
+import * as Construct from "../../domain/Construct.js"
 
 /** What tool calls run with. */
 export interface ToolEnv {
@@ -54,14 +55,14 @@ export const run = (
       : `Error [${outcome.left.code}]: ${outcome.left.message}`
     const isError = Either.isLeft(outcome)
     return {
-      record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }, true),
-      result: new RunToolResult({
+      record: Construct.unchecked(ToolCallRecord, { id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }),
+      result: Construct.unchecked(RunToolResult, {
         callId: call.id,
         name: call.name,
         content,
         isError,
         ...(Either.isRight(outcome) ? { raw: outcome.right.value } : {})
-      }, true),
+      }),
       failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
     }
   })
@@ -79,8 +80,8 @@ const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegist
 export const notExecuted = (call: Message.ToolCall, reason: string): Outcome => {
   const content = `Error: not executed: ${reason}`
   return {
-    record: new ToolCallRecord({ id: call.id, name: call.name, arguments: call.arguments, result: content, isError: true, durationMs: 0 }, true),
-    result: new RunToolResult({ callId: call.id, name: call.name, content, isError: true }, true),
+    record: Construct.unchecked(ToolCallRecord, { id: call.id, name: call.name, arguments: call.arguments, result: content, isError: true, durationMs: 0 }),
+    result: Construct.unchecked(RunToolResult, { callId: call.id, name: call.name, content, isError: true }),
     failure: Option.none()
   }
 }
