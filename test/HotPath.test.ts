@@ -258,6 +258,10 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
       expect(() => Request.make([], [], { ...settings, topP: 1.5 })).toThrow(/topP/)
       expect(() => Request.make([], [], { ...settings, stop: [] })).toThrow(/stop/)
       expect(() => Request.make([], [], { ...settings, seed: 0.5 })).toThrow(/seed/)
+      // string and boolean fields by their type alone: a new session key every time is no new check
+      expect(Request.make([], [], { ...settings, sessionKey: `s${i}`, logprobs: true }).sessionKey).toBe(`s${i}`)
+      expect(() => Request.make([], [], { ...settings, sessionKey: 3 as never })).toThrow(/sessionKey/)
+      expect(() => Request.make([], [], { ...settings, logprobs: "yes" as never })).toThrow(/logprobs/)
     }
   })
 })

@@ -7,6 +7,7 @@
  * value checked once: a run sends the same settings on every call.
  */
 import * as Schema from "effect/Schema"
+import * as AST from "effect/SchemaAST"
 import type * as Message from "../../domain/Message.js"
 import { InferenceRequest } from "../../services/Engine.js"
 import * as Construct from "../../domain/Construct.js"
@@ -21,6 +22,26 @@ const fieldChecks: Readonly<Record<string, (input: unknown) => unknown>> = Objec
   Object.entries(settingFields).map(([key, field]) => [key, Schema.validateSync(Schema.Struct({ [key]: field }))])
 )
 
+/**
+ * Fields whose type is a plain string or boolean (or undefined): a `typeof` says
+ * whether a value passes (a session key differs per session, and would fill the
+ * cache below with one check each).
+ */
+const plainTypes: Readonly<Record<string, "string" | "boolean">> = Object.fromEntries(
+  Object.entries(settingFields).flatMap(([key, field]): Array<readonly [string, "string" | "boolean"]> => {
+    const ast = Schema.isPropertySignature(field)
+      ? field.ast._tag === "PropertySignatureDeclaration" ? field.ast.type : field.ast.to.type
+      : (field as Schema.Schema.Any).ast
+    const types = (AST.isUnion(ast) ? ast.types : [ast]).filter((t) => !AST.isUndefinedKeyword(t))
+    const only = types.length === 1 ? types[0]! : undefined
+    return only !== undefined && AST.isStringKeyword(only)
+      ? [[key, "string"]]
+      : only !== undefined && AST.isBooleanKeyword(only)
+      ? [[key, "boolean"]]
+      : []
+  })
+)
+
 /** Values that passed, per field: primitives by value (bounded), objects by identity. */
 const passedPrimitives = new Map<string, Set<unknown>>()
 let primitivesKept = 0
@@ -30,6 +51,8 @@ const MAX_PRIMITIVES = 4096
 const checkField = (key: string, value: unknown): void => {
   const check = fieldChecks[key]
   if (check === undefined) return // not a setting: InferenceRequest ignores it, as the whole-struct check did
+  const plain = plainTypes[key]
+  if (plain !== undefined && (value === undefined || typeof value === plain)) return
   if (typeof value === "object" && value !== null) {
     const passed = passedObjects.get(value)
     if (passed?.has(key)) return
