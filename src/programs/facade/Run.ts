@@ -32,6 +32,7 @@ import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
 import * as Local from "../../services/internal/Local.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 
 /**
  * Runs `effect` in a fiber of its own, which a cancel of the request or its
@@ -153,8 +154,7 @@ export const execute = (
       )
     })
     const run = !observed ? body : body.pipe(
-      Effect.withSpan("Facade.run", {
-        captureStackTrace: false,
+      Tracing.withSpan("Facade.run", {
         attributes: {
           mode: request.mode,
           requestId,

@@ -68,7 +68,7 @@ export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) 
  */
 export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(listened, (on) => on ? Effect.withSpan(effect, name, { ...options, captureStackTrace: false }) : effect)
+  Effect.flatMap(listened, (on) => on ? Tracing.withSpan(name, options)(effect) : effect)
 
 /**
  * Provides the observability services `servicesOf` took (nothing to do when there
@@ -127,11 +127,11 @@ export const inference = <E extends { readonly code: string; readonly message: s
   Effect.withFiberRuntime((fiber) =>
     recordsIn(fiber.currentContext)
       ? Effect.flatMap(options.model, (name) =>
-        recordedInference(name, options).pipe(Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
+        recordedInference(name, options).pipe(Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
       : Tracing.exports(fiber.currentTracer)
       ? Effect.flatMap(options.model, (name) =>
         Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
-          Effect.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
+          Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
         ))
       : unobserved(options)
   )

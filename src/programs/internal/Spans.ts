@@ -189,7 +189,7 @@ export const inference = <E, R>(
   options: InferenceSpanOptions = {}
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.flatMap(model, (name) =>
-    inferenceInSpan(name, request, call, options).pipe(Effect.withSpan(inferenceSpanName(name), clientSpan))
+    inferenceInSpan(name, request, call, options).pipe(Tracing.withSpan(inferenceSpanName(name), clientSpan))
   )
 
 /**
@@ -259,8 +259,7 @@ export const tool =
       }),
       self
     ).pipe(
-      Effect.withSpan(`execute_tool ${call.name}`, {
-        captureStackTrace: false,
+      Tracing.withSpan(`execute_tool ${call.name}`, {
         links: Option.isSome(requestedBy)
           ? [{ _tag: "SpanLink", span: requestedBy.value, attributes: { [GenAi.toolCallId]: call.id } }]
           : []

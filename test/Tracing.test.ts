@@ -1,0 +1,75 @@
+/**
+ * services/internal/Tracing.withSpan: Effect.withSpan's span (name, options,
+ * parent, the exit it ends with) at fewer operations.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Tracer from "effect/Tracer"
+import * as Tracing from "../src/services/internal/Tracing.js"
+import { operations } from "./support/Operations.js"
+
+const ended = (span: Tracer.Span) => (span.status._tag === "Ended" ? span.status : undefined)
+
+describe("Tracing.withSpan", () => {
+  it.effect("the effect runs in the span (its parent the caller's span); the span ends with the effect's exit", () =>
+    Effect.gen(function* () {
+      const [outer, inner, after] = yield* Effect.all([
+        Effect.currentSpan,
+        Tracing.withSpan("inner", { kind: "client", attributes: { a: 1 } })(Effect.currentSpan),
+        Effect.currentSpan
+      ]).pipe(Effect.withSpan("outer"))
+      expect(after).toBe(outer)
+      expect(inner.name).toBe("inner")
+      expect(inner.kind).toBe("client")
+      expect(inner.attributes.get("a")).toBe(1)
+      expect(Option.getOrThrow(inner.parent)).toBe(outer)
+      expect(ended(inner)?.exit).toEqual(Exit.succeed(inner))
+      // the caller's span is the current one again
+      expect(yield* Effect.option(Effect.currentSpan)).toEqual(Option.none())
+    }))
+
+  it.effect("a failure ends the span with the failure; the context is set back", () =>
+    Effect.gen(function* () {
+      let seen: Tracer.Span | undefined
+      const exit = yield* Effect.exit(
+        Tracing.withSpan("failing")(Effect.flatMap(Effect.currentSpan, (s) => ((seen = s), Effect.fail("no" as const))))
+      )
+      expect(exit).toEqual(Exit.fail("no"))
+      expect(ended(seen!)?.exit).toEqual(Exit.fail("no"))
+      expect(yield* Effect.option(Effect.currentSpan)).toEqual(Option.none())
+    }))
+
+  it.effect("an interrupted effect ends its span, interrupted", () =>
+    Effect.gen(function* () {
+      const started = yield* Deferred.make<Tracer.Span>()
+      const fiber = yield* Effect.fork(
+        Tracing.withSpan("hangs")(Effect.zipRight(Effect.flatMap(Effect.currentSpan, (s) => Deferred.succeed(started, s)), Effect.never))
+      )
+      const span = yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      const status = ended(span)
+      expect(status !== undefined && Exit.isInterrupted(status.exit)).toBe(true)
+    }))
+
+  it.effect("a span the effect ended itself is not ended again", () =>
+    Effect.gen(function* () {
+      let span: Tracer.Span | undefined
+      yield* Tracing.withSpan("self-ended")(Effect.flatMap(Effect.currentSpan, (s) =>
+        Effect.sync(() => {
+          span = s
+          s.end(1n, Exit.fail("early"))
+        })))
+      expect(ended(span!)).toMatchObject({ endTime: 1n, exit: Exit.fail("early") })
+    }))
+
+  it.effect("costs fewer operations than Effect.withSpan", () =>
+    Effect.gen(function* () {
+      const ours = yield* operations(Tracing.withSpan("s")(Effect.void))
+      const effects = yield* operations(Effect.withSpan(Effect.void, "s", { captureStackTrace: false }))
+      expect(ours).toBeLessThan(effects)
+    }))
+})
