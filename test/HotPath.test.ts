@@ -19,6 +19,7 @@ import * as Message from "../src/domain/Message.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
@@ -27,10 +28,12 @@ import * as Request from "../src/programs/internal/Request.js"
 import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
 import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { Constraint } from "../src/services/Constraint.js"
 import { EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { Metrics } from "../src/services/Metrics.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import { operations } from "./support/Operations.js"
 
 const request = new InferenceRequest({ messages: [Message.user("hi")], temperature: 0.5 })
 const result = new InferenceResult({
@@ -226,6 +229,19 @@ describe("spans with no tracer installed", { timeout: 30_000 }, () => {
       const exporting = Tracer.make({ span: (...args) => native.span(...args), context: native.context })
       expect(yield* spanned.pipe(Effect.withSpan("caller"), Effect.withTracer(exporting))).toEqual(Option.some("Loop.run"))
     }))
+
+  it.effect("a constraint check is in a span of its own only when a tracer exports spans", () =>
+    Effect.gen(function* () {
+      const constraint = yield* Constraint
+      const target = constraint.target(Schema.Struct({ answer: Schema.Number }))
+      const names: Array<string> = []
+      const native = yield* Effect.tracer
+      const recording = Tracer.make({ span: (name, ...rest) => (names.push(name), native.span(name, ...rest)), context: native.context })
+      yield* constraint.enforce('{"answer":5}', target).pipe(Effect.withSpan("caller"), Effect.provide(Observe.eventLogMemory))
+      expect(yield* operations(constraint.enforce('{"answer":5}', target))).toBeLessThan(20)
+      yield* Effect.withTracer(constraint.enforce('{"answer":5}', target), recording)
+      expect(names).toEqual(["Constraint.enforce"])
+    }).pipe(Effect.provide(JsonConstraint.layer)))
 
   it.effect("any other tracer: the span carries the gen_ai and correlation attributes", () =>
     Effect.gen(function* () {

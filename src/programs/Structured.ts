@@ -261,7 +261,8 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
   // VALIDATE -> EXECUTE only when the schedule grants another attempt (after its
   // delay); otherwise the rejection stands and the state stays VALIDATE, for the
   // request to end VALIDATE -> ERROR with as many attempts as replies.
-  const schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
+  // the retry schedule's driver, made at the first rejection (most calls are accepted at once)
+  let schedule: Schedule.ScheduleDriver<unknown, ConstraintFailure | EV, never> | undefined
   const outcome: Outcome<A, EV> = yield* Effect.gen(function* () {
     while (true) {
       lastRejectedValue = Option.none()
@@ -272,6 +273,7 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
           : { _tag: "InferenceFailed", failure: pass.right.left } as const
       }
       const failure = pass.left
+      if (schedule === undefined) schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
       const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
       if (options.onRejected !== undefined) {
         yield* options.onRejected({ attempt: attempts, failure, retrying: granted })
