@@ -31,6 +31,7 @@ import * as Hints from "./Hints.js"
 import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
+import * as Local from "../../services/internal/Local.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
@@ -51,7 +52,7 @@ export const run = (
     const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
     // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
     const provided = chat.prior.some(Message.isSystem) ? Option.none() : yield* Prompts.systemPrompt(chat.sessionId)
-    const agent = yield* Effect.provideService(
+    const agent = yield* Local.provideService(
       AgentLoop.make({
         sessionId: chat.sessionId,
         systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,

@@ -52,7 +52,11 @@ export type RetryOn = "validation" | "retryable"
 const retriesOn = (environment: StepEnvironment): ((error: Failure) => boolean) =>
   environment.retryOn === "retryable" ? (error) => error.retryable : isStepRetryable
 
-/** Runs `step` with its handler on `raw` (its explicit input or its dependencies' output). */
+/**
+ * Runs `step` with its handler on `raw` (its explicit input or its dependencies'
+ * output). Its events, span, latency and correlation (the step's name) only
+ * when somebody observes (internal/Observed `listened`): else nothing reads them.
+ */
 export const run = (
   environment: StepEnvironment,
   step: Plan.Step,
@@ -60,9 +64,19 @@ export const run = (
   raw: unknown,
   policy: Plan.PlanPolicy
 ): Effect.Effect<StepResult, Failure> =>
+  Effect.flatMap(Observed.listened, (observed) => {
+    const body = runStep(environment, step, handler, raw, policy)
+    return observed ? observe(step, body) : body
+  })
+
+const runStep = (
+  environment: StepEnvironment,
+  step: Plan.Step,
+  handler: StepHandler,
+  raw: unknown,
+  policy: Plan.PlanPolicy
+): Effect.Effect<StepResult, Failure> =>
   Effect.gen(function* () {
-    yield* Spans.annotate({ [Spans.Pagantic.stepType]: step.type })
-    yield* recordStepEvent(step, "plan.step.start", {})
     const input = yield* Either.mapLeft(decodeInput(handler.input, raw), (e) => mismatch(step, "input", e))
     const startedAt = yield* Clock.currentTimeMillis
     const attempts = yield* Ref.make(0)
@@ -87,6 +101,14 @@ export const run = (
       startedAt,
       finishedAt: yield* Clock.currentTimeMillis
     }
+  })
+
+/** The step's events, span, latency and correlation around its run. */
+const observe = (step: Plan.Step, body: Effect.Effect<StepResult, Failure>): Effect.Effect<StepResult, Failure> =>
+  Effect.gen(function* () {
+    yield* Spans.annotate({ [Spans.Pagantic.stepType]: step.type })
+    yield* recordStepEvent(step, "plan.step.start", {})
+    return yield* body
   }).pipe(
     Effect.tapBoth({
       onFailure: (error) =>
