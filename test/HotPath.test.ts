@@ -243,6 +243,23 @@ describe("spans with no tracer installed", { timeout: 30_000 }, () => {
       expect(names).toEqual(["Constraint.enforce"])
     }).pipe(Effect.provide(JsonConstraint.layer)))
 
+  it.effect("Observed.fn: Effect.fn's span, opened only when events are recorded or a tracer exports", () =>
+    Effect.gen(function* () {
+      const named = Observed.fn("Voting.test")(function* (n: number) {
+        const span = yield* Effect.option(Effect.currentSpan)
+        return [n, Option.map(span, (s) => s.name)] as const
+      })
+      expect(yield* named(1).pipe(Effect.withSpan("caller"))).toEqual([1, Option.some("caller")])
+      expect(yield* named(2).pipe(Effect.withSpan("caller"), Effect.provide(Observe.eventLogMemory))).toEqual([
+        2,
+        Option.some("Voting.test")
+      ])
+      const failing = Observed.fn("Voting.fails")(function* (reason: string) {
+        return yield* Effect.fail(reason)
+      })
+      expect(yield* Effect.flip(failing("no"))).toBe("no")
+    }))
+
   it.effect("any other tracer: the span carries the gen_ai and correlation attributes", () =>
     Effect.gen(function* () {
       const native = yield* Effect.tracer

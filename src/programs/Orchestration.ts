@@ -39,6 +39,7 @@ import * as SingleShot from "./patterns/SingleShot.js"
 import * as Verify from "./patterns/Verify.js"
 import * as Waterfall from "./patterns/Waterfall.js"
 import * as Check from "./query/Check.js"
+import * as Observed from "./internal/Observed.js"
 
 export { HumanResponse, type Notice } from "./patterns/Round.js"
 export { type CheckedTrigger, checkTrigger, childId, follow, recordText, type Trigger } from "./patterns/Nested.js"
@@ -67,7 +68,7 @@ export const definition = (options: Options = {}): QueryDefinition =>
 export const run: (
   query: Query.Query,
   options?: Options
-) => Effect.Effect<Records.Know, Failure, Durable | ResponderRegistry | Reranker> = Effect.fn("Orchestration.run")(
+) => Effect.Effect<Records.Know, Failure, Durable | ResponderRegistry | Reranker> = Observed.fn("Orchestration.run")(
   function* (query: Query.Query, options: Options = {}) {
     const checked = yield* Check.checkDecoded(query, options)
     const durable = yield* Durable

@@ -73,6 +73,7 @@ import type * as TaskParser from "./orchestrator/TaskParser.js"
 import { json } from "./orchestrator/TaskParser.js"
 import type { ProcessorsContext, TaskProcessor } from "./orchestrator/TaskProcessor.js"
 import * as PlanExecutor from "./PlanExecutor.js"
+import * as Observed from "./internal/Observed.js"
 
 export type { AnalyzerConfig } from "./orchestrator/Analyzer.js"
 export type { RetryConfig } from "./orchestrator/Retry.js"
@@ -250,7 +251,7 @@ const build = (
     processorTypes: settings.names,
     instruction: Analyzer.renderInstruction(settings.analyzer, settings.parser),
     execute: (list, taskContext = {}, options = {}) => execute(list, taskContext, Option.none(), options),
-    process: Effect.fn("Orchestrator.process")(function* (
+    process: Observed.fn("Orchestrator.process")(function* (
       task: string,
       taskContext: Readonly<Record<string, unknown>> = {},
       options: RunOptions = {}
@@ -280,7 +281,7 @@ const build = (
   }
 }
 
-const executeList = Effect.fn("Orchestrator.execute")(function* (
+const executeList = Observed.fn("Orchestrator.execute")(function* (
   settings: Settings,
   processors: ReadonlyMap<string, TaskProcessor<never>>,
   list: TaskList,

@@ -42,6 +42,7 @@ import type * as Engine from "../services/Engine.js"
 import { currentCorrelation, withCorrelation } from "../services/EventLog.js"
 import { ToolRegistry } from "../services/ToolRegistry.js"
 import * as DurableLoop from "./run/Durable.js"
+import * as Observed from "./internal/Observed.js"
 import * as Loop from "./run/Loop.js"
 import type { Input } from "./run/Message.js"
 import { LoopFinished } from "./run/Types.js"
@@ -100,7 +101,7 @@ type Phase = { readonly _tag: "Idle" } | { readonly _tag: "Running" } | { readon
  */
 export const make: <Out = string, E = never>(
   config?: LoopConfig<Out, E>
-) => Effect.Effect<RunLoop<Out, E>, ConfigurationFailure, Engine.Engine> = Effect.fn("RunLoop.make")(function* <
+) => Effect.Effect<RunLoop<Out, E>, ConfigurationFailure, Engine.Engine> = Observed.fn("RunLoop.make")(function* <
   Out = string,
   E = never
 >(config: LoopConfig<Out, E> = {}) {
@@ -144,13 +145,13 @@ export const make: <Out = string, E = never>(
     )
 
   return {
-    run: (messages) => once(messages, noEmit, false).pipe(Effect.withSpan("RunLoop.run", { captureStackTrace: false })),
+    run: (messages) => once(messages, noEmit, false).pipe(Observed.span("RunLoop.run")),
     runStream: (messages) =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const mailbox = yield* Mailbox.make<LoopEvent<Out>, RunLoopError<E>>()
           yield* once(messages, (e) => Effect.asVoid(mailbox.offer(e)), true).pipe(
-            Effect.withSpan("RunLoop.runStream", { captureStackTrace: false }),
+            Observed.span("RunLoop.runStream"),
             Mailbox.into(mailbox),
             Effect.forkScoped
           )
@@ -236,9 +237,10 @@ const withEmit = <Out, E>(settings: Loop.Settings<Out, E>, emit: (e: LoopEvent<O
       )
     }
 
-/** A request id for the run's events when the caller has none. */
+/** A request id for the run's events when the caller has none and somebody observes (only events and spans read it). */
 const withRequestScope = <A, E>(effect: Effect.Effect<A, E>, rt: Loop.Runtime): Effect.Effect<A, E> =>
   Effect.flatMap(currentCorrelation, (correlation) =>
     correlation.requestId === "unscoped"
-      ? Effect.flatMap(rt.nextId("req"), (requestId) => withCorrelation({ requestId })(effect))
+      ? Effect.flatMap(Observed.listened, (observed) =>
+        observed ? Effect.flatMap(rt.nextId("req"), (requestId) => withCorrelation({ requestId })(effect)) : effect)
       : effect)

@@ -43,6 +43,7 @@ import * as EventStream from "./internal/EventStream.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Structured from "./Structured.js"
 import * as Local from "../services/internal/Local.js"
+import * as Observed from "./internal/Observed.js"
 
 /** The second-phase instruction after the tool phase (a PromptProvider's `structuredPhase` template replaces it). */
 export const structuredPhasePrompt = "Produce your structured output now."
@@ -127,7 +128,7 @@ export const withTimeout =
 export const call: <A, EV extends ValidationFailure = never>(
   prompt: string,
   options: Options<A, EV>
-) => Effect.Effect<Result<A>, SpecializedLoopError<EV>, Engine | Constraint> = Effect.fn("SpecializedLoop.call")(
+) => Effect.Effect<Result<A>, SpecializedLoopError<EV>, Engine | Constraint> = Observed.fn("SpecializedLoop.call")(
   function* <A, EV extends ValidationFailure = never>(prompt: string, options: Options<A, EV>) {
     return yield* callWith(prompt, options, () => Effect.void)
   }
@@ -139,7 +140,7 @@ export const callStream = <A, EV extends ValidationFailure = never>(
   options: Options<A, EV>
 ): Stream.Stream<Progress<A, EV>, SpecializedLoopError<EV>, Engine | Constraint> =>
   EventStream.fromEmitting(
-    (emit) => callWith(prompt, options, emit).pipe(Effect.withSpan("SpecializedLoop.callStream", { captureStackTrace: false })),
+    (emit) => callWith(prompt, options, emit).pipe(Observed.span("SpecializedLoop.callStream")),
     (result): Progress<A, EV> => ({ _tag: "Finished", result })
   )
 

@@ -15,6 +15,7 @@ import * as Either from "effect/Either"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import { canonicalJson } from "../domain/Json.js"
 import * as Folds from "./Folds.js"
+import * as Observed from "./internal/Observed.js"
 
 /** The outcome of a vote. */
 export interface Vote {
@@ -73,7 +74,7 @@ const consensusOf = (strategy: string, candidates: ReadonlyArray<string>) =>
  */
 export const MajorityVoting: VotingStrategy = {
   name: "majority",
-  vote: Effect.fn("MajorityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
+  vote: Observed.fn("MajorityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
     if (candidates.length === 0) return yield* noCandidates("majority")
     const folded = yield* consensusOf("majority", candidates)
     const winner = folded.chosen.responderIndex
@@ -89,7 +90,7 @@ export const MajorityVoting: VotingStrategy = {
  */
 export const UnanimityVoting: VotingStrategy = {
   name: "unanimity",
-  vote: Effect.fn("UnanimityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
+  vote: Observed.fn("UnanimityVoting.vote")(function* (candidates: ReadonlyArray<string>) {
     if (candidates.length === 0) return yield* noCandidates("unanimity")
     const folded = yield* consensusOf("unanimity", candidates)
     const second = folded.groups[1]

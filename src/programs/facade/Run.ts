@@ -148,10 +148,11 @@ export const execute = (
         (id) => /^[0-9a-f]{32}$/.test(id)
       )
       const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
-      if (observed) yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
-      return yield* executeChecked(env, cancellations, request, requestId, admission, runOptions).pipe(
-        withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) })
-      )
+      const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+      // the correlation is read by events and spans only
+      if (!observed) return yield* executed
+      yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
+      return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
     })
     const run = !observed ? body : body.pipe(
       Tracing.withSpan("Facade.run", {

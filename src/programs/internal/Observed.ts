@@ -62,6 +62,22 @@ export const listenedBy = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean
 export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) => Effect.succeed(listenedBy(fiber)))
 
 /**
+ * `Effect.fn(name)`: the function's span opened only when somebody observes
+ * (`span`), and never with a stack trace. Effect's opens a span and captures a
+ * stack trace on every call, for nobody when nothing records or exports.
+ */
+export const fn = (name: string): typeof Effect.fnUntraced =>
+  ((body: Parameters<typeof Effect.fnUntraced>[0], ...pipeables: Array<(a: unknown) => unknown>) => {
+    const untraced = (Effect.fnUntraced as (...a: Array<unknown>) => (...args: Array<unknown>) => Effect.Effect<unknown, unknown, unknown>)(
+      body,
+      ...pipeables
+    )
+    return function (this: unknown, ...args: Array<unknown>) {
+      return span(name)(untraced.apply(this, args))
+    }
+  }) as unknown as typeof Effect.fnUntraced
+
+/**
  * A span around `effect` that only exists when somebody observes (`listened`):
  * with no events recorded and no tracer exporting, its id would stamp nothing.
  * Never with a stack trace.

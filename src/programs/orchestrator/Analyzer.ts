@@ -30,6 +30,7 @@ import { Engine, InferenceRequest } from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
 import * as Structured from "../Structured.js"
 import type { TaskParser } from "./TaskParser.js"
+import * as Observed from "../internal/Observed.js"
 
 export interface AnalyzerConfig {
   /** Default `defaultBaseInstruction`. */
@@ -166,7 +167,7 @@ export const analyze = (
     : analyzeText(messages, parser, processors, config)
 }
 
-const analyzeText = Effect.fn("Orchestrator.analyzeText")(function* (
+const analyzeText = Observed.fn("Orchestrator.analyzeText")(function* (
   messages: ReadonlyArray<Message.Message>,
   parser: TaskParser,
   processors: ReadonlyArray<string>,

@@ -19,6 +19,7 @@ import * as Text from "../../domain/Text.js"
 import { ResponderRegistry } from "../../services/ResponderRegistry.js"
 import * as Cel from "../Cel.js"
 import * as Folds from "../Folds.js"
+import * as Observed from "../internal/Observed.js"
 
 /** What checking needs from the application. */
 export interface Options {
@@ -138,7 +139,7 @@ export const check = (input: unknown, options: Options = {}): Either.Either<Chec
 export const checkWithRegistry: (
   input: unknown,
   options?: Omit<Options, "aliases">
-) => Effect.Effect<Checked, ConfigurationFailure, ResponderRegistry> = Effect.fn("Query.check")(function* (
+) => Effect.Effect<Checked, ConfigurationFailure, ResponderRegistry> = Observed.fn("Query.check")(function* (
   input: unknown,
   options: Omit<Options, "aliases"> = {}
 ) {

@@ -27,6 +27,7 @@ import type { HoursWindow, Responder } from "../../services/ResponderRegistry.js
 import { ResponderRegistry, slaDefaults } from "../../services/ResponderRegistry.js"
 import * as Cel from "../Cel.js"
 import type * as Check from "./Check.js"
+import * as Observed from "../internal/Observed.js"
 
 /** A responder chosen for a query. */
 export interface Candidate {
@@ -171,7 +172,7 @@ export const maxLatencyFor = (kind: ResponderKind, maxLatencySecs: number | unde
 export const select: (
   predicates: ReadonlyArray<Check.Responder>,
   options: Options
-) => Effect.Effect<Selection, OrchestrationFailure | RerankFailure, ResponderRegistry | Reranker> = Effect.fn("Query.select")(
+) => Effect.Effect<Selection, OrchestrationFailure | RerankFailure, ResponderRegistry | Reranker> = Observed.fn("Query.select")(
   function* (predicates: ReadonlyArray<Check.Responder>, options: Options) {
     const registry = yield* ResponderRegistry
     const all = yield* registry.responders

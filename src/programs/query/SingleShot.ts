@@ -32,6 +32,7 @@ import type { Request, ResponderRegistry } from "../../services/ResponderRegistr
 import * as Folds from "../Folds.js"
 import * as Check from "./Check.js"
 import * as Select from "./Select.js"
+import * as Observed from "../internal/Observed.js"
 
 /** How a query's candidates are asked, in memory or in a durable round. */
 export interface Dispatch {
@@ -78,7 +79,7 @@ const jsonSchemaOf = (shape: Parameters<typeof AnswerShape.jsonSchemaOf>[0]) => 
 export const run: (
   checked: Check.Checked,
   options?: Options
-) => Effect.Effect<Result, SingleShotError, ResponderRegistry | Reranker> = Effect.fn("SingleShot.run")(function* (
+) => Effect.Effect<Result, SingleShotError, ResponderRegistry | Reranker> = Observed.fn("SingleShot.run")(function* (
   checked: Check.Checked,
   options: Options = {}
 ) {
