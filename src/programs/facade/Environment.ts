@@ -7,7 +7,9 @@
 import * as FileSystem from "@effect/platform/FileSystem"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type { Constraint } from "../../services/Constraint.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
@@ -42,8 +44,11 @@ export interface Environment {
 /** Takes the services once, from the context the facade is made in. */
 export const make = (options: Options): Effect.Effect<Environment, never, Constraint> =>
   Effect.gen(function* () {
-    // the span the facade is made in (if any) is not the parent of its requests' spans
-    const context = Context.omit(Tracer.ParentSpan)(yield* Effect.context<Constraint>()) as Context.Context<Constraint>
+    // the span the facade is made in (if any) is not the parent of its requests' spans; the scope it is made in (a
+    // layer's) is not theirs either, nor is the memo map of a layer build: a request runs in its caller's
+    const context = Context.omit(Tracer.ParentSpan, Scope.Scope, Layer.CurrentMemoMap)(
+      yield* Effect.context<Constraint>()
+    ) as Context.Context<Constraint>
     const engine = yield* Effect.serviceOption(Engine.Engine)
     const nextId = yield* Ids.nextId
     const shared = yield* Effect.serviceOption(ConversationStore.ConversationStore)
