@@ -151,6 +151,9 @@ const loop = <Out, E>(
 ): Effect.Effect<Stop, E> =>
   Effect.gen(function* () {
     const { strategy } = settings
+    // with nobody listening to the run's events, and no CostTracker, there is nothing to emit or read
+    const listening = Option.isSome(settings.onEvent)
+    const costed = Option.isSome(rt.cost)
     const last: Inference.LastCall = { inferenceId: "", span: Option.none() }
     let iteration = 0
     const inferenceEnv: Inference.InferenceEnv = {
@@ -181,7 +184,7 @@ const loop = <Out, E>(
     while (true) {
       iteration = state.iterations
       index = 0
-      yield* emit({ _tag: "IterationStarted", iteration })
+      if (listening) yield* emit({ _tag: "IterationStarted", iteration })
       const context = Option.isSome(settings.transformContext)
         ? yield* settings.transformContext.value(state.messages)
         : state.messages
@@ -198,7 +201,7 @@ const loop = <Out, E>(
 
       const parsed = yield* Effect.either(strategy.parseResponse(response))
       if (Either.isLeft(parsed)) {
-        yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
+        if (listening) yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
         yield* push(RunMessage.assistant(response.content))
         if (response.finishReason === "length") return stop("length")
         const failure = parsed.left
@@ -212,8 +215,10 @@ const loop = <Out, E>(
       yield* push(
         RunMessage.assistant(response.content, action.toolCalls, action.thought === "" ? {} : { metadata: { thought: action.thought } })
       )
-      yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
-      for (const call of action.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, iteration })
+      if (listening) {
+        yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
+        for (const call of action.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, iteration })
+      }
 
       const tokens = state.usage.totalTokens
       if (!(yield* strategy.shouldContinue(action, iteration))) {
@@ -228,10 +233,10 @@ const loop = <Out, E>(
           continue
         }
         state.output = action.result
-        return overBudget(settings, tokens, yield* spentCost) ? stop("finish_over_budget") : stop("finish")
+        return overBudget(settings, tokens, costed ? yield* spentCost : 0) ? stop("finish_over_budget") : stop("finish")
       }
 
-      const limit = limitReached(settings, state.iterations, tokens, yield* spentCost)
+      const limit = limitReached(settings, state.iterations, tokens, costed ? yield* spentCost : 0)
       if (Option.isSome(limit)) {
         yield* answerAll(state, action.toolCalls, limit.value[1])
         return stop(limit.value[0])
@@ -267,7 +272,7 @@ const runRound = <Out, E>(
             const execution = Tools.run(toolEnv, call, inferenceId, span)
             const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call, index }, execution))
             done.set(call.id, o)
-            yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
+            if (Option.isSome(settings.onEvent)) yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
             if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
           }),
         // one call runs in this fiber: no fiber pool for it
