@@ -27,7 +27,7 @@ export const exportedSpan = (name: string, options: Omit<Tracer.SpanOptions, "ca
   Effect.flatMap(exporting, (on) => on ? withSpan(name, options)(effect) : effect)
 
 /**
- * `Effect.withSpan` (never with a stack trace) at about a third of its
+ * `Effect.withSpan` (never with a stack trace) at half of its
  * operations. Effect's opens the span, sets it as the parent with
  * `provideService` (an `acquireUseRelease`, about 22 operations) inside an
  * `onExit` that ends it (about 9 more): some 35 operations a span, on a traced
