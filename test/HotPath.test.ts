@@ -22,6 +22,8 @@ import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
+import * as Facade from "../src/programs/Facade.js"
+import { SystemRequest } from "../src/domain/System.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
 import * as Observed from "../src/programs/internal/Observed.js"
 import * as Request from "../src/programs/internal/Request.js"
@@ -192,6 +194,22 @@ describe("ids nobody reads", { timeout: 30_000 }, () => {
       const observed = yield* countingIdDrawsByPrefix(turn.pipe(Effect.provide(Observe.eventLogMemory)))
       expect(observed["req"]).toBe(1)
       expect(observed["inf"]).toBe(2)
+    }))
+
+  it.effect("a facade request nobody observes draws its request id and no trace id; with an EventLog its events carry the trace", () =>
+    Effect.gen(function* () {
+      const request = Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content: "ping" }] })
+      const once = Effect.flatMap(Facade.make(), (facade) => facade.run(request)).pipe(
+        Effect.provide(Layer.merge(ScriptedEngine.layer([ScriptedEngine.reply("pong")]), JsonConstraint.layer))
+      )
+      const quiet = yield* countingIdDrawsByPrefix(once)
+      expect([quiet["req"], quiet["trace"]]).toEqual([1, undefined])
+      const events = yield* countingIdDrawsByPrefix(once).pipe(
+        Effect.zipRight(Effect.flatMap(EventLog, (log) => log.events)),
+        Effect.provide(Observe.eventLogMemory)
+      )
+      expect(events.length).toBeGreaterThan(0)
+      for (const event of events) expect(event.correlation).toMatchObject({ requestId: "req_1", traceId: expect.stringMatching(/^[0-9a-f]{32}$/) })
     }))
 
   it.effect("a single-shot inference draws no id when nothing records or exports; one when an EventLog keeps events", () =>

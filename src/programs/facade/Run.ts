@@ -141,16 +141,15 @@ export const execute = (
     const { sessionId } = admission
     // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
     const observed = env.recording || (yield* Observed.listened)
-    const body = Effect.gen(function* () {
+    const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+    // the trace id and the correlation are read by events and spans only
+    const body = !observed ? executed : Effect.gen(function* () {
       // without a trace id of its own the request is in its span's trace: events and spans name the same trace
       const spanTrace = Option.filter(
         Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
         (id) => /^[0-9a-f]{32}$/.test(id)
       )
       const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
-      const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
-      // the correlation is read by events and spans only
-      if (!observed) return yield* executed
       yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
       return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
     })
