@@ -23,6 +23,7 @@ import type { SystemError, ToolCallRecord } from "../../domain/System.js"
 import { SystemResponse, toSystemError } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import { withMetrics } from "../../services/Metrics.js"
+import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import { invalid } from "./Check.js"
@@ -138,8 +139,15 @@ export const respond = (
       })
   })
 
-/** Annotates the request's span with the response and counts it (latency since `startedAt`). */
+/**
+ * Annotates the request's span with the response and counts it (latency since
+ * `startedAt`), when somebody observes (else the span, if any, goes nowhere and
+ * nothing counts).
+ */
 export const observe = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
+  Effect.flatMap(Observed.listened, (on) => on ? observed(response, startedAt) : Effect.void)
+
+const observed = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
   Effect.gen(function* () {
     yield* Effect.annotateCurrentSpan({
       [Spans.GenAi.usageInputTokens]: response.tokenUsage.promptTokens,
