@@ -2,7 +2,7 @@
  * `Effect.timeoutFail` at the cost of one fiber.
  *
  * Effect's own races the effect against a sleeping fiber: two forked fibers per
- * call, and the loser awaited through its mailbox, about 50 operations on a call
+ * call, and the loser awaited through its mailbox: 56 operations on a call
  * that is over at once (a tool that adds two numbers). Here the effect runs in
  * one child fiber, and the caller waits on it and on a timer of the live clock
  * (what the live Clock's `sleep` schedules). The semantics are the same:
