@@ -22,6 +22,7 @@ import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
+import * as RunLoop from "../src/programs/RunLoop.js"
 import * as Facade from "../src/programs/Facade.js"
 import { SystemRequest } from "../src/domain/System.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
@@ -336,6 +337,49 @@ describe("the transcript a run sends", { timeout: 30_000 }, () => {
         handler: ({ a, b }) => Effect.succeed(String(a + b))
       })])
     ))))
+})
+
+describe("message ids", { timeout: 30_000 }, () => {
+  const turn = RunLoop.run([Message.user("What is 2 + 3?")]).pipe(
+    Effect.provide(Layer.merge(
+      ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
+      Registry.layer([Tool.make({
+        name: "add",
+        description: "Adds two numbers",
+        parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+        handler: ({ a, b }) => Effect.succeed(String(a + b))
+      })])
+    ))
+  )
+
+  it.effect("a generator that draws at once (unsafeNext) names each message without an effect per id; one that cannot, through next: the same ids", () =>
+    Effect.gen(function* () {
+      const fast = yield* Effect.provide(turn, IdGenerator.Test)
+      expect(fast.messages.map((m) => m.id)).toEqual(["msg_1", "msg_2", "msg_3", "msg_4"])
+      // the same sequence, drawn only through `next`
+      let n = 0
+      const slow = yield* Effect.provideService(turn, IdGenerator, { next: (prefix) => Effect.sync(() => `${prefix}_${++n}`) })
+      expect(slow.messages.map((m) => m.id)).toEqual(["msg_1", "msg_2", "msg_3", "msg_4"])
+      // the effect per id is what the synchronous draw saves
+      const effectful = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p) }))
+      const direct = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p), unsafeNext: (p) => p }))
+      // 17 when measured: the input message's id (8) and the three the run adds (3 each)
+      expect(effectful - direct).toBeGreaterThanOrEqual(12)
+    }))
+
+  it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {
+    const ids = Effect.runSync(Effect.provide(IdGenerator, IdGenerator.Test))
+    expect(ids.unsafeNext!("msg")).toBe("msg_1")
+    expect(Effect.runSync(ids.next("msg"))).toBe("msg_2")
+    expect(ids.unsafeNext!("call")).toBe("call_1")
+  })
+
+  it("a run message made from a domain message turns back into that same message for the engine", () => {
+    const user = Message.user("hi")
+    const run = RunLoop.RunMessage.buildFromDomain("msg_1", user)
+    expect(run).toMatchObject({ id: "msg_1", role: "user", content: "hi" })
+    expect(RunLoop.RunMessage.toDomain(run)).toBe(user)
+  })
 })
 
 describe("Telemetry.layerInMemory and OpenTelemetry's context", { timeout: 30_000 }, () => {

@@ -7,16 +7,24 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
-import * as Ref from "effect/Ref"
 
 export interface Service {
   /** A new id with `prefix`: `req_…`, `inf_…`, `call_…`. */
   readonly next: (prefix: string) => Effect.Effect<string>
+  /**
+   * The same draw made at once, for a generator that can (both built in ones
+   * can): the loops draw an id per message with it, without an effect each. It
+   * must draw from the same source as `next`. Absent: the loops use `next`.
+   */
+  readonly unsafeNext?: ((prefix: string) => string) | undefined
 }
+
+const randomId = (prefix: string): string => `${prefix}_${globalThis.crypto.randomUUID()}`
 
 /** Random UUIDs after the prefix. */
 export const random: Service = {
-  next: (prefix) => Effect.sync(() => `${prefix}_${globalThis.crypto.randomUUID()}`)
+  next: (prefix) => Effect.sync(() => randomId(prefix)),
+  unsafeNext: randomId
 }
 
 export class IdGenerator extends Context.Reference<IdGenerator>()("pagantic/IdGenerator", {
@@ -25,14 +33,14 @@ export class IdGenerator extends Context.Reference<IdGenerator>()("pagantic/IdGe
   /** Sequential ids (`call_1`, `call_2`, ...) per prefix, for reproducible tests. */
   static readonly Test: Layer.Layer<IdGenerator> = Layer.effect(
     IdGenerator,
-    Effect.map(Ref.make(new Map<string, number>()), (counters): Service => ({
-      next: (prefix: string) =>
-        Ref.modify(counters, (m) => {
-          const n = (m.get(prefix) ?? 0) + 1
-          const copy = new Map(m)
-          copy.set(prefix, n)
-          return [`${prefix}_${n}`, copy] as const
-        })
-    }))
+    Effect.sync((): Service => {
+      const counters = new Map<string, number>()
+      const unsafeNext = (prefix: string): string => {
+        const n = (counters.get(prefix) ?? 0) + 1
+        counters.set(prefix, n)
+        return `${prefix}_${n}`
+      }
+      return { next: (prefix) => Effect.sync(() => unsafeNext(prefix)), unsafeNext }
+    })
   )
 }

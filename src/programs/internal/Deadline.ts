@@ -5,6 +5,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { Cancellation } from "../../domain/Failure.js"
+import * as Timeout from "../../services/internal/Timeout.js"
 
 /**
  * Bounds `effect` by `timeout` (no bound when absent); past it, a Cancellation
@@ -19,7 +20,4 @@ export const bound =
   <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Cancellation, R> =>
     timeout === undefined
       ? effect
-      : Effect.timeoutFail(effect, {
-          duration: timeout,
-          onTimeout: () => Cancellation.timeout(describe(Duration.format(Duration.decode(timeout))), details)
-        })
+      : Timeout.timeoutFail(effect, timeout, () => Cancellation.timeout(describe(Duration.format(Duration.decode(timeout))), details))

@@ -14,3 +14,10 @@ export const nextId: Effect.Effect<NextId> = Effect.map(IdGenerator, (ids) => id
 
 /** The id source of `context`: its IdGenerator (random UUIDs unless one is provided). */
 export const nextIdOf = (context: Context.Context<never>): NextId => Context.get(context, IdGenerator).next
+
+/** An id drawn at once, when the generator can (see `IdGenerator.Service.unsafeNext`). */
+export type UnsafeNextId = (prefix: string) => string
+
+/** The synchronous draw of `context`'s IdGenerator, when it has one. */
+export const unsafeNextIdOf = (context: Context.Context<never>): UnsafeNextId | undefined =>
+  Context.get(context, IdGenerator).unsafeNext

@@ -149,20 +149,18 @@ export const inference = <E extends { readonly code: string; readonly message: s
         Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
           Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
         ))
-      : unobserved(options)
+      : unobserved(options, Context.getOption(fiber.currentContext, CostTracker))
   )
 
 /**
  * Nobody records events or exports spans: no span is opened (its id would stamp
  * nothing and link nothing); the usage still reaches a CostTracker.
  */
-const unobserved = <E, R>(options: InferenceOptions<E, R>) =>
-  Effect.flatMap(options.call, (result) =>
-    Effect.flatMap(Effect.serviceOption(CostTracker), (cost) =>
-      Option.isNone(cost)
-        ? Effect.succeed([result, Option.none()] as const)
-        : Effect.flatMap(options.model, (name) =>
-          Effect.as(cost.value.recordUsage(name, result.usage), [result, Option.none()] as const))))
+const unobserved = <E, R>(options: InferenceOptions<E, R>, cost: Option.Option<CostTracker["Type"]>) =>
+  Option.isNone(cost)
+    ? Effect.map(options.call, (result) => [result, Option.none()] as const)
+    : Effect.flatMap(options.call, (result) =>
+      Effect.flatMap(options.model, (name) => Effect.as(cost.value.recordUsage(name, result.usage), [result, Option.none()] as const)))
 
 const recordedInference = <E extends { readonly code: string; readonly message: string }, R>(
   name: string,

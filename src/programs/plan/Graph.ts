@@ -16,7 +16,6 @@
  */
 import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -35,6 +34,7 @@ import type { FailurePolicy } from "../../domain/Task.js"
 import type { SkippedStep, StepResult } from "./Outcome.js"
 import { PlanOutcome } from "./Outcome.js"
 import * as Step from "./Step.js"
+import * as Construct from "../../domain/Construct.js"
 
 /** A step of a checked plan, with the handler that runs it. */
 export interface CheckedStep {
@@ -141,18 +141,30 @@ export const run = (
   Effect.scoped(Effect.gen(function* () {
     const trace = yield* traceOf(plan)
     const indexOf = new Map(steps.map(({ step }, i) => [step.name, i]))
-    const dependencies = steps.map(({ dependsOn }) => dependsOn.flatMap((d) => Option.toArray(Option.fromNullable(indexOf.get(d)))))
+    const dependencies = steps.map(({ dependsOn }) => {
+      const out: Array<number> = []
+      for (const d of dependsOn) {
+        const k = indexOf.get(d)
+        if (k !== undefined) out.push(k)
+      }
+      return out
+    })
     const phaseOfName = new Map((options.phases ?? []).flatMap((phase, k) => phase.map((name) => [name, k] as const)))
     const phaseOf = steps.map(({ step }) => phaseOfName.get(step.name) ?? 0)
     const priorityOf = steps.map(({ step }) => options.priorities?.get(step.name) ?? 0)
     const failFast = (options.failurePolicy ?? "fail-fast") === "fail-fast"
     const cap = Math.max(1, options.concurrency)
     const status: Array<Status> = steps.map(() => pending)
-    const finished = yield* Queue.unbounded<Finished>()
-    const stopped = yield* Deferred.make<void>()
+    // the ends of steps running in fibers of their own (made at the first such step: a chain runs in this fiber)
+    let finishedQueue: Queue.Queue<Finished> | undefined
+    const finished = (): Effect.Effect<Queue.Queue<Finished>> =>
+      finishedQueue !== undefined
+        ? Effect.succeed(finishedQueue)
+        : Effect.map(Queue.unbounded<Finished>(), (q) => (finishedQueue = q))
+    let stopped = false
     if (options.stop !== undefined) {
       // Forked before any step starts; ends with the run.
-      yield* Effect.forkScoped(Effect.zipRight(options.stop, Deferred.succeed(stopped, undefined)))
+      yield* Effect.forkScoped(Effect.zipRight(options.stop, Effect.sync(() => void (stopped = true))))
     }
     let running = 0
     let firstFailure: { readonly index: number; readonly error: Failure } | undefined
@@ -177,10 +189,11 @@ export const run = (
     const launch = (i: number) =>
       Effect.gen(function* () {
         const { handler, step } = steps[i]!
+        const queue = yield* finished()
         const fiber = yield* Effect.forkScoped(
           Step.run(environment, step, handler, inputOf(i), options.policy).pipe(
             Effect.exit,
-            Effect.flatMap((exit) => Queue.offer(finished, { index: i, exit })),
+            Effect.flatMap((exit) => Queue.offer(queue, { index: i, exit })),
             Effect.asVoid
           )
         )
@@ -212,44 +225,50 @@ export const run = (
       }
     }
 
-    // The pending steps that may start now, in the order they start.
+    // The pending steps that may start now, in the order they start (plain loops: it runs once per step end).
     const ready = (): ReadonlyArray<number> => {
-      const open = status.flatMap((s, i) => (s._tag === "Pending" || s._tag === "Running" ? [phaseOf[i]!] : []))
-      const barrier = Math.min(...open)
-      return status
-        .flatMap((s, i) =>
-          s._tag === "Pending" && phaseOf[i]! <= barrier && dependencies[i]!.every((d) => status[d]!._tag === "Done")
-            ? [i]
-            : []
-        )
-        .sort((a, b) => priorityOf[a]! - priorityOf[b]! || a - b)
+      let barrier = Infinity
+      for (let i = 0; i < status.length; i++) {
+        const tag = status[i]!._tag
+        if ((tag === "Pending" || tag === "Running") && phaseOf[i]! < barrier) barrier = phaseOf[i]!
+      }
+      const out: Array<number> = []
+      for (let i = 0; i < status.length; i++) {
+        if (status[i]!._tag !== "Pending" || phaseOf[i]! > barrier) continue
+        const deps = dependencies[i]!
+        let done = true
+        for (let k = 0; k < deps.length && done; k++) done = status[deps[k]!]!._tag === "Done"
+        if (done) out.push(i)
+      }
+      return out.length > 1 ? out.sort((a, b) => priorityOf[a]! - priorityOf[b]! || a - b) : out
     }
 
     let stopStep: number | undefined
     while (true) {
       if (!failFast) skipDependents()
       const next = ready()
-      if (yield* Deferred.isDone(stopped)) {
-        if (running === 0) {
-          stopStep = next[0] ?? status.findIndex((s) => s._tag === "Pending")
-          break
-        }
-      } else if (running === 0 && next.length === 1) {
+      let batch: ReadonlyArray<Finished>
+      if (stopped && running === 0) {
+        stopStep = next[0] ?? status.findIndex((s) => s._tag === "Pending")
+        break
+      } else if (!stopped && running === 0 && next.length === 1) {
         // the only step that can run (a chain): in this fiber, no fiber of its own; its end is handled as any other's
         const i = next[0]!
         const { handler, step } = steps[i]!
         status[i] = { _tag: "Running", fiber: undefined }
         running++
-        const exit = yield* Effect.exit(Step.run(environment, step, handler, inputOf(i), options.policy))
-        yield* Queue.offer(finished, { index: i, exit })
+        batch = [{ index: i, exit: yield* Effect.exit(Step.run(environment, step, handler, inputOf(i), options.policy)) }]
       } else {
-        for (const i of next) {
-          if (running >= cap) break
-          yield* launch(i)
+        if (!stopped) {
+          for (const i of next) {
+            if (running >= cap) break
+            yield* launch(i)
+          }
         }
+        if (running === 0) break
+        const queue = yield* finished()
+        batch = [yield* Queue.take(queue), ...(yield* Queue.takeAll(queue))]
       }
-      if (running === 0) break
-      const batch = [yield* Queue.take(finished), ...(yield* Queue.takeAll(finished))]
       for (const { exit, index } of batch) {
         running--
         if (Exit.isSuccess(exit)) {
@@ -317,7 +336,8 @@ const runningFibers = (status: ReadonlyArray<Status>): ReadonlyArray<Fiber.Runti
 /** The plan's trace (a manual one when the plan has none), recorded as a `plan.trace` event. */
 const traceOf = (plan: Plan.ExecutionPlan): Effect.Effect<Plan.PlanTrace> =>
   Effect.gen(function* () {
-    const trace = plan.trace ?? new Plan.PlanTrace({
+    // built from the library's own values: not validated again
+    const trace = plan.trace ?? Construct.unchecked(Plan.PlanTrace, {
       plannerId: "manual",
       rationale: "",
       createdAt: yield* DateTime.now,

@@ -13,7 +13,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
-import * as Ref from "effect/Ref"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import type { Failure } from "../../domain/Failure.js"
@@ -79,7 +78,8 @@ const runStep = (
   Effect.gen(function* () {
     const input = yield* Either.mapLeft(decodeInput(handler.input, raw), (e) => mismatch(step, "input", e))
     const startedAt = yield* Clock.currentTimeMillis
-    const attempts = yield* Ref.make(0)
+    // the attempts run one after another in this fiber
+    const attempts = { count: 0 }
     const timeout = policy.timeoutPerStep
     const output = yield* attemptsOf(environment, step, handler, input, attempts).pipe(
       Deadline.bound(timeout, (duration) => `step "${step.name}" exceeded its ${duration} deadline`, {
@@ -97,7 +97,7 @@ const runStep = (
       input,
       output,
       encoded,
-      attempts: yield* Ref.get(attempts),
+      attempts: attempts.count,
       startedAt,
       finishedAt: yield* Clock.currentTimeMillis
     }
@@ -136,21 +136,21 @@ const attemptsOf = (
   step: Plan.Step,
   handler: StepHandler,
   input: unknown,
-  attempts: Ref.Ref<number>
+  attempts: { count: number }
 ): Effect.Effect<unknown, Failure> => {
   const retries = handler.retry !== false
   const retryable = retriesOn(environment)
-  const attempt = Effect.flatMap(Ref.updateAndGet(attempts, (n) => n + 1), (n) =>
-    Effect.zipRight(
-      n > 1 ? Lifecycle.transition("VALIDATE", "EXECUTE", n, `retry step "${step.name}"`) : Effect.void,
-      withServices(environment, handler.run(input, { step, attempt: n })).pipe(
-        Effect.tapError((error) =>
-          retries && retryable(error)
-            ? Lifecycle.transition("EXECUTE", "VALIDATE", n, `step "${step.name}": ${error.code}: ${error.message}`)
-            : Effect.void
-        )
+  const attempt = Effect.suspend(() => {
+    const n = ++attempts.count
+    const run = withServices(environment, handler.run(input, { step, attempt: n })).pipe(
+      Effect.tapError((error) =>
+        retries && retryable(error)
+          ? Lifecycle.transition("EXECUTE", "VALIDATE", n, `step "${step.name}": ${error.code}: ${error.message}`)
+          : Effect.void
       )
-    ))
+    )
+    return n > 1 ? Effect.zipRight(Lifecycle.transition("VALIDATE", "EXECUTE", n, `retry step "${step.name}"`), run) : run
+  })
   return retries ? Retry.retry(attempt, { schedule: environment.schedule, while: retryable }) : attempt
 }
 

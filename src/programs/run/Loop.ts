@@ -44,6 +44,8 @@ const stop = (reason: StopReason, error?: LoopFailure): Stop => ({
 /** What a run has done so far: read by the abort path, so it lives outside the loop's fiber. */
 interface State<Out> {
   readonly messages: Array<RunMessage.RunMessage>
+  /** Adds a message with a new id (see `adder`). */
+  readonly add: (build: (id: string) => RunMessage.RunMessage) => Effect.Effect<void>
   readonly records: Array<ToolCallRecord>
   usage: TokenUsage.TokenUsage
   iterations: number
@@ -66,9 +68,10 @@ export const execute = <Out, E>(
   streaming: boolean
 ): Effect.Effect<LoopResult<Out>, E | ConfigurationFailure> =>
   Effect.gen(function* () {
-    const messages = yield* takeInput(input)
+    const messages = yield* takeInput(rt, input)
     const state: State<Out> = {
       messages,
+      add: adder(rt, messages),
       records: [],
       usage: TokenUsage.empty,
       iterations: 0,
@@ -104,11 +107,18 @@ export const execute = <Out, E>(
     return result
   }).pipe(Observed.within(rt.observe))
 
-const takeInput = (input: ReadonlyArray<RunMessage.Input>) =>
+/** The input as run messages (a domain message gets an id, a run message is checked). */
+const takeInput = (rt: Runtime, input: ReadonlyArray<RunMessage.Input>) =>
   Effect.gen(function* () {
     const out: Array<RunMessage.RunMessage> = []
+    const draw = rt.unsafeNextId
     for (let i = 0; i < input.length; i++) {
-      const checked = yield* RunMessage.fromInput(input[i]!, i)
+      const message = input[i]!
+      const checked = RunMessage.isRunMessage(message)
+        ? RunMessage.checkInput(message, i)
+        : draw !== undefined
+        ? Either.right(RunMessage.buildFromDomain(draw("msg"), message))
+        : yield* RunMessage.fromInput(message, i)
       if (Either.isLeft(checked)) {
         return yield* ConfigurationFailure.invalidRequest(`Invalid run loop input: ${checked.left}`)
       }
@@ -116,6 +126,19 @@ const takeInput = (input: ReadonlyArray<RunMessage.Input>) =>
     }
     return out
   })
+
+/**
+ * Adds a message with a new id to the transcript: drawn at once when the run's
+ * IdGenerator can (see `IdGenerator.Service.unsafeNext`), else by its effect.
+ */
+const adder = (rt: Runtime, messages: Array<RunMessage.RunMessage>) => {
+  const draw = rt.unsafeNextId
+  return (build: (id: string) => RunMessage.RunMessage): Effect.Effect<void> => {
+    if (draw === undefined) return Effect.map(rt.nextId("msg"), (id) => void messages.push(build(id)))
+    messages.push(build(draw("msg")))
+    return Effect.void
+  }
+}
 
 /** Whether `spent` passed `limit` (strictly: spending exactly the budget is within it). */
 const over = (spent: number, limit: Option.Option<number>) => Option.isSome(limit) && spent > limit.value
@@ -179,7 +202,7 @@ const loop = <Out, E>(
       toolTimeout: settings.toolTimeout,
       toolRetry: settings.toolRetry
     }
-    const push = (m: Effect.Effect<RunMessage.RunMessage>) => Effect.map(m, (message) => void state.messages.push(message))
+    const { add } = state
 
     while (true) {
       iteration = state.iterations
@@ -202,18 +225,20 @@ const loop = <Out, E>(
       const parsed = yield* Effect.either(strategy.parseResponse(response))
       if (Either.isLeft(parsed)) {
         if (listening) yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
-        yield* push(RunMessage.assistant(response.content))
+        yield* add((id) => RunMessage.build(id, "assistant", response.content))
         if (response.finishReason === "length") return stop("length")
         const failure = parsed.left
         if (failure._tag === "ConstraintFailure" && failure.retryable && state.iterations < settings.maxIterations) {
-          yield* push(RunMessage.user(correctionPrompt(failure), { metadata: { correction: failure.code } }))
+          yield* add((id) => RunMessage.build(id, "user", correctionPrompt(failure), { metadata: { correction: failure.code } }))
           continue
         }
         return stop("error", failure)
       }
       const action = parsed.right
-      yield* push(
-        RunMessage.assistant(response.content, action.toolCalls, action.thought === "" ? {} : { metadata: { thought: action.thought } })
+      yield* add((id) =>
+        RunMessage.build(id, "assistant", response.content, action.thought === "" ? {} : { metadata: { thought: action.thought } }, {
+          toolCalls: action.toolCalls
+        })
       )
       if (listening) {
         yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
@@ -229,7 +254,7 @@ const loop = <Out, E>(
           state.iterations < settings.maxIterations
         ) {
           const names = settings.definitions.map((d) => d.name).join(", ")
-          yield* push(RunMessage.user(`Use one of the tools (${names}) before answering.`, { metadata: { reminder: "toolUsePolicy" } }))
+          yield* add((id) => RunMessage.build(id, "user", `Use one of the tools (${names}) before answering.`, { metadata: { reminder: "toolUsePolicy" } }))
           continue
         }
         state.output = action.result
@@ -293,9 +318,9 @@ const answerRound = <Out>(state: State<Out>, reason: string): Effect.Effect<void
       const o = done.get(call.id)
       if (o !== undefined) {
         state.records.push(o.record)
-        state.messages.push(yield* RunMessage.tool(o.result))
+        yield* state.add(toolMessage(o.result))
       } else {
-        state.messages.push(yield* RunMessage.tool(Tools.notExecuted(call, reason).result))
+        yield* state.add(toolMessage(Tools.notExecuted(call, reason).result))
       }
     }
   })
@@ -307,4 +332,7 @@ const answerAll = <Out>(
   reason: string
 ): Effect.Effect<void> =>
   Effect.forEach(calls, (call) =>
-    Effect.map(RunMessage.tool(Tools.notExecuted(call, reason).result), (m) => void state.messages.push(m)), { discard: true })
+    state.add(toolMessage(Tools.notExecuted(call, reason).result)), { discard: true })
+
+const toolMessage = (result: RunMessage.RunToolResult) => (id: string): RunMessage.RunMessage =>
+  RunMessage.build(id, "tool", result.content, {}, { toolResult: result })

@@ -55,21 +55,33 @@ export interface Fields {
   readonly metadata?: Record<string, unknown> | undefined
 }
 
+/** A run message with the id it is given, built at once (a loop draws the id: see run/Loop). */
+export const build = (
+  id: string,
+  role: Role,
+  content: string,
+  fields: Omit<Fields, "id"> = {},
+  extra: { readonly toolCalls?: ReadonlyArray<Message.ToolCall>; readonly toolResult?: RunToolResult } = {}
+): RunMessage =>
+  Construct.unchecked(RunMessage, {
+    id,
+    role,
+    content,
+    toolCalls: extra.toolCalls ?? [],
+    ...(extra.toolResult === undefined ? {} : { toolResult: extra.toolResult }),
+    metadata: fields.metadata ?? {}
+  }) // typed as the schema's fields: built without re-validation
+
 const make = (
   role: Role,
   content: string,
   fields: Fields,
   extra: { readonly toolCalls?: ReadonlyArray<Message.ToolCall>; readonly toolResult?: RunToolResult } = {}
 ): Effect.Effect<RunMessage> =>
-  Effect.map(fields.id === undefined ? Effect.flatMap(IdGenerator, (ids) => ids.next("msg")) : Effect.succeed(fields.id), (id) =>
-    Construct.unchecked(RunMessage, {
-      id,
-      role,
-      content,
-      toolCalls: extra.toolCalls ?? [],
-      ...(extra.toolResult === undefined ? {} : { toolResult: extra.toolResult }),
-      metadata: fields.metadata ?? {}
-    })) // typed as the schema's fields: built without re-validation
+  Effect.map(
+    fields.id === undefined ? Effect.flatMap(IdGenerator, (ids) => ids.next("msg")) : Effect.succeed(fields.id),
+    (id) => build(id, role, content, fields, extra)
+  )
 
 export const system = (content: string, fields: Fields = {}) => make("system", content, fields)
 export const user = (content: string, fields: Fields = {}) => make("user", content, fields)
@@ -80,27 +92,43 @@ export const assistant = (content: string, toolCalls: ReadonlyArray<Message.Tool
 export const tool = (result: RunToolResult, fields: Fields = {}) =>
   make("tool", result.content, fields, { toolResult: result })
 
-/** A domain message as a run message, with a new id. */
-export const fromDomain = (message: Message.Message, fields: Fields = {}): Effect.Effect<RunMessage> => {
+/**
+ * A domain message as a run message with `id`, built at once. The domain message
+ * is what the run message turns back into for an engine (see `toDomain`): the
+ * same content, calls and result, so it is not built again.
+ */
+export const buildFromDomain = (id: string, message: Message.Message, fields: Omit<Fields, "id"> = {}): RunMessage => {
+  const made = fromDomainWith(id, message, fields)
+  domainOf.set(made, message)
+  return made
+}
+
+const fromDomainWith = (id: string, message: Message.Message, fields: Omit<Fields, "id">): RunMessage => {
   switch (message._tag) {
     case "SystemMessage":
-      return system(message.content, fields)
+      return build(id, "system", message.content, fields)
     case "UserMessage":
-      return user(message.content, fields)
+      return build(id, "user", message.content, fields)
     case "AssistantMessage":
-      return assistant(message.content, message.toolCalls, fields)
+      return build(id, "assistant", message.content, fields, { toolCalls: message.toolCalls })
     case "ToolMessage":
-      return tool(
-        Construct.unchecked(RunToolResult, {
+      return build(id, "tool", message.content, fields, {
+        toolResult: Construct.unchecked(RunToolResult, {
           callId: message.toolCallId,
           name: message.name,
           content: message.content,
           isError: message.isError
-        }),
-        fields
-      )
+        })
+      })
   }
 }
+
+/** A domain message as a run message, with a new id. */
+export const fromDomain = (message: Message.Message, fields: Fields = {}): Effect.Effect<RunMessage> =>
+  Effect.map(
+    fields.id === undefined ? Effect.flatMap(IdGenerator, (ids) => ids.next("msg")) : Effect.succeed(fields.id),
+    (id) => buildFromDomain(id, message, fields)
+  )
 
 /** Whether a value is a run message (rather than a domain message). */
 export const isRunMessage = (input: Input): input is RunMessage => input instanceof RunMessage
@@ -109,18 +137,21 @@ export const isRunMessage = (input: Input): input is RunMessage => input instanc
  * An input message as a run message: a domain message gets an id; a run message
  * is checked (a tool message needs its result, only assistants carry tool calls).
  */
-export const fromInput = (input: Input, index: number): Effect.Effect<Either.Either<RunMessage, string>> => {
-  if (!isRunMessage(input)) return Effect.map(fromDomain(input), Either.right)
+export const fromInput = (input: Input, index: number): Effect.Effect<Either.Either<RunMessage, string>> =>
+  isRunMessage(input) ? Effect.succeed(checkInput(input, index)) : Effect.map(fromDomain(input), Either.right)
+
+/** A run message given as input, checked: a tool message needs its result, only assistants carry tool calls. */
+export const checkInput = (input: RunMessage, index: number): Either.Either<RunMessage, string> => {
   if (input.role === "tool" && input.toolResult === undefined) {
-    return Effect.succeed(Either.left(`messages[${index}] (id ${input.id}) has role "tool" but no toolResult`))
+    return Either.left(`messages[${index}] (id ${input.id}) has role "tool" but no toolResult`)
   }
   if (input.role !== "tool" && input.toolResult !== undefined) {
-    return Effect.succeed(Either.left(`messages[${index}] (id ${input.id}) carries a toolResult but its role is "${input.role}"`))
+    return Either.left(`messages[${index}] (id ${input.id}) carries a toolResult but its role is "${input.role}"`)
   }
   if (input.role !== "assistant" && input.toolCalls.length > 0) {
-    return Effect.succeed(Either.left(`messages[${index}] (id ${input.id}) carries toolCalls but its role is "${input.role}"`))
+    return Either.left(`messages[${index}] (id ${input.id}) carries toolCalls but its role is "${input.role}"`)
   }
-  return Effect.succeed(Either.right(input))
+  return Either.right(input)
 }
 
 // ---------------------------------------------------------------------------

@@ -37,6 +37,8 @@ export interface Runtime {
   readonly cost: Option.Option<CostTracker["Type"]>
   readonly model: Effect.Effect<string>
   readonly nextId: Ids.NextId
+  /** The same generator's synchronous draw, when it has one: a message id without an effect. */
+  readonly unsafeNextId: Ids.UnsafeNextId | undefined
   /** EventLog, Metrics and CostTracker when present, provided to every run. */
   readonly observe: Context.Context<never>
 }
@@ -52,6 +54,7 @@ export const runtimeOf = (context: Context.Context<Engine.Engine>): Runtime => {
     cost: Context.getOption(context, CostTracker),
     model: Spans.lazyModelName(engine.modelInfo),
     nextId: Ids.nextIdOf(context as Context.Context<never>),
+    unsafeNextId: Ids.unsafeNextIdOf(context as Context.Context<never>),
     observe: Observed.servicesOf(context as Context.Context<never>)
   }
 }
