@@ -68,7 +68,7 @@ describe("Local", () => {
       const effects = yield* operations(Effect.locally(Effect.void, ref, "x"))
       const provided = yield* operations(Local.provide(Effect.void, Context.make(Name, "n")))
       const effectsProvided = yield* operations(Effect.provide(Effect.void, Context.make(Name, "n")))
-      expect(ours).toBeLessThanOrEqual(15)
+      expect(ours).toBeLessThanOrEqual(9)
       expect(ours).toBeLessThan(effects)
       expect(provided).toBeLessThan(effectsProvided)
     }))

@@ -47,16 +47,17 @@ export interface EventBase {
  * span's parent (unless the correlation names them already).
  */
 export const recordEvent = (build: (base: EventBase) => Event): Effect.Effect<void> =>
-  Effect.flatMap(Effect.serviceOption(EventLog), (log) =>
-    log._tag === "None" || log.value.enabled === false
-      ? Effect.void
-      : Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
-          Effect.withFiberRuntime((fiber) => {
-            const correlation = fiber.getFiberRef(currentCorrelation)
-            const span = Context.getOption(fiber.currentContext, Tracer.ParentSpan)
-            return log.value.record(build({ correlation: withSpanIds(correlation, span), timestamp }))
-          }))
-  )
+  // the log read from the fiber's context in the step that decides (no serviceOption and flatMap: most calls find none)
+  Effect.withFiberRuntime((fiber) => {
+    const log = fiber.currentContext.unsafeMap.get(EventLog.key) as Service | undefined
+    if (log === undefined || log.enabled === false) return Effect.void
+    return Effect.flatMap(Clock.currentTimeMillis, (timestamp) =>
+      Effect.withFiberRuntime((now) => {
+        const correlation = now.getFiberRef(currentCorrelation)
+        const span = Context.getOption(now.currentContext, Tracer.ParentSpan)
+        return log.record(build({ correlation: withSpanIds(correlation, span), timestamp }))
+      }))
+  })
 
 const withSpanIds = (correlation: CorrelationContext, span: Option.Option<Tracer.AnySpan>): CorrelationContext => {
   if (Option.isNone(span) || correlation.spanId !== undefined) return correlation

@@ -38,6 +38,8 @@ export class Metrics extends Context.Tag("pagantic/Metrics")<Metrics, Service>()
 
 /** Applies `f` to the Metrics service when one is in the context and keeps what it is given. */
 export const withMetrics = (f: (metrics: Service) => Effect.Effect<void>): Effect.Effect<void> =>
-  Effect.flatMap(Effect.serviceOption(Metrics), (m) =>
-    m._tag === "None" || m.value.enabled === false ? Effect.void : f(m.value)
-  )
+  // read from the fiber's context in one step (most calls find none)
+  Effect.withFiberRuntime((fiber) => {
+    const m = fiber.currentContext.unsafeMap.get(Metrics.key) as Service | undefined
+    return m === undefined || m.enabled === false ? Effect.void : f(m)
+  })
