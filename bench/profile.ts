@@ -2,6 +2,7 @@
  * A CPU profile of AgentLoop turns, and what it says: run
  *
  *   npx tsx bench/profile.ts [calls] [out.cpuprofile] [agent|telemetry|structured|redundant|plan|facade]
+ *   (or base:<row> for that row's plain-Effect baseline)
  *   npx tsx bench/profile.ts --summary out.cpuprofile
  *
  * The first runs 300 warm-up calls, then profiles `calls` calls (default 2,000;
@@ -14,7 +15,7 @@
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as inspector from "node:inspector/promises"
-import { ourCalls } from "./hotpath.bench.js"
+import { baseCalls, ourCalls } from "./hotpath.bench.js"
 
 interface ProfileNode {
   readonly id: number
@@ -67,10 +68,13 @@ if (process.argv[2] === "--summary") {
 } else {
   const turns = Number(process.argv[2] ?? 2_000)
   const out = process.argv[3] ?? "agentloop.cpuprofile"
-  const which = process.argv[4] ?? "agent"
+  // "base:agent" profiles the row's plain-Effect baseline instead
+  const named = process.argv[4] ?? "agent"
+  const base = named.startsWith("base:")
+  const which = base ? named.slice("base:".length) : named
   const session = new inspector.Session()
   session.connect()
-  const program = Effect.scoped(Effect.flatMap(ourCalls[which]!, (call) => profiled(call, turns)))
+  const program = Effect.scoped(Effect.flatMap((base ? baseCalls : ourCalls)[which]!, (call) => profiled(call, turns)))
   const profiled = (call: Effect.Effect<void, unknown>, n: number) =>
     Effect.gen(function* () {
       yield* Effect.repeatN(call, 299)
@@ -82,5 +86,5 @@ if (process.argv[2] === "--summary") {
       fs.writeFileSync(out, JSON.stringify(profile))
       return ms
     })
-  Effect.runPromise(program).then((ms) => console.log(`${turns} calls (${which}), ${(ms * 1000).toFixed(0)} us wall per call; profile in ${out}`))
+  Effect.runPromise(program).then((ms) => console.log(`${turns} calls (${named}), ${(ms * 1000).toFixed(0)} us wall per call; profile in ${out}`))
 }

@@ -14,6 +14,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Tracer from "effect/Tracer"
 import * as Message from "../src/domain/Message.js"
 import * as TokenUsage from "../src/domain/TokenUsage.js"
@@ -30,7 +31,8 @@ import * as Observed from "../src/programs/internal/Observed.js"
 import * as Request from "../src/programs/internal/Request.js"
 import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
-import { InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { Engine, InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { Constraint } from "../src/services/Constraint.js"
 import { EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
@@ -340,6 +342,20 @@ describe("the transcript a run sends", { timeout: 30_000 }, () => {
 })
 
 describe("message ids", { timeout: 30_000 }, () => {
+  const addTool = Tool.make({
+    name: "add",
+    description: "Adds two numbers",
+    parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+    handler: ({ a, b }) => Effect.succeed(String(a + b))
+  })
+  const usage = TokenUsage.make({ promptTokens: 10, outputTokens: 2 })
+  const callReply = new InferenceResult({
+    content: "",
+    toolCalls: [new Message.ToolCall({ id: "call_1", name: "add", arguments: { a: 2, b: 3 } })],
+    usage,
+    finishReason: "tool_calls"
+  })
+  const answer = new InferenceResult({ content: "5", toolCalls: [], usage, finishReason: "stop" })
   const turn = RunLoop.run([Message.user("What is 2 + 3?")]).pipe(
     Effect.provide(Layer.merge(
       ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
@@ -366,6 +382,20 @@ describe("message ids", { timeout: 30_000 }, () => {
       // 17 when measured: the input message's id (8) and the three the run adds (3 each)
       expect(effectful - direct).toBeGreaterThanOrEqual(12)
     }))
+
+  it.effect("an AgentLoop turn (tool call, tool, answer) stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const engine = Layer.succeed(Engine, {
+        infer: (request) => Effect.succeed(request.messages.at(-1)?.role === "tool" ? answer : callReply),
+        stream: () => Stream.die("not streamed"),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(Layer.merge(engine, Registry.layer([addTool])))
+      const turn = Effect.flatMap(AgentLoop.make(), (agent) => agent.chat("What is 2 + 3?"))
+      const count = yield* operations(turn).pipe(Effect.provide(services))
+      // 310 at the start of session 12, 258 after its changes (message ids drawn at once, Local in 9 operations, ...)
+      expect(count).toBeLessThanOrEqual(270)
+    }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {
     const ids = Effect.runSync(Effect.provide(IdGenerator, IdGenerator.Test))

@@ -10,6 +10,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { ConfigurationFailure, type ToolFailure } from "../../domain/Failure.js"
 import type * as DomainMessage from "../../domain/Message.js"
@@ -211,7 +212,7 @@ const loop = <Out, E>(
       const context = Option.isSome(settings.transformContext)
         ? yield* settings.transformContext.value(state.messages)
         : state.messages
-      const prepared = yield* Effect.either(
+      const prepared = yield* either(
         strategy.prepareRequest({ messages: RunMessage.toEngine(context), tools: settings.definitions, defaults: settings.request })
       )
       if (Either.isLeft(prepared)) return stop("error", prepared.left)
@@ -222,7 +223,7 @@ const loop = <Out, E>(
       state.usage = TokenUsage.combine(state.usage, response.usage)
       state.content = response.content
 
-      const parsed = yield* Effect.either(strategy.parseResponse(response))
+      const parsed = yield* either(strategy.parseResponse(response))
       if (Either.isLeft(parsed)) {
         if (listening) yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
         yield* add((id) => RunMessage.build(id, "assistant", response.content))
@@ -272,6 +273,16 @@ const loop = <Out, E>(
       if (Option.isSome(failed)) return stop("error", failed.value)
     }
   })
+
+/**
+ * `Effect.either`, with nothing to run for a value that is already a success
+ * (a strategy's `Effect.succeed`: what the native-tools strategy prepares and
+ * parses): yielded in a generator, a success is read in the same step.
+ */
+const either = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<Either.Either<A, E>, never, R> =>
+  Exit.isExit(effect) && Exit.isSuccess(effect)
+    ? Exit.succeed(Either.right(effect.value as A) as Either.Either<A, E>)
+    : Effect.either(effect)
 
 /** Runs the calls of one reply; with `stopOnToolError`, the first failure interrupts the rest and is returned. */
 const runRound = <Out, E>(
