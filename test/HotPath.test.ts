@@ -34,6 +34,7 @@ import { requestOf } from "../src/programs/run/Strategies.js"
 import { Engine, InferenceRequest, InferenceResult } from "../src/services/Engine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { Constraint } from "../src/services/Constraint.js"
+import { CostTracker } from "../src/services/CostTracker.js"
 import { EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { Metrics } from "../src/services/Metrics.js"
@@ -90,6 +91,18 @@ describe("observability that nobody listens to", { timeout: 30_000 }, () => {
       // With an EventLog its span is opened: events carry its id.
       const [[, recordedSpan]] = yield* countingClockReads(observedInference.pipe(Effect.provide(Observe.eventLogMemory)))
       expect(Option.map(recordedSpan, (s) => s._tag === "Span" ? s.name : s._tag)).toEqual(Option.some("chat m"))
+    }))
+
+  it.effect("a metered inference nobody observes is the engine call itself; its usage still reaches a CostTracker", () =>
+    Effect.gen(function* () {
+      const metered = Observed.meteredInference(model, request, Effect.succeed(result))
+      // one operation more than the call: the step that finds nobody observing
+      expect(yield* operations(metered)).toBe((yield* operations(Effect.succeed(result))) + 1)
+      const cost = yield* Effect.gen(function* () {
+        expect((yield* metered).content).toBe("hello")
+        return yield* (yield* CostTracker).totalCost
+      }).pipe(Effect.provide(Observe.costTrackerMemory({ m: { promptPerMillion: 1_000_000, outputPerMillion: 0 } })))
+      expect(cost).toBe(3)
     }))
 
   it.effect("a tool call nobody listens to runs in no span of its own; with an EventLog, in its execute_tool span", () =>

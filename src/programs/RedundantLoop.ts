@@ -68,6 +68,7 @@ import * as Structured from "./Structured.js"
 import type { VotingStrategy } from "./Voting.js"
 import { MajorityVoting } from "./Voting.js"
 import * as Local from "../services/internal/Local.js"
+import * as Construct from "../domain/Construct.js"
 
 export const defaultReplicas = 3
 
@@ -270,7 +271,7 @@ const runWith = <A>(
       replicas,
       usage: TokenUsage.combineAll(yield* Ref.get(spent)),
       sampling,
-      validation: new ValidationResult({
+      validation: Construct.unchecked(ValidationResult, {
         passed: valid.length,
         failed: failed.length,
         repairAttempts,
@@ -281,7 +282,7 @@ const runWith = <A>(
             ? (r.failure.failedRules.length > 0 ? r.failure.failedRules : [r.failure.message]).map((v) => `replica ${r.replica}: ${v}`)
             : []
         )
-      }, true) // counts and the replicas' own violations: nothing to check again
+      }) // counts and the replicas' own violations: nothing to check again
     }
     return result
   })

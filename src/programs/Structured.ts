@@ -45,6 +45,7 @@ import * as Retry from "./internal/Retry.js"
 import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
+import * as Construct from "../domain/Construct.js"
 
 /** Structured output is extraction, not creativity. */
 export const defaultTemperature = 0.2
@@ -309,8 +310,8 @@ const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure
     repaired: enforced.repaired,
     usage,
     validation: outcome._tag === "Partial"
-      ? new ValidationResult({ passed: 0, failed: n, repairAttempts, violations }, true)
-      : new ValidationResult({ passed: 1, failed: n - 1, repairAttempts, violations }, true),
+      ? Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations })
+      : Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations }),
     partial: outcome._tag === "Partial"
   }
   return result

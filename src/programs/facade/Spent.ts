@@ -24,6 +24,7 @@ import { ToolCallRecord } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
+import * as Construct from "../../domain/Construct.js"
 
 export interface Spent {
   /** `engine`, recording the usage of every inference it answers. */
@@ -83,8 +84,9 @@ export const make: Effect.Effect<Spent> = Effect.gen(function* () {
   }
 })
 
+// built from the call the loop checked and a measured duration: not validated again
 const record = (call: Message.ToolCall, result: string, isError: boolean, durationMs: number) =>
-  new ToolCallRecord({
+  Construct.unchecked(ToolCallRecord, {
     id: call.id,
     name: call.name,
     arguments: call.arguments,

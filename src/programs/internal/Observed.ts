@@ -118,12 +118,19 @@ export const meteredInference = <E extends { readonly code: string; readonly mes
   request: InferenceRequest,
   call: Effect.Effect<InferenceResult, E, R>
 ): Effect.Effect<InferenceResult, E, R> =>
-  Effect.gen(function* () {
-    // the id is read by events and span attributes only: none is drawn when nothing records or exports
-    const inferenceId = (yield* listened) ? yield* (yield* IdGenerator).next("inf") : ""
-    const [result] = yield* inference({ model, request, call, inferenceId })
-    return result
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext
+    if (!listenedBy(fiber)) {
+      // nobody records or exports: the call itself, its usage to a CostTracker if there is one
+      const cost = Context.getOption(context, CostTracker)
+      return Option.isNone(cost) ? call : Effect.map(unobserved({ model, request, call, inferenceId: "" }, cost), first)
+    }
+    // the id is read by events and span attributes only: drawn only here
+    return Effect.flatMap(Context.get(context, IdGenerator).next("inf"), (inferenceId) =>
+      Effect.map(inference({ model, request, call, inferenceId }), first))
   })
+
+const first = <A>([a]: readonly [A, unknown]): A => a
 
 export interface InferenceOptions<E, R> {
   readonly model: Effect.Effect<string>
