@@ -64,13 +64,23 @@ describe("Local", () => {
 
   it.effect("costs fewer operations than Effect's own", () =>
     Effect.gen(function* () {
-      const ours = yield* operations(Local.locally(Effect.void, ref, "x"))
+      const ours = yield* operations(Local.locallyWith(Effect.void, ref, () => "x"))
       const effects = yield* operations(Effect.locally(Effect.void, ref, "x"))
       const provided = yield* operations(Local.provide(Effect.void, Context.make(Name, "n")))
       const effectsProvided = yield* operations(Effect.provide(Effect.void, Context.make(Name, "n")))
       expect(ours).toBeLessThanOrEqual(9)
       expect(ours).toBeLessThan(effects)
       expect(provided).toBeLessThan(effectsProvided)
+    }))
+
+  it.effect("locally is one operation when the ref holds the value already", () =>
+    Effect.gen(function* () {
+      const same = yield* operations(Local.locally(Effect.void, ref, "outer"))
+      const other = yield* operations(Local.locally(Effect.void, ref, "inner"))
+      expect(same).toBe((yield* operations(Effect.void)) + 1)
+      expect(other).toBeGreaterThan(same)
+      expect(other).toBeLessThanOrEqual(10)
+      expect(yield* Local.locally(FiberRef.get(ref), ref, "outer")).toBe("outer")
     }))
 
   it.effect("provide is one operation when the caller holds those services already", () =>

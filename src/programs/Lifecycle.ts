@@ -58,13 +58,14 @@ export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRe
   Option.none()
 )
 
-const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) =>
-  Effect.zipRight(
-    recordEvent(
-      (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason })
-    ),
-    fromState === "VALIDATE" && toState === "EXECUTE" ? withMetrics((m) => m.increment("retries")) : Effect.void
+const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) => {
+  const recorded = recordEvent(
+    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason })
   )
+  return fromState === "VALIDATE" && toState === "EXECUTE"
+    ? Effect.zipRight(recorded, withMetrics((m) => m.increment("retries")))
+    : recorded
+}
 
 /** Opens the span of a state entered, under the request span. */
 const stateSpan = (
@@ -192,11 +193,10 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
  * states belong to the facade.
  */
 export const transition = (from: LifecycleState, to: LifecycleState, attempt: number, reason: string): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(currentTracker), (tracker) =>
-    Option.isSome(tracker)
-      ? Effect.asVoid(tracker.value.transition(to, reason))
-      : record(from, to, attempt, reason)
-  )
+  Effect.withFiberRuntime((fiber) => {
+    const tracker = fiber.getFiberRef(currentTracker)
+    return Option.isSome(tracker) ? Effect.asVoid(tracker.value.transition(to, reason)) : record(from, to, attempt, reason)
+  })
 
 /** Runs `effect` with `tracker` as the request's tracker. */
 export const tracked =

@@ -145,7 +145,7 @@ export const respond = (
  * nothing counts).
  */
 export const observe = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
-  Effect.flatMap(Observed.listened, (on) => on ? observed(response, startedAt) : Effect.void)
+  Effect.withFiberRuntime((fiber) => Observed.listenedBy(fiber) ? observed(response, startedAt) : Effect.void)
 
 const observed = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
   Effect.gen(function* () {

@@ -84,7 +84,7 @@ export const fn = (name: string): typeof Effect.fnUntraced =>
  */
 export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(listened, (on) => on ? Tracing.withSpan(name, options)(effect) : effect)
+  Effect.withFiberRuntime((fiber) => listenedBy(fiber) ? Tracing.withSpan(name, options)(effect) : effect)
 
 /**
  * Provides the observability services `servicesOf` took (nothing to do when there

@@ -63,9 +63,9 @@ export const run = (
   raw: unknown,
   policy: Plan.PlanPolicy
 ): Effect.Effect<StepResult, Failure> =>
-  Effect.flatMap(Observed.listened, (observed) => {
+  Effect.withFiberRuntime((fiber) => {
     const body = runStep(environment, step, handler, raw, policy)
-    return observed ? observe(step, body) : body
+    return Observed.listenedBy(fiber) ? observe(step, body) : body
   })
 
 const runStep = (

@@ -5,7 +5,8 @@
  * `Effect.locally`, `Effect.locallyWith`, `Effect.provide(context)` and
  * `Effect.provideService` all set a fiber ref through `acquireUseRelease`:
  * about 22 Effect operations each, on paths where the effect inside costs a few
- * (a tool call, a correlation id set for a turn). These (9 operations) do the
+ * (a tool call, a correlation id set for a turn). These (9 operations; 10 for
+ * `locally`, which first looks whether the ref holds the value already) do the
  * same with an uninterruptible region around one match: the value is set and
  * set back by the fiber itself, in the step that reads it; the effect runs
  * in the caller's interruptibility, and the old value is set back whatever way
@@ -50,9 +51,14 @@ export const locallyWith = <A, E, R, V>(
     })
   )
 
-/** `Effect.locally`: `effect` with `ref` set to `value`, set back afterwards. */
+/**
+ * `Effect.locally`: `effect` with `ref` set to `value`, set back afterwards.
+ * When `ref` holds `value` already, `effect` runs as it is (one operation): for
+ * the library's own refs, which only `locally` sets (an effect that set `ref`
+ * itself would keep its change).
+ */
 export const locally = <A, E, R, V>(effect: Effect.Effect<A, E, R>, ref: FiberRef.FiberRef<V>, value: V): Effect.Effect<A, E, R> =>
-  locallyWith(effect, ref, () => value)
+  Effect.withFiberRuntime((fiber) => fiber.getFiberRef(ref) === value ? effect : locallyWith(effect, ref, () => value))
 
 /**
  * `Effect.provide(effect, context)`: the context's services added to the

@@ -24,7 +24,7 @@ export const exports = (tracer: Tracer.Tracer): boolean => tracer !== nativeTrac
 /** A span around `effect` when the tracer exports spans; `effect` alone otherwise. Never with a stack trace. */
 export const exportedSpan = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(exporting, (on) => on ? withSpan(name, options)(effect) : effect)
+  Effect.withFiberRuntime((fiber) => exports(fiber.currentTracer) ? withSpan(name, options)(effect) : effect)
 
 /**
  * `Effect.withSpan` (never with a stack trace) at half of its
