@@ -31,7 +31,7 @@ import * as Observed from "../src/programs/internal/Observed.js"
 import * as Request from "../src/programs/internal/Request.js"
 import * as Spans from "../src/programs/internal/Spans.js"
 import { requestOf } from "../src/programs/run/Strategies.js"
-import { Engine, InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } from "../src/services/Engine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { Constraint } from "../src/services/Constraint.js"
 import { CostTracker } from "../src/services/CostTracker.js"
@@ -405,9 +405,30 @@ describe("message ids", { timeout: 30_000 }, () => {
       })
       const services = yield* Layer.build(Layer.merge(engine, Registry.layer([addTool])))
       const turn = Effect.flatMap(AgentLoop.make(), (agent) => agent.chat("What is 2 + 3?"))
+      const turned = yield* turn.pipe(Effect.provide(services))
+      expect([turned.content, turned.toolCalls.length]).toEqual(["5", 1])
       const count = yield* operations(turn).pipe(Effect.provide(services))
       // 310 at the start of session 12, 258 after its changes (message ids drawn at once, Local in 9 operations, ...)
       expect(count).toBeLessThanOrEqual(270)
+    }).pipe(Effect.scoped))
+
+  it.live("a facade chat request stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      // streamed by callback, as the library's own engines stream (the facade's chat mode streams)
+      const engine = Layer.succeed(Engine, {
+        infer: () => Effect.succeed(answer),
+        stream: () => streamFrom((emit) => Effect.zipRight(emit(StreamPart.textDelta("5")), emit(StreamPart.finish(answer)))),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const system = yield* Facade.make().pipe(Effect.provide(services))
+      const request = Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content: "ping" }] })
+      // the second request: what every request costs once the facade's caches are warm
+      const response = yield* system.run(request).pipe(Effect.provide(services))
+      expect([response.error, response.content]).toEqual([undefined, "5"])
+      const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
+      // 345 at the start of session 12, 260 after its changes
+      expect(count).toBeLessThanOrEqual(275)
     }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {

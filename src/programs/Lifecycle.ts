@@ -19,6 +19,7 @@
  * opened: the moves, the history and the attempts are the same.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -139,13 +140,13 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
     return {
       ...readers,
       interrupted: Effect.void,
+      // one step: the clock and whether anybody records read from the fiber (most moves record nothing)
       transition: (to, reason, fields = {}) =>
-        Effect.clockWith((clock) =>
-          Effect.suspend(() => {
-            const left = move(clock, to, fields.error)
-            return left === undefined ? Effect.succeed(false) : Effect.as(record(left.current, to, state.attempt, reason), true)
-          })
-        )
+        Effect.withFiberRuntime((fiber) => {
+          const left = move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
+          if (left === undefined) return Effect.succeed(false)
+          return Observed.listenedBy(fiber) ? Effect.as(record(left.current, to, state.attempt, reason), true) : Effect.succeed(true)
+        })
     } satisfies Tracker
   }
 

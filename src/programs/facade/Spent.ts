@@ -18,7 +18,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type * as Message from "../../domain/Message.js"
 import { ToolCallRecord } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
@@ -38,12 +37,12 @@ export interface Spent {
 }
 
 /** A recorder for one request. */
-export const make: Effect.Effect<Spent> = Effect.gen(function* () {
-  const usage = yield* Ref.make(TokenUsage.empty)
-  const calls = yield* Ref.make<ReadonlyMap<string, ToolCallRecord>>(new Map())
-  const used = (result: Engine.InferenceResult) => Ref.update(usage, (u) => TokenUsage.combine(u, result.usage))
-  const called = (record: ToolCallRecord) =>
-    Ref.update(calls, (recorded) => new Map(recorded).set(record.id, record))
+export const make: Effect.Effect<Spent> = Effect.sync(() => {
+  // each update is one synchronous step (as a Ref's is): the request's fibers may record at once
+  let usage = TokenUsage.empty
+  const calls = new Map<string, ToolCallRecord>()
+  const used = (result: Engine.InferenceResult) => Effect.sync(() => void (usage = TokenUsage.combine(usage, result.usage)))
+  const called = (record: ToolCallRecord) => Effect.sync(() => void calls.set(record.id, record))
 
   const engine = (inner: Engine.Service): Engine.Service => {
     const sampleMany = inner.sampleMany
@@ -79,8 +78,8 @@ export const make: Effect.Effect<Spent> = Effect.gen(function* () {
   return {
     engine,
     registry,
-    usage: Ref.get(usage),
-    toolCalls: Effect.map(Ref.get(calls), (recorded) => Array.from(recorded.values()))
+    usage: Effect.sync(() => usage),
+    toolCalls: Effect.sync(() => Array.from(calls.values()))
   }
 })
 
