@@ -3,8 +3,11 @@
  * the library's programs against the same work written as a plain Effect program
  * (Effect.gen, a Ref for the history, Effect.forEach for tools, the engine and the
  * tool handler called directly), on the same zero-latency engine, side by side in
- * this process. A round times CALLS calls of each side back to back (the order
- * alternating); the ratio is the median of per-round ratios of CPU time (the
+ * this process. A round times the same number of calls of each side back to
+ * back (the order alternating): at least CALLS (200), and as many more as make
+ * the faster side's round last ROUND_MS (60 ms) of CPU time, so that one garbage
+ * collection more or less (V8 collects on helper threads too) does not decide a
+ * round of a row whose call takes microseconds; the ratio is the median of per-round ratios of CPU time (the
  * process's, user + system), the interquartile range beside it, wall time per
  * call shown too. CPU time, because much of a zero-latency call's wall time is
  * the process idle while Effect's scheduler yields to the event loop, which other
@@ -49,6 +52,9 @@ import { median, quantile } from "./Table.js"
 
 const ROUNDS = Number(process.env.HOTPATH_BENCH_ROUNDS ?? 11)
 const CALLS = Number(process.env.HOTPATH_BENCH_CALLS ?? 200)
+/** The least CPU time of a side's round (the faster side's), in ms: fast rows run more calls per round. */
+const ROUND_MS = Number(process.env.HOTPATH_BENCH_ROUND_MS ?? 60)
+const MAX_CALLS = 50_000
 
 // ---------------------------------------------------------------------------
 // Engines that answer at once and keep nothing
@@ -226,12 +232,12 @@ interface Timing {
   readonly cpu: number
 }
 
-/** Wall and CPU milliseconds of CALLS calls. */
-const timeMs = <E, R>(effect: Effect.Effect<void, E, R>): Effect.Effect<Timing, never, R> =>
+/** Wall and CPU milliseconds of `calls` calls. */
+const timeMs = <E, R>(effect: Effect.Effect<void, E, R>, calls: number = CALLS): Effect.Effect<Timing, never, R> =>
   Effect.gen(function* () {
     const cpu = process.cpuUsage()
     const start = performance.now()
-    yield* Effect.repeatN(Effect.orDie(effect), CALLS - 1)
+    yield* Effect.repeatN(Effect.orDie(effect), calls - 1)
     const wall = performance.now() - start
     const used = process.cpuUsage(cpu)
     return { wall, cpu: (used.user + used.system) / 1000 }
@@ -246,6 +252,8 @@ export interface Comparison {
   readonly oursWallUs: number
   readonly baseCpuUs: number
   readonly baseWallUs: number
+  /** Calls per side per round. */
+  readonly calls: number
   readonly goal: number
 }
 
@@ -258,23 +266,29 @@ const compare = <R>(
 ): Effect.Effect<Comparison, never, R> =>
   Effect.gen(function* () {
     // warm both sides up (JIT, module state)
-    yield* timeMs(ours)
-    yield* timeMs(base)
+    const warm = yield* timeMs(ours)
+    const warmBase = yield* timeMs(base)
     yield* between
+    // a round long enough that a collection more or less does not decide it: both sides' CPU time at least
+    // ROUND_MS (CALLS calls at least), so a fast row runs more calls per round than a slow one
+    const calls = Math.min(
+      MAX_CALLS,
+      Math.max(CALLS, Math.ceil((CALLS * ROUND_MS) / Math.max(0.001, Math.min(warm.cpu, warmBase.cpu))))
+    )
     const ratios: Array<number> = []
     const o: Array<Timing> = []
     const b: Array<Timing> = []
     for (let round = 0; round < ROUNDS; round++) {
       const first = round % 2 === 0
-      const x = yield* timeMs(first ? ours : base)
-      const y = yield* timeMs(first ? base : ours)
+      const x = yield* timeMs(first ? ours : base, calls)
+      const y = yield* timeMs(first ? base : ours, calls)
       yield* between
       const [ot, bt] = first ? [x, y] : [y, x]
       o.push(ot)
       b.push(bt)
       ratios.push(ot.cpu / bt.cpu)
     }
-    const us = (xs: ReadonlyArray<Timing>, k: keyof Timing) => (median(xs.map((t) => t[k])) / CALLS) * 1000
+    const us = (xs: ReadonlyArray<Timing>, k: keyof Timing) => (median(xs.map((t) => t[k])) / calls) * 1000
     return {
       name,
       ratio: median(ratios),
@@ -283,6 +297,7 @@ const compare = <R>(
       oursWallUs: us(o, "wall"),
       baseCpuUs: us(b, "cpu"),
       baseWallUs: us(b, "wall"),
+      calls,
       goal
     }
   })
