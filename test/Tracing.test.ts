@@ -1,6 +1,7 @@
 /**
  * services/internal/Tracing.withSpan: Effect.withSpan's span (name, options,
- * parent, the exit it ends with) at fewer operations.
+ * parent, the exit it ends with) at fewer operations; Tracing.annotate:
+ * Effect.annotateCurrentSpan in one step.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -70,6 +71,24 @@ describe("Tracing.withSpan", () => {
     Effect.gen(function* () {
       const ours = yield* operations(Tracing.withSpan("s")(Effect.void))
       const effects = yield* operations(Effect.withSpan(Effect.void, "s", { captureStackTrace: false }))
+      expect(ours).toBeLessThanOrEqual(12)
       expect(ours).toBeLessThan(effects)
+    }))
+})
+
+describe("Tracing.annotate", () => {
+  it.effect("puts the attributes on the span the fiber runs in, as Effect.annotateCurrentSpan; nothing outside a span", () =>
+    Effect.gen(function* () {
+      const span = yield* Tracing.withSpan("s")(Effect.zipRight(Tracing.annotate({ a: 1, b: "x" }), Effect.currentSpan))
+      expect([...span.attributes.entries()]).toEqual([["a", 1], ["b", "x"]])
+      // outside any span: nothing to annotate, no failure
+      yield* Tracing.annotate({ a: 1 })
+      // the same attributes as Effect's own on the same span
+      const both = yield* Tracing.withSpan("t")(
+        Effect.zipRight(Tracing.annotate({ c: 1 }), Effect.zipRight(Effect.annotateCurrentSpan({ d: 1 }), Effect.currentSpan))
+      )
+      expect([...both.attributes.entries()]).toEqual([["c", 1], ["d", 1]])
+      const effects = yield* operations(Effect.annotateCurrentSpan({ a: 1 }))
+      expect(yield* operations(Tracing.annotate({ a: 1 }))).toBeLessThan(effects)
     }))
 })

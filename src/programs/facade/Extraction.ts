@@ -23,6 +23,7 @@ import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
 import * as Prompts from "./Prompts.js"
 import type { Outcome } from "./Types.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 
 /** The request's own system message, else the PromptProvider's, else the facade's default. */
 const systemPromptOf = (env: Environment, checked: Check.Extraction) => {
@@ -101,7 +102,7 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
       seed: hints.seed
     })
     yield* tracker.transition("VALIDATE", "replicas voted")
-    yield* Effect.annotateCurrentSpan({
+    yield* Tracing.annotate({
       "pagantic.vote.confidence": result.confidence,
       "pagantic.vote.winner": result.winner,
       "pagantic.vote.candidates": result.candidates.length,

@@ -30,6 +30,7 @@ import { invalid } from "./Check.js"
 import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
 import * as Construct from "../../domain/Construct.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 
 /** Who the response answers. */
 export interface Addressee {
@@ -149,7 +150,7 @@ export const observe = (response: SystemResponse, startedAt: number): Effect.Eff
 
 const observed = (response: SystemResponse, startedAt: number): Effect.Effect<void> =>
   Effect.gen(function* () {
-    yield* Effect.annotateCurrentSpan({
+    yield* Tracing.annotate({
       [Spans.GenAi.usageInputTokens]: response.tokenUsage.promptTokens,
       [Spans.GenAi.usageOutputTokens]: response.tokenUsage.outputTokens,
       "pagantic.tool_calls": response.toolCallsMade.length,

@@ -150,7 +150,7 @@ export const execute = (
         (id) => /^[0-9a-f]{32}$/.test(id)
       )
       const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
-      yield* Effect.annotateCurrentSpan({ traceId, [Spans.Pagantic.traceId]: traceId })
+      yield* Tracing.annotate({ traceId, [Spans.Pagantic.traceId]: traceId })
       return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
     })
     const run = !observed ? body : body.pipe(

@@ -21,6 +21,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import type { ToolCall } from "../../domain/Message.js"
+import type { CorrelationContext } from "../../domain/System.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
 import { CostTracker } from "../../services/CostTracker.js"
 import { currentCorrelation } from "../../services/EventLog.js"
@@ -83,16 +84,19 @@ export const clientSpan: Tracer.SpanOptions = { kind: "client", captureStackTrac
 /** The correlation ids of the running fiber as span attributes. */
 export const correlationAttributes: Effect.Effect<Record<string, string>> = Effect.map(
   FiberRef.get(currentCorrelation),
-  (c) => {
-    const out: Record<string, string> = { [Pagantic.requestId]: c.requestId }
-    if (c.sessionId !== undefined) out[Pagantic.sessionId] = c.sessionId
-    if (c.traceId !== undefined) out[Pagantic.traceId] = c.traceId
-    if (c.stepName !== undefined) out[Pagantic.stepName] = c.stepName
-    if (c.toolCallId !== undefined) out[Pagantic.toolCallId] = c.toolCallId
-    if (c.causedBy !== undefined) out[Pagantic.causedBy] = c.causedBy
-    return out
-  }
+  (c) => correlationOf(c)
 )
+
+/** The correlation ids as span attributes. */
+const correlationOf = (c: CorrelationContext): Record<string, string> => {
+  const out: Record<string, string> = { [Pagantic.requestId]: c.requestId }
+  if (c.sessionId !== undefined) out[Pagantic.sessionId] = c.sessionId
+  if (c.traceId !== undefined) out[Pagantic.traceId] = c.traceId
+  if (c.stepName !== undefined) out[Pagantic.stepName] = c.stepName
+  if (c.toolCallId !== undefined) out[Pagantic.toolCallId] = c.toolCallId
+  if (c.causedBy !== undefined) out[Pagantic.causedBy] = c.causedBy
+  return out
+}
 
 // ---------------------------------------------------------------------------
 // Trace
@@ -150,10 +154,18 @@ export const inTrace =
 
 /** Puts the correlation ids (and `extra`) on the current span, when the tracer exports spans. */
 export const annotate = (extra: Record<string, unknown> = {}): Effect.Effect<void> =>
-  Effect.flatMap(exporting, (on) =>
-    on ? Effect.flatMap(correlationAttributes, (ids) => Effect.annotateCurrentSpan({ ...ids, ...extra })) : Effect.void)
+  Effect.withFiberRuntime((fiber) =>
+    Tracing.exports(fiber.currentTracer)
+      ? Tracing.annotate({ ...correlationOf(fiber.getFiberRef(currentCorrelation)), ...extra })
+      : Effect.void
+  )
 
-const currentSpan: Effect.Effect<Option.Option<Tracer.Span>> = Effect.option(Effect.currentSpan)
+
+/** The span the fiber runs in (`Effect.currentSpan`) and whether the tracer exports, read in one step. */
+const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, boolean]> = Effect.withFiberRuntime((fiber) => {
+  const span = fiber.currentContext.unsafeMap.get(Tracer.ParentSpan.key) as Tracer.AnySpan | undefined
+  return Effect.succeed([span !== undefined && span._tag === "Span" ? Option.some(span) : Option.none(), Tracing.exports(fiber.currentTracer)] as const)
+})
 
 // ---------------------------------------------------------------------------
 // Inference
@@ -204,8 +216,7 @@ export const inferenceInSpan = <E, R>(
   options: InferenceSpanOptions = {}
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.gen(function* () {
-    const span = yield* currentSpan
-    const annotated = yield* exporting
+    const [span, annotated] = yield* spanAndExporting
     if (annotated) {
       yield* annotate({
         [GenAi.operationName]: "chat",
@@ -223,7 +234,7 @@ export const inferenceInSpan = <E, R>(
     }
     const result = yield* call
     if (annotated) {
-      yield* Effect.annotateCurrentSpan({
+      yield* Tracing.annotate({
         [GenAi.responseModel]: name,
         [GenAi.responseFinishReasons]: [result.finishReason],
         [GenAi.usageInputTokens]: result.usage.promptTokens,

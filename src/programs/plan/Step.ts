@@ -31,6 +31,7 @@ import * as Lifecycle from "../Lifecycle.js"
 import type { StepHandler } from "./Handler.js"
 import type { StepResult } from "./Outcome.js"
 import * as Local from "../../services/internal/Local.js"
+import * as Tracing from "../../services/internal/Tracing.js"
 
 /** What every step of an executor runs with. */
 export interface StepEnvironment {
@@ -119,7 +120,7 @@ const observe = (step: Plan.Step, body: Effect.Effect<StepResult, Failure>): Eff
             durationMs: r.finishedAt - r.startedAt
           }),
           Effect.zipRight(
-            Effect.annotateCurrentSpan(Spans.Pagantic.attempt, r.attempts),
+            Tracing.annotate({ [Spans.Pagantic.attempt]: r.attempts }),
             withMetrics((m) => m.recordLatency("plan_step", r.finishedAt - r.startedAt))
           )
         )

@@ -23,7 +23,7 @@ import * as FiberRef from "effect/FiberRef"
  * runtime fiber that its public type leaves out), called here by the fiber
  * itself, inside `withFiberRuntime`, as Effect's fiber refs do.
  */
-const setRef = <V>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref: FiberRef.FiberRef<V>, value: V): void =>
+export const setRef = <V>(fiber: Fiber.RuntimeFiber<unknown, unknown>, ref: FiberRef.FiberRef<V>, value: V): void =>
   (fiber as unknown as { setFiberRef(ref: FiberRef.FiberRef<V>, value: V): void }).setFiberRef(ref, value)
 
 /** `Effect.locallyWith`: `effect` with `ref` set to `f` of its value, set back afterwards. */
