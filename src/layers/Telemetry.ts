@@ -43,7 +43,6 @@ import * as MetricKeyType from "effect/MetricKeyType"
 import type * as MetricPair from "effect/MetricPair"
 import * as MetricState from "effect/MetricState"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
 import type { Service as CostTrackerService } from "../services/CostTracker.js"
 import type { EventLog } from "../services/EventLog.js"
@@ -74,7 +73,15 @@ const resourceOf = (options: ResourceOptions) => ({
 /** Attributes the loops set as arrays (the gen_ai conventions make finish reasons a string[]). */
 export const arrayAttributeKeys: ReadonlyArray<string> = ["gen_ai.response.finish_reasons", "pagantic.tool_call_ids"]
 
-const decodeStringArray = Schema.decodeUnknownOption(Schema.parseJson(Schema.Array(Schema.String)))
+/** The JSON text of an array of strings (the loops' own attribute, stringified on the way): the array, else none. */
+const decodeStringArray = (text: string): Option.Option<ReadonlyArray<string>> => {
+  try {
+    const parsed: unknown = JSON.parse(text)
+    return Array.isArray(parsed) && parsed.every((x) => typeof x === "string") ? Option.some(parsed as ReadonlyArray<string>) : Option.none()
+  } catch {
+    return Option.none()
+  }
+}
 
 /**
  * @effect/opentelemetry (0.64) hands non-primitive attribute values to the SDK as
