@@ -300,20 +300,20 @@ const runRound = <Out, E>(
     state.toolsRan = true
     const { inferenceId, span } = last
     const toolStep = settings.steps.tool
+    const runCall = (call: DomainMessage.ToolCall, index: number) =>
+      Effect.gen(function* () {
+        const execution = Tools.run(toolEnv, call, inferenceId, span)
+        const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call, index }, execution))
+        done.set(call.id, o)
+        if (Option.isSome(settings.onEvent)) yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
+        if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
+      })
+    const calls = action.toolCalls
     const outcome = yield* Effect.either(
-      Effect.forEach(
-        action.toolCalls,
-        (call, index) =>
-          Effect.gen(function* () {
-            const execution = Tools.run(toolEnv, call, inferenceId, span)
-            const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call, index }, execution))
-            done.set(call.id, o)
-            if (Option.isSome(settings.onEvent)) yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
-            if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
-          }),
-        // one call runs in this fiber: no fiber pool for it
-        { concurrency: action.toolCalls.length > 1 ? settings.toolConcurrency : 1, discard: true }
-      )
+      // one call runs in this fiber, as it is (no fiber pool, no forEach)
+      calls.length === 1
+        ? runCall(calls[0]!, 0)
+        : Effect.forEach(calls, runCall, { concurrency: settings.toolConcurrency, discard: true })
     )
     yield* answerRound(state, "a sibling call failed and the run stopped")
     return Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
@@ -342,8 +342,10 @@ const answerAll = <Out>(
   calls: ReadonlyArray<DomainMessage.ToolCall>,
   reason: string
 ): Effect.Effect<void> =>
-  Effect.forEach(calls, (call) =>
-    state.add(toolMessage(Tools.notExecuted(call, reason).result)), { discard: true })
+  // most answers carry no calls: nothing to run
+  calls.length === 0
+    ? Effect.void
+    : Effect.forEach(calls, (call) => state.add(toolMessage(Tools.notExecuted(call, reason).result)), { discard: true })
 
 const toolMessage = (result: RunMessage.RunToolResult) => (id: string): RunMessage.RunMessage =>
   RunMessage.build(id, "tool", result.content, {}, { toolResult: result })
