@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Schedule from "effect/Schedule"
 import * as Retry from "../src/programs/internal/Retry.js"
+import { operations } from "./support/Operations.js"
 
 interface Failure {
   readonly attempt: number
@@ -72,5 +73,27 @@ describe("Retry.retry agrees with Effect.retry", () => {
       expect(seen).toEqual([1, 2])
       const once = yield* run(Retry.retry, [], 2)
       expect([once.attempts, once.seen]).toEqual([1, []])
+    }))
+
+  it.effect("a defect is not retried, as under Effect.retry", () =>
+    Effect.gen(function*() {
+      let attempts = 0
+      const dying = Effect.suspend(() => {
+        attempts++
+        return Effect.die("boom")
+      })
+      const options = { schedule: Schedule.recurs(3), while: () => true }
+      const ours = yield* Effect.exit(Retry.retry(dying, options))
+      expect(attempts).toBe(1)
+      const theirs = yield* Effect.exit(Effect.retry(dying, options))
+      expect(attempts).toBe(2)
+      expect(ours).toStrictEqual(theirs)
+    }))
+
+  it.effect("a first success costs one operation more than the effect (the failure handler pushed)", () =>
+    Effect.gen(function*() {
+      const options = { schedule: Schedule.recurs(3), while: () => true }
+      const plain = yield* operations(Effect.sync(() => 1))
+      expect(yield* operations(Retry.retry(Effect.sync(() => 1), options))).toBe(plain + 1)
     }))
 })

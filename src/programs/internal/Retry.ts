@@ -6,6 +6,8 @@
  * calls succeed at once, and `Effect.retry` costs as much as the call around a
  * model that answers at once (issue 13).
  */
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
 import * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
 
@@ -17,7 +19,12 @@ export interface Options<E> {
 
 /** Runs `effect`; a failure that `while` accepts is retried on `schedule`, as `Effect.retry(effect, options)` would. */
 export const retry = <A, E, R>(effect: Effect.Effect<A, E, R>, options: Options<E>): Effect.Effect<A, E, R> =>
-  Effect.catchAll(effect, (first) => {
+  // a failure-only handler: a success passes it by without a step of its own (Effect.catchAll's would take one)
+  Effect.catchAllCause(effect, (cause) => {
+    // what Effect.catchAll hands on: the first failure, when the cause has no defect
+    const failures = Cause.failures(cause)
+    if (Chunk.isNonEmpty(Cause.defects(cause)) || !Chunk.isNonEmpty(failures)) return Effect.failCause(cause)
+    const first = Chunk.headNonEmpty(failures)
     // Also a failure `while` refuses goes to Effect.retry: its schedule sees it, as under Effect.retry.
     let replayed = false
     const again = Effect.suspend(() => {
