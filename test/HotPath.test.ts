@@ -408,8 +408,8 @@ describe("message ids", { timeout: 30_000 }, () => {
       const turned = yield* turn.pipe(Effect.provide(services))
       expect([turned.content, turned.toolCalls.length]).toEqual(["5", 1])
       const count = yield* operations(turn).pipe(Effect.provide(services))
-      // 310 at the start of session 12, 242 after its changes (message ids drawn at once, Local in 9 operations, ...)
-      expect(count).toBeLessThanOrEqual(255)
+      // 310 at the start of session 12, 232 after its changes (message ids drawn at once, Local in 9 operations, ...)
+      expect(count).toBeLessThanOrEqual(245)
     }).pipe(Effect.scoped))
 
   it.live("a facade chat request stays within the operations it was measured at", () =>

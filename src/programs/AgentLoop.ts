@@ -148,12 +148,12 @@ export interface SessionView {
 /** Builds an AgentLoop; services are taken from the context once, here. */
 export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Engine.Engine> =>
   Effect.gen(function* () {
-    const loop = yield* environment(options)
-    // what ChatStructured runs with: the services of the context the loop is made in
+    // the services of the context the loop is made in, read once: the loop's, and what chatStructured runs with
     const services = yield* Effect.context<Engine.Engine>()
-    const constraint = yield* Effect.serviceOption(Constraint)
-    const existing = yield* loop.store.load(loop.sessionId)
-    if (existing.length === 0 && options.systemPrompt !== undefined) {
+    const loop = yield* environment(options, services)
+    const constraint = Context.getOption(services, Constraint)
+    // a new session starts with the loop's system prompt (a session the store knows keeps its history)
+    if (options.systemPrompt !== undefined && (yield* loop.store.load(loop.sessionId)).length === 0) {
       yield* loop.store.save(loop.sessionId, [Message.system(options.systemPrompt)])
     }
     return {

@@ -48,11 +48,9 @@ export interface Loop {
 export type Emit = (event: AgentEvent) => Effect.Effect<void>
 export const noEmit: Emit = () => Effect.void
 
-/** Takes the services from the context and applies the defaults. */
-export const environment = (options: Options): Effect.Effect<Loop, never, Engine.Engine> =>
+/** Takes the services from `services` (the context the loop is made in) and applies the defaults. */
+export const environment = (options: Options, services: Context.Context<Engine.Engine>): Effect.Effect<Loop> =>
   Effect.gen(function* () {
-    // the services, read from the context in one step
-    const services = yield* Effect.context<Engine.Engine>()
     const runtime = Run.runtimeOf(services)
     const contextProvider = Context.getOption(services, ContextProvider.ContextProvider)
     const storeOption = Context.getOption(services, ConversationStore.ConversationStore)
