@@ -5,9 +5,11 @@
  * tool handler called directly), on the same zero-latency engine, side by side in
  * this process. A round times the same number of calls of each side back to
  * back (the order alternating): at least CALLS (200), and as many more as make
- * the faster side's round last ROUND_MS (60 ms) of CPU time, so that one garbage
- * collection more or less (V8 collects on helper threads too) does not decide a
- * round of a row whose call takes microseconds; the ratio is the median of per-round ratios of CPU time (the
+ * the faster side's round last ROUND_MS (250 ms) of CPU time (20,000 calls at
+ * most), so that one garbage collection more or less (V8 collects on helper
+ * threads too) does not decide a round of a row whose call takes microseconds:
+ * with 200 calls a round (session 11) the same code's ratio moved from 2.2 to 2.9
+ * between runs, its interquartile range as wide (structured: 1.2-11); the ratio is the median of per-round ratios of CPU time (the
  * process's, user + system), the interquartile range beside it, wall time per
  * call shown too. CPU time, because much of a zero-latency call's wall time is
  * the process idle while Effect's scheduler yields to the event loop, which other
@@ -53,8 +55,8 @@ import { median, quantile } from "./Table.js"
 const ROUNDS = Number(process.env.HOTPATH_BENCH_ROUNDS ?? 11)
 const CALLS = Number(process.env.HOTPATH_BENCH_CALLS ?? 200)
 /** The least CPU time of a side's round (the faster side's), in ms: fast rows run more calls per round. */
-const ROUND_MS = Number(process.env.HOTPATH_BENCH_ROUND_MS ?? 60)
-const MAX_CALLS = 50_000
+const ROUND_MS = Number(process.env.HOTPATH_BENCH_ROUND_MS ?? 250)
+const MAX_CALLS = 20_000
 
 // ---------------------------------------------------------------------------
 // Engines that answer at once and keep nothing
