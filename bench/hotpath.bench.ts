@@ -9,8 +9,9 @@
  * most), so that one garbage collection more or less (V8 collects on helper
  * threads too) does not decide a round of a row whose call takes microseconds:
  * with 200 calls a round (session 11) the same code's ratio moved from 2.2 to 2.9
- * between runs, its interquartile range as wide (structured: 1.2-11); the ratio is the median of per-round ratios of CPU time (the
- * process's, user + system), the interquartile range beside it, wall time per
+ * between runs, its interquartile range as wide (structured: 1.2-11). The
+ * ratio is the median of per-round ratios of CPU time (the process's, user +
+ * system), the interquartile range beside it, wall time per
  * call shown too. CPU time, because much of a zero-latency call's wall time is
  * the process idle while Effect's scheduler yields to the event loop, which other
  * processes on the machine stretch.
