@@ -333,6 +333,20 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
   })
 })
 
+const addTool = Tool.make({
+  name: "add",
+  description: "Adds two numbers",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) => Effect.succeed(String(a + b))
+})
+
+/** A scripted model that asks for add(2,3), then answers "5"; the registry with `add` (a fresh script each time). */
+const scriptedAdd = () =>
+  Layer.merge(
+    ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
+    Registry.layer([addTool])
+  )
+
 describe("the transcript a run sends", { timeout: 30_000 }, () => {
   it.effect("each message is turned into the engine's form once: the second request reuses the first one's messages", () =>
     Effect.gen(function* () {
@@ -343,24 +357,10 @@ describe("the transcript a run sends", { timeout: 30_000 }, () => {
       expect(second!.messages[0]).toBe(first!.messages[0])
       const transcript = yield* agent.messages
       expect(transcript[1]).toBe(second!.messages[1])
-    }).pipe(Effect.provide(Layer.merge(
-      ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
-      Registry.layer([Tool.make({
-        name: "add",
-        description: "Adds two numbers",
-        parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
-        handler: ({ a, b }) => Effect.succeed(String(a + b))
-      })])
-    ))))
+    }).pipe(Effect.provide(scriptedAdd())))
 })
 
 describe("message ids", { timeout: 30_000 }, () => {
-  const addTool = Tool.make({
-    name: "add",
-    description: "Adds two numbers",
-    parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
-    handler: ({ a, b }) => Effect.succeed(String(a + b))
-  })
   const usage = TokenUsage.make({ promptTokens: 10, outputTokens: 2 })
   const callReply = new InferenceResult({
     content: "",
@@ -369,17 +369,7 @@ describe("message ids", { timeout: 30_000 }, () => {
     finishReason: "tool_calls"
   })
   const answer = new InferenceResult({ content: "5", toolCalls: [], usage, finishReason: "stop" })
-  const turn = RunLoop.run([Message.user("What is 2 + 3?")]).pipe(
-    Effect.provide(Layer.merge(
-      ScriptedEngine.layer([ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }]), ScriptedEngine.reply("5")]),
-      Registry.layer([Tool.make({
-        name: "add",
-        description: "Adds two numbers",
-        parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
-        handler: ({ a, b }) => Effect.succeed(String(a + b))
-      })])
-    ))
-  )
+  const turn = RunLoop.run([Message.user("What is 2 + 3?")]).pipe(Effect.provide(scriptedAdd()))
 
   it.effect("a generator that draws at once (unsafeNext) names each message without an effect per id; one that cannot, through next: the same ids", () =>
     Effect.gen(function* () {
