@@ -382,8 +382,8 @@ describe("message ids", { timeout: 30_000 }, () => {
       // the effect per id is what the synchronous draw saves
       const effectful = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p) }))
       const direct = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p), unsafeNext: (p) => p }))
-      // 17 when measured: the input message's id (8) and the three the run adds (3 each)
-      expect(effectful - direct).toBeGreaterThanOrEqual(12)
+      // 9 when measured: the ids of the input message and of the three messages the run adds
+      expect(effectful - direct).toBeGreaterThanOrEqual(8)
     }))
 
   it.effect("an AgentLoop turn (tool call, tool, answer) stays within the operations it was measured at", () =>

@@ -108,7 +108,10 @@ export const execute = <Out, E>(
     return result
   }).pipe(Observed.within(rt.observe))
 
-/** The input as run messages (a domain message gets an id, a run message is checked). */
+/**
+ * The input as run messages: a run message is checked, a domain message gets an
+ * id from the run's IdGenerator (as every message the run adds: see `adder`).
+ */
 const takeInput = (rt: Runtime, input: ReadonlyArray<RunMessage.Input>) =>
   Effect.gen(function* () {
     const out: Array<RunMessage.RunMessage> = []
@@ -117,9 +120,7 @@ const takeInput = (rt: Runtime, input: ReadonlyArray<RunMessage.Input>) =>
       const message = input[i]!
       const checked = RunMessage.isRunMessage(message)
         ? RunMessage.checkInput(message, i)
-        : draw !== undefined
-        ? Either.right(RunMessage.buildFromDomain(draw("msg"), message))
-        : yield* RunMessage.fromInput(message, i)
+        : Either.right(RunMessage.buildFromDomain(draw !== undefined ? draw("msg") : yield* rt.nextId("msg"), message))
       if (Either.isLeft(checked)) {
         return yield* ConfigurationFailure.invalidRequest(`Invalid run loop input: ${checked.left}`)
       }
