@@ -243,8 +243,9 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
   options: ToolCallOptions<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { attempt, call, inferenceId } = options
-  const inSpan = options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId))
-  const recorded = Effect.gen(function* () {
+  // built only when somebody observes (most calls run the tool as it is)
+  const inSpan = () => options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId))
+  const recorded = () => Effect.gen(function* () {
     if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
     const started = yield* Clock.currentTimeMillis
     yield* recordEvent(
@@ -259,7 +260,7 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
           attempt
         }, true)
     )
-    const exit = yield* Effect.exit(inSpan)
+    const exit = yield* Effect.exit(inSpan())
     const durationMs = (yield* Clock.currentTimeMillis) - started
     const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
     yield* recordEvent(
@@ -280,12 +281,12 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
     return yield* exit
   })
   // Nobody records or exports: no span (its id would stamp nothing), and no correlation (only events and spans read it).
-  const correlated = withCorrelation({ toolCallId: call.id, causedBy: call.id })
+  const correlated = <X>(effect: Effect.Effect<X, E, R>) => withCorrelation({ toolCallId: call.id, causedBy: call.id })(effect)
   return Effect.withFiberRuntime<A, E, R>((fiber) =>
     recordsIn(fiber.currentContext)
-      ? correlated(recorded)
+      ? correlated(recorded())
       : Tracing.exports(fiber.currentTracer)
-      ? correlated(inSpan)
+      ? correlated(inSpan())
       : options.execute
   )
 }

@@ -111,23 +111,37 @@ export const execute = <Out, E>(
 /**
  * The input as run messages: a run message is checked, a domain message gets an
  * id from the run's IdGenerator (as every message the run adds: see `adder`).
+ * With ids drawn at once, a value: nothing to run.
  */
-const takeInput = (rt: Runtime, input: ReadonlyArray<RunMessage.Input>) =>
-  Effect.gen(function* () {
+const takeInput = (
+  rt: Runtime,
+  input: ReadonlyArray<RunMessage.Input>
+): Effect.Effect<Array<RunMessage.RunMessage>, ConfigurationFailure> => {
+  const draw = rt.unsafeNextId
+  const take = (message: RunMessage.Input, i: number, id: () => string): Either.Either<RunMessage.RunMessage, string> =>
+    RunMessage.isRunMessage(message) ? RunMessage.checkInput(message, i) : Either.right(RunMessage.buildFromDomain(id(), message))
+  const invalid = (reason: string) => ConfigurationFailure.invalidRequest(`Invalid run loop input: ${reason}`)
+  if (draw !== undefined) {
     const out: Array<RunMessage.RunMessage> = []
-    const draw = rt.unsafeNextId
+    for (let i = 0; i < input.length; i++) {
+      const checked = take(input[i]!, i, () => draw("msg"))
+      if (Either.isLeft(checked)) return Effect.fail(invalid(checked.left))
+      out.push(checked.right)
+    }
+    return Effect.succeed(out)
+  }
+  return Effect.gen(function* () {
+    const out: Array<RunMessage.RunMessage> = []
     for (let i = 0; i < input.length; i++) {
       const message = input[i]!
-      const checked = RunMessage.isRunMessage(message)
-        ? RunMessage.checkInput(message, i)
-        : Either.right(RunMessage.buildFromDomain(draw !== undefined ? draw("msg") : yield* rt.nextId("msg"), message))
-      if (Either.isLeft(checked)) {
-        return yield* ConfigurationFailure.invalidRequest(`Invalid run loop input: ${checked.left}`)
-      }
+      const id = RunMessage.isRunMessage(message) ? "" : yield* rt.nextId("msg")
+      const checked = take(message, i, () => id)
+      if (Either.isLeft(checked)) return yield* invalid(checked.left)
       out.push(checked.right)
     }
     return out
   })
+}
 
 /**
  * Adds a message with a new id to the transcript: drawn at once when the run's
