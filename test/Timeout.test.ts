@@ -1,6 +1,7 @@
 /**
- * services/internal/Timeout: `Effect.timeoutFail` with one fiber on the live
- * clock (real time here, bounded), Effect's own under the TestClock.
+ * services/internal/Timeout: `Effect.timeoutFail` with one fiber, started at
+ * once, on the live clock (real time here, bounded), Effect's own under the
+ * TestClock.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -71,6 +72,41 @@ describe("Timeout", () => {
     Effect.gen(function* () {
       const ours = yield* operations(Timeout.timeoutFail(Effect.succeed(1), "30 seconds", () => "late"))
       const effects = yield* operations(Effect.timeoutFail(Effect.succeed(1), { duration: "30 seconds", onTimeout: () => "late" }))
+      // 12 against 56 when measured (29 when the effect's fiber was forked and awaited)
+      expect(ours).toBeLessThanOrEqual(14)
       expect(ours).toBeLessThan(effects)
+    }))
+
+  it.live("an effect that does not suspend has ended when its fiber is started: no timer is set", () =>
+    Effect.gen(function* () {
+      const set = globalThis.setTimeout
+      let timersSet = 0
+      globalThis.setTimeout = ((...args: Parameters<typeof setTimeout>) => {
+        timersSet++
+        return set(...args)
+      }) as typeof setTimeout
+      try {
+        expect(yield* Timeout.timeoutFail(Effect.succeed(1), "30 seconds", () => "late")).toBe(1)
+        expect(timersSet).toBe(0)
+        expect(yield* Timeout.timeoutFail(Effect.as(Effect.sleep("1 millis"), 2), "30 seconds", () => "late")).toBe(2)
+        // the effect's own sleep, and the bound's timer
+        expect(timersSet).toBe(2)
+      } finally {
+        globalThis.setTimeout = set
+      }
+    }))
+
+  it.live("the effect runs with the caller's services, fiber refs, span and interruptibility", () =>
+    Effect.gen(function* () {
+      const seen = yield* Timeout.timeoutFail(
+        Effect.all([FiberRef.get(ref), Effect.map(Effect.currentSpan, (s) => s.name), Effect.checkInterruptible(Effect.succeed)]),
+        "30 seconds",
+        () => "late"
+      ).pipe(Effect.withSpan("caller"), Effect.locally(ref, 5))
+      expect(seen).toEqual([5, "caller", true])
+      const masked = yield* Effect.uninterruptible(
+        Timeout.timeoutFail(Effect.checkInterruptible(Effect.succeed), "30 seconds", () => "late")
+      )
+      expect(masked).toBe(false)
     }))
 })

@@ -1,15 +1,21 @@
 /**
- * `Effect.timeoutFail` at the cost of one fiber.
+ * `Effect.timeoutFail` at the cost of one fiber, and of nothing more when the
+ * effect does not suspend.
  *
  * Effect's own races the effect against a sleeping fiber: two forked fibers per
  * call, and the loser awaited through its mailbox: 56 operations on a call
- * that is over at once (a tool that adds two numbers). Here the effect runs in
- * one child fiber, and the caller waits on it and on a timer of the live clock
- * (what the live Clock's `sleep` schedules). The semantics are the same:
+ * that is over at once (a tool that adds two numbers). Here the effect's fiber
+ * is started at once on the caller's stack (as `Runtime.runFork` starts one,
+ * with the caller's context, fiber refs and runtime flags): an effect that does
+ * not suspend has ended when it returns, and its exit is the result, with no
+ * timer set and no fiber awaited (12 operations). Otherwise the caller waits on
+ * the fiber and on a timer of the live clock (what the live Clock's `sleep`
+ * schedules). The semantics are Effect's:
  *
  * - the effect's success or failure is the result, its fiber refs inherited;
- * - past the duration the child is interrupted, and awaited, then `onTimeout`;
- * - a caller interrupted while it waits interrupts the child and awaits it.
+ * - past the duration the fiber is interrupted, and awaited, then `onTimeout`;
+ * - a caller interrupted while it waits interrupts the fiber and awaits it;
+ * - the effect runs in the caller's interruptibility, span and services.
  *
  * Under any other Clock (the TestClock of a test) it is `Effect.timeoutFail`,
  * so time is the Clock's time either way.
@@ -21,6 +27,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
 
 /** The live clock: the default services' Clock. */
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
@@ -39,7 +46,17 @@ export const timeoutFail = <A, E, R, E2>(
     const ms = Duration.toMillis(Duration.decode(duration))
     if (clock !== liveClock || !(ms <= maxTimerMs)) return Effect.timeoutFail(self, { duration, onTimeout })
     return Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.fork(restore(self)), (fiber) => {
+      Effect.withFiberRuntime<A, E | E2, R>((parent, status) => {
+        // the effect's fiber, started at once on this stack (as Runtime.runFork starts one): an effect that does not
+        // suspend (a tool that adds two numbers) has ended when this returns, with no timer set and nothing to wait on
+        const runtime = Runtime.make({
+          context: parent.currentContext as Context.Context<R>,
+          runtimeFlags: status.runtimeFlags,
+          fiberRefs: parent.getFiberRefs()
+        })
+        const fiber = Runtime.runFork(runtime)(restore(self))
+        const done = fiber.unsafePoll()
+        if (done !== null) return Exit.isSuccess(done) ? Effect.as(fiber.inheritAll, done.value) : done
         const ended = Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {
           const observer = (exit: Exit.Exit<A, E>) => {
             clearTimeout(timer)
@@ -50,7 +67,7 @@ export const timeoutFail = <A, E, R, E2>(
             resume(Effect.succeed(timedOut))
           }, ms)
           fiber.addObserver(observer)
-          // the caller interrupted while it waits: the effect too, awaited (whatever fork scope the caller is in)
+          // the caller interrupted while it waits: the effect too, awaited
           return Effect.zipRight(
             Effect.sync(() => {
               clearTimeout(timer)
