@@ -1,10 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
 import * as Supervisor from "effect/Supervisor"
 import * as TestClock from "effect/TestClock"
 import type * as Event from "../src/domain/Event.js"
@@ -16,6 +18,8 @@ import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
 import * as Facade from "../src/programs/Facade.js"
+import * as Engine from "../src/services/Engine.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { EventLog } from "../src/services/EventLog.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import { add } from "./support/tools.js"
@@ -489,6 +493,31 @@ describe("Facade", () => {
         yield* TestClock.adjust("1 millis")
         expect(yield* supervisor.value).toEqual([])
       }).pipe(Effect.provide(base([ScriptedEngine.reply("hello")])))
+    )
+
+    it.effect("interrupting the caller interrupts the request's own fiber: its engine call stops, nothing runs on", () =>
+      Effect.gen(function* () {
+        const stopped = yield* Deferred.make<void>()
+        const started = yield* Deferred.make<void>()
+        const engine = Layer.succeed(Engine.Engine, {
+          infer: () =>
+            Effect.zipRight(Deferred.succeed(started, undefined), Effect.never).pipe(
+              Effect.onInterrupt(() => Deferred.succeed(stopped, undefined))
+            ),
+          stream: () => Stream.die("not streamed"),
+          modelInfo: Effect.succeed(new ModelInfo({ name: "m", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+        })
+        const system = yield* Facade.make().pipe(Effect.provide(Layer.merge(engine, Constraint.layer)))
+        const structured = Schema.decodeUnknownSync(SystemRequest)({
+          mode: "structured",
+          messages: [{ role: "user", content: "x" }],
+          output: { schema: sentiment }
+        })
+        const fiber = yield* Effect.fork(system.run(structured))
+        yield* Deferred.await(started)
+        yield* Fiber.interrupt(fiber)
+        expect(yield* Deferred.isDone(stopped)).toBe(true)
+      }).pipe(Effect.timeout("10 seconds"))
     )
 
     it.effect("cancel(requestId) ends a running request in CANCELLED_SIGNAL", () =>

@@ -13,6 +13,7 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
 import * as FiberId from "effect/FiberId"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
@@ -41,6 +42,11 @@ import * as Tracing from "../../services/internal/Tracing.js"
  * the caller runs `interrupted`, then interrupts the fiber and waits for it. No
  * fiber waits on a cancel (a cancel calls the interrupt directly), and a timeout
  * is one sleeping fiber, stopped when the request ends (not a race of two).
+ *
+ * The fiber is started at once on the caller's stack (as `Runtime.runFork`
+ * starts one, with the caller's context, fiber refs and runtime flags): a
+ * request that does not suspend (a model that answers at once) has ended when
+ * it returns, and nothing is forked or awaited for it.
  */
 const cancellable = <A>(
   effect: Effect.Effect<A, Failure>,
@@ -49,29 +55,39 @@ const cancellable = <A>(
   timeout: Duration.Duration | undefined,
   interrupted: Effect.Effect<void>
 ): Effect.Effect<Exit.Exit<A, Failure>> =>
-  Effect.flatMap(Effect.fork(effect), (fiber) => {
-    let ended: "cancelled" | "timed out" | undefined
-    const end = (why: "cancelled" | "timed out") => {
-      if (ended !== undefined) return
-      ended = why
-      fiber.unsafeInterruptAsFork(FiberId.none)
-    }
-    registration.onCancel(() => end("cancelled"))
-    const awaited = Effect.onInterrupt(Fiber.await(fiber), () => Effect.zipRight(interrupted, Fiber.interrupt(fiber)))
-    const watched = timeout === undefined
-      ? awaited
-      // interruptible whatever the caller's region is, so that it can be stopped
-      : Effect.flatMap(Effect.fork(Effect.interruptible(Effect.zipRight(Effect.sleep(timeout), Effect.sync(() => end("timed out"))))), (timer) =>
-        Effect.ensuring(awaited, Effect.sync(() => timer.unsafeInterruptAsFork(FiberId.none))))
-    return Effect.map(watched, (exit): Exit.Exit<A, Failure> =>
-      ended === undefined || !Exit.isInterrupted(exit)
-        ? exit
-        : Exit.fail(
-          ended === "cancelled"
-            ? Cancellation.signal("The request was cancelled by its caller", { requestId })
-            : Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout!)}`, { requestId })
-        ))
-  })
+  Effect.uninterruptibleMask((restore) =>
+    Effect.withFiberRuntime((parent, status) => {
+      const runtime = Runtime.make({ context: parent.currentContext, runtimeFlags: status.runtimeFlags, fiberRefs: parent.getFiberRefs() })
+      const fiber = Runtime.runFork(runtime)(restore(effect))
+      let ended: "cancelled" | "timed out" | undefined
+      const end = (why: "cancelled" | "timed out") => {
+        if (ended !== undefined) return
+        ended = why
+        fiber.unsafeInterruptAsFork(FiberId.none)
+      }
+      const settled = (exit: Exit.Exit<A, Failure>): Exit.Exit<A, Failure> =>
+        ended === undefined || !Exit.isInterrupted(exit)
+          ? exit
+          : Exit.fail(
+            ended === "cancelled"
+              ? Cancellation.signal("The request was cancelled by its caller", { requestId })
+              : Cancellation.timeout(`The request exceeded its timeout of ${Duration.format(timeout!)}`, { requestId })
+          )
+      // a cancel that came before the request started interrupts it now
+      registration.onCancel(() => end("cancelled"))
+      const done = fiber.unsafePoll()
+      if (done !== null) return Effect.succeed(settled(done))
+      const awaited = Effect.onInterrupt(restore(Fiber.await(fiber)), () => Effect.zipRight(interrupted, Fiber.interrupt(fiber)))
+      const watched = timeout === undefined
+        ? awaited
+        // interruptible whatever the caller's region is, so that it can be stopped
+        : Effect.flatMap(
+          Effect.fork(Effect.interruptible(Effect.zipRight(Effect.sleep(timeout), Effect.sync(() => end("timed out"))))),
+          (timer) => Effect.ensuring(awaited, Effect.sync(() => timer.unsafeInterruptAsFork(FiberId.none)))
+        )
+      return Effect.map(watched, settled)
+    })
+  )
 
 const executeChecked = (
   env: Environment,
