@@ -13,7 +13,6 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Runtime from "effect/Runtime"
 import * as FiberId from "effect/FiberId"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
@@ -33,6 +32,7 @@ import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
 import * as Local from "../../services/internal/Local.js"
+import * as Start from "../../services/internal/Start.js"
 import * as Tracing from "../../services/internal/Tracing.js"
 
 /**
@@ -57,8 +57,7 @@ const cancellable = <A>(
 ): Effect.Effect<Exit.Exit<A, Failure>> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((parent, status) => {
-      const runtime = Runtime.make({ context: parent.currentContext, runtimeFlags: status.runtimeFlags, fiberRefs: parent.getFiberRefs() })
-      const fiber = Runtime.runFork(runtime)(restore(effect))
+      const fiber = Start.now(parent, status.runtimeFlags, restore(effect))
       let ended: "cancelled" | "timed out" | undefined
       const end = (why: "cancelled" | "timed out") => {
         if (ended !== undefined) return

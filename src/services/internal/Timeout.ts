@@ -27,7 +27,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Runtime from "effect/Runtime"
+import * as Start from "./Start.js"
 
 /** The live clock: the default services' Clock. */
 const liveClock = Context.get(DefaultServices.liveServices, Clock.Clock)
@@ -47,14 +47,8 @@ export const timeoutFail = <A, E, R, E2>(
     if (clock !== liveClock || !(ms <= maxTimerMs)) return Effect.timeoutFail(self, { duration, onTimeout })
     return Effect.uninterruptibleMask((restore) =>
       Effect.withFiberRuntime<A, E | E2, R>((parent, status) => {
-        // the effect's fiber, started at once on this stack (as Runtime.runFork starts one): an effect that does not
-        // suspend (a tool that adds two numbers) has ended when this returns, with no timer set and nothing to wait on
-        const runtime = Runtime.make({
-          context: parent.currentContext as Context.Context<R>,
-          runtimeFlags: status.runtimeFlags,
-          fiberRefs: parent.getFiberRefs()
-        })
-        const fiber = Runtime.runFork(runtime)(restore(self))
+        // an effect that does not suspend has ended when this returns: no timer set, nothing to wait on
+        const fiber = Start.now(parent, status.runtimeFlags, restore(self))
         const done = fiber.unsafePoll()
         if (done !== null) return Exit.isSuccess(done) ? Effect.as(fiber.inheritAll, done.value) : done
         const ended = Effect.async<Exit.Exit<A, E> | typeof timedOut>((resume) => {

@@ -1,0 +1,26 @@
+/**
+ * A fiber started at once on the caller's stack, as `Runtime.runFork` starts
+ * one (Effect's `fork` only schedules its fiber): with the caller's context,
+ * fiber refs and runtime flags, it runs until it ends or suspends before this
+ * returns. An effect that does not suspend has its exit ready
+ * (`fiber.unsafePoll()`), with nothing scheduled or awaited for it.
+ *
+ * The fiber is a root fiber, not the caller's child: whoever starts it waits
+ * for it or interrupts it (services/internal/Timeout, the facade's requests),
+ * from an uninterruptible region so that it is never left running.
+ */
+import type * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
+import * as Runtime from "effect/Runtime"
+import type * as RuntimeFlags from "effect/RuntimeFlags"
+
+/** `effect` in a fiber of its own, started now by `parent` (from inside `Effect.withFiberRuntime`). */
+export const now = <A, E, R>(
+  parent: Fiber.RuntimeFiber<unknown, unknown>,
+  runtimeFlags: RuntimeFlags.RuntimeFlags,
+  effect: Effect.Effect<A, E, R>
+): Fiber.RuntimeFiber<A, E> =>
+  Runtime.runFork(
+    Runtime.make({ context: parent.currentContext as Context.Context<R>, runtimeFlags, fiberRefs: parent.getFiberRefs() })
+  )(effect)
