@@ -24,6 +24,7 @@ import * as JsonConstraint from "../src/layers/JsonConstraint.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as RunLoop from "../src/programs/RunLoop.js"
+import * as Structured from "../src/programs/Structured.js"
 import * as Facade from "../src/programs/Facade.js"
 import { SystemRequest } from "../src/domain/System.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
@@ -401,6 +402,23 @@ describe("message ids", { timeout: 30_000 }, () => {
       // on the live clock (a TestClock would take Effect's own timeout for the tool): 234 at the start of session 12,
       // 153 after its other changes, 136 once the tool's fiber (its timeout) was started at once
       expect(count).toBeLessThanOrEqual(145)
+    }).pipe(Effect.scoped))
+
+  it.effect("Structured.run, valid JSON at the first reply, stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const reply = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })
+      const engine = Layer.succeed(Engine, {
+        infer: () => Effect.succeed(reply),
+        stream: () => Stream.die("not streamed"),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const call = Structured.run([Message.user("What is 2 + 3?")], { schema: Schema.Struct({ answer: Schema.Number }) })
+      const result = yield* call.pipe(Effect.provide(services))
+      expect([result.value, result.attempts, result.content]).toEqual([{ answer: 5 }, 1, '{"answer":5}'])
+      const count = yield* operations(call).pipe(Effect.provide(services))
+      // 37 at the start of session 13, 22 once the call and the constraint check were chains of steps, not generators
+      expect(count).toBeLessThanOrEqual(25)
     }).pipe(Effect.scoped))
 
   it.live("a facade chat request stays within the operations it was measured at", () =>

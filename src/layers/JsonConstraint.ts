@@ -267,24 +267,25 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
   const validate = <A>(value: unknown, t: Target<A>, raw?: string): Effect.Effect<A, ConstraintFailure> =>
     validateEither(value, t, raw, false)
 
-  const enforceUntraced = Effect.fnUntraced(function* <A>(
-    text: string,
-    t: Target<A>,
-    options?: EnforceOptions
-  ) {
-    const parsed = yield* parseOrRepair(text, options?.repairAllowed ?? true)
-    const json = normalizeEnums(parsed.json, t.jsonSchema)
-    const value = yield* validateEither(json, t, text, parsed.repaired)
-    const enforced: Enforced<A> = {
-      value,
+  // the pipeline as plain functions over Either (an Either is an Effect of one step): no generator per reply
+  const enforceEither = <A>(text: string, t: Target<A>, options?: EnforceOptions): Either.Either<Enforced<A>, ConstraintFailure> => {
+    const parsed = parseOrRepair(text, options?.repairAllowed ?? true)
+    if (Either.isLeft(parsed)) return Either.left(parsed.left)
+    const { repaired } = parsed.right
+    const json = normalizeEnums(parsed.right.json, t.jsonSchema)
+    const value = validateEither(json, t, text, repaired)
+    if (Either.isLeft(value)) return Either.left(value.left)
+    return Either.right({
+      value: value.right,
       json,
-      content: contentOf(value, json, t),
+      content: contentOf(value.right, json, t),
       raw: text,
-      repaired: parsed.repaired,
-      normalized: json !== parsed.json
-    }
-    return enforced
-  })
+      repaired,
+      normalized: json !== parsed.right.json
+    })
+  }
+  const enforceUntraced = <A>(text: string, t: Target<A>, options?: EnforceOptions): Effect.Effect<Enforced<A>, ConstraintFailure> =>
+    Effect.suspend(() => enforceEither(text, t, options))
 
   // a span per reply checked when the tracer exports spans (with none, a span goes nowhere: about 35 operations a call)
   const enforce = <A>(text: string, t: Target<A>, options?: EnforceOptions): Effect.Effect<Enforced<A>, ConstraintFailure> =>

@@ -196,7 +196,9 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
 export const transition = (from: LifecycleState, to: LifecycleState, attempt: number, reason: string): Effect.Effect<void> =>
   Effect.withFiberRuntime((fiber) => {
     const tracker = fiber.getFiberRef(currentTracker)
-    return Option.isSome(tracker) ? Effect.asVoid(tracker.value.transition(to, reason)) : record(from, to, attempt, reason)
+    if (Option.isSome(tracker)) return Effect.asVoid(tracker.value.transition(to, reason))
+    // in the same step: with nothing that records, nothing to do (the common case of a loop run alone)
+    return Observed.recordsIn(fiber.currentContext) ? record(from, to, attempt, reason) : Effect.void
   })
 
 /** Runs `effect` with `tracker` as the request's tracker. */

@@ -24,6 +24,7 @@
  * AgentLoop, so every loop (AgentLoop, SpecializedLoop, RedundantLoop, plans) can
  * use it on whatever messages it holds.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -36,7 +37,7 @@ import * as TokenUsage from "../domain/TokenUsage.js"
 import type { Enforced, OutputSchema } from "../services/Constraint.js"
 import { Constraint } from "../services/Constraint.js"
 import type { InferenceResult } from "../services/Engine.js"
-import { Engine, InferenceRequest } from "../services/Engine.js"
+import { Engine } from "../services/Engine.js"
 import * as GrammarChecker from "../services/GrammarChecker.js"
 import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
@@ -193,126 +194,143 @@ export const run = <A, EV extends ValidationFailure = never>(
   Observed.span("Structured.run")(runUntraced(messages, options))
 
 // The call's state lives in plain variables: one fiber runs its attempts one after another.
-const runUntraced = Effect.fnUntraced(function* <A, EV extends ValidationFailure = never>(
+// Written as a chain of steps, not a generator: an accepted first reply is the common
+// case, and around a model that answers at once each generator step costs as much as
+// the work it does (issue 13).
+const runUntraced = <A, EV extends ValidationFailure = never>(
   messages: ReadonlyArray<Message.Message>,
   options: Options<A, EV>
-) {
-  const engine = yield* Engine
-  const constraint = yield* Constraint
-  const target = constraint.target(options.schema)
-  const constraints = constraint.requestConstraints(target, options.grammar)
-  const grammarChecker = yield* Effect.serviceOption(GrammarChecker.GrammarChecker)
-  let attempts = 0
-  let repairs = 0
-  let usage = TokenUsage.empty
-  let correction: ReadonlyArray<Message.Message> = []
-  let lastRaw = ""
-  const model = Spans.lazyModelName(engine.modelInfo)
-  const repairAllowed = options.repairAllowed ?? true
-  const strictValidation = options.strictValidation ?? true
-  const inferOnce = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
+): Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> =>
+  Effect.contextWithEffect((context: Context.Context<Engine | Constraint>) => {
+    const engine = Context.get(context, Engine)
+    const constraint = Context.get(context, Constraint)
+    const target = constraint.target(options.schema)
+    const constraints = constraint.requestConstraints(target, options.grammar)
+    const grammarChecker = Context.getOption(context as Context.Context<never>, GrammarChecker.GrammarChecker)
+    let attempts = 0
+    let repairs = 0
+    let usage = TokenUsage.empty
+    let correction: ReadonlyArray<Message.Message> = []
+    let lastRaw = ""
+    const model = Spans.lazyModelName(engine.modelInfo)
+    const repairAllowed = options.repairAllowed ?? true
+    const strictValidation = options.strictValidation ?? true
+    const inferenceRetry = { schedule: options.inferenceRetry ?? RetryPolicy.inference, while: (f: InferenceFailure) => f.retryable }
+    const settings: Request.Settings = {
+      schema: constraints.schema,
+      maxTokens: options.maxTokens ?? defaultMaxTokens,
+      temperature: options.temperature ?? defaultTemperature,
+      ...(constraints.grammar === undefined ? {} : { grammar: constraints.grammar }),
+      ...(options.topP === undefined ? {} : { topP: options.topP }),
+      ...(options.options === undefined ? {} : { options: options.options }),
+      ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
+    }
 
-  // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
-  let lastRejectedValue: Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }> = Option.none()
+    // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
+    let lastRejectedValue: Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }> = Option.none()
 
-  // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
-  // only rejected replies reach the VALIDATE -> EXECUTE schedule.
-  const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.gen(
-    function* () {
-      const n = ++attempts
-      const request = Request.make(correction.length === 0 ? messages : [...messages, ...correction], [], {
-        schema: constraints.schema,
-        maxTokens: options.maxTokens ?? defaultMaxTokens,
-        temperature: options.temperature ?? defaultTemperature,
-        ...(constraints.grammar === undefined ? {} : { grammar: constraints.grammar }),
-        ...(options.topP === undefined ? {} : { topP: options.topP }),
-        ...(options.options === undefined ? {} : { options: options.options }),
-        ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
+    // The reply checked: grammar, the constraint pipeline, the rule check.
+    const check = (result: InferenceResult, n: number): Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> => {
+      const enforce = Effect.matchEffect(constraint.enforce(result.content, target, { repairAllowed }), {
+        onFailure: (f) => {
+          if (f.details.repaired === true || f.details.repairAttempted === true) repairs++
+          return Effect.fail(f)
+        },
+        onSuccess: (enforced): Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, EV> => {
+          if (enforced.repaired) repairs++
+          if (options.validate === undefined) return Effect.succeed(Either.right(enforced))
+          return Effect.as(
+            Effect.tapError(options.validate(enforced.value), (failure) =>
+              Effect.sync(() => (lastRejectedValue = Option.some({ enforced, failure })))),
+            Either.right(enforced)
+          )
+        }
       })
-      const inferred = yield* Effect.either(
-        Retry.retry(inferOnce(request), {
-          schedule: options.inferenceRetry ?? RetryPolicy.inference,
-          while: (f: InferenceFailure) => f.retryable
-        })
-      )
-      if (Either.isLeft(inferred)) return Either.left(inferred.left)
-      const result = inferred.right
-      usage = TokenUsage.combine(usage, result.usage)
-      if (options.onUsage !== undefined) yield* options.onUsage(result.usage)
-      lastRaw = result.content
-      yield* Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
-      yield* checkGrammar(grammarChecker, constraints.grammar, result)
-      const enforced = yield* constraint.enforce(result.content, target, { repairAllowed }).pipe(
-        Effect.tapError((f) =>
-          Effect.sync(() => {
-            if (f.details.repaired === true || f.details.repairAttempted === true) repairs++
-          })
-        )
-      )
-      if (enforced.repaired) repairs++
-      if (options.validate !== undefined) {
-        yield* options.validate(enforced.value).pipe(
-          Effect.tapError((failure) => Effect.sync(() => (lastRejectedValue = Option.some({ enforced, failure }))))
-        )
-      }
-      return Either.right(enforced)
+      const received = Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
+      const grammar = constraints.grammar === undefined || Option.isNone(grammarChecker)
+        ? undefined
+        : checkGrammar(grammarChecker, constraints.grammar, result)
+      return Effect.zipRight(received, grammar === undefined ? enforce : Effect.zipRight(grammar, enforce))
     }
-  )
 
-  // VALIDATE -> EXECUTE only when the schedule grants another attempt (after its
-  // delay); otherwise the rejection stands and the state stays VALIDATE, for the
-  // request to end VALIDATE -> ERROR with as many attempts as replies.
-  // the retry schedule's driver, made at the first rejection (most calls are accepted at once)
-  let schedule: Schedule.ScheduleDriver<unknown, ConstraintFailure | EV, never> | undefined
-  const outcome: Outcome<A, EV> = yield* Effect.gen(function* () {
-    while (true) {
+    // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
+    // only rejected replies reach the VALIDATE -> EXECUTE schedule.
+    const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.suspend(() => {
+      const n = ++attempts
+      const request = Request.make(correction.length === 0 ? messages : [...messages, ...correction], [], settings)
+      const inferOnce = Observed.meteredInference(model, request, engine.infer(request))
+      return Effect.matchEffect(Retry.retry(inferOnce, inferenceRetry), {
+        onFailure: (failure) => Effect.succeed(Either.left(failure)),
+        onSuccess: (result) => {
+          usage = TokenUsage.combine(usage, result.usage)
+          lastRaw = result.content
+          const checked = check(result, n)
+          return options.onUsage === undefined ? checked : Effect.zipRight(options.onUsage(result.usage), checked)
+        }
+      })
+    })
+
+    // VALIDATE -> EXECUTE only when the schedule grants another attempt (after its
+    // delay); otherwise the rejection stands and the state stays VALIDATE, for the
+    // request to end VALIDATE -> ERROR with as many attempts as replies.
+    // the retry schedule's driver, made at the first rejection (most calls are accepted at once)
+    let schedule: Schedule.ScheduleDriver<unknown, ConstraintFailure | EV, never> | undefined
+    const rejected = (failure: ConstraintFailure | EV): Effect.Effect<Outcome<A, EV>, ConstraintFailure | EV> =>
+      Effect.gen(function* () {
+        if (schedule === undefined) schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
+        const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
+        if (options.onRejected !== undefined) {
+          yield* options.onRejected({ attempt: attempts, failure, retrying: granted })
+        }
+        if (!granted) {
+          const last = lastRejectedValue
+          if (!strictValidation && Option.isSome(last)) return { _tag: "Partial", ...last.value } as const
+          return yield* Effect.fail(failure)
+        }
+        const n = attempts
+        const corrected = yield* Prompt.template(Prompt.templates.correction, {
+          code: failure.code,
+          message: failure.message,
+          problems: problemsOf(failure).map((p) => `- ${p}`).join("\n")
+        }, correctionPrompt(failure))
+        correction = [Message.assistant(lastRaw), Message.user(corrected)]
+        yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
+        return yield* loop
+      })
+    const loop: Effect.Effect<Outcome<A, EV>, ConstraintFailure | EV> = Effect.suspend(() => {
       lastRejectedValue = Option.none()
-      const pass = yield* Effect.either(attempt)
-      if (Either.isRight(pass)) {
-        return Either.isRight(pass.right)
-          ? { _tag: "Accepted", enforced: pass.right.right } as const
-          : { _tag: "InferenceFailed", failure: pass.right.left } as const
-      }
-      const failure = pass.left
-      if (schedule === undefined) schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
-      const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
-      if (options.onRejected !== undefined) {
-        yield* options.onRejected({ attempt: attempts, failure, retrying: granted })
-      }
-      if (!granted) {
-        const rejected = lastRejectedValue
-        if (!strictValidation && Option.isSome(rejected)) return { _tag: "Partial", ...rejected.value } as const
-        return yield* Effect.fail(failure)
-      }
+      return Effect.matchEffect(attempt, {
+        onFailure: rejected,
+        onSuccess: (pass) =>
+          Effect.succeed(
+            Either.isRight(pass)
+              ? { _tag: "Accepted", enforced: pass.right } as const
+              : { _tag: "InferenceFailed", failure: pass.left } as const
+          )
+      })
+    })
+
+    return Effect.flatMap(loop, (outcome): Effect.Effect<Result<A>, InferenceFailure> => {
+      if (outcome._tag === "InferenceFailed") return Effect.fail(outcome.failure)
       const n = attempts
-      const corrected = yield* Prompt.template(Prompt.templates.correction, {
-        code: failure.code,
-        message: failure.message,
-        problems: problemsOf(failure).map((p) => `- ${p}`).join("\n")
-      }, correctionPrompt(failure))
-      correction = [Message.assistant(lastRaw), Message.user(corrected)]
-      yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
-    }
+      const repairAttempts = repairs
+      const { enforced } = outcome
+      const violations = outcome._tag === "Partial"
+        ? outcome.failure.failedRules.length > 0 ? outcome.failure.failedRules : [outcome.failure.message]
+        : []
+      const result: Result<A> = {
+        value: enforced.value,
+        content: enforced.content,
+        raw: enforced.raw,
+        attempts: n,
+        repairAttempts,
+        repaired: enforced.repaired,
+        usage,
+        validation: outcome._tag === "Partial"
+          ? Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations })
+          : Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations }),
+        partial: outcome._tag === "Partial"
+      }
+      return Effect.succeed(result)
+    })
   })
-  if (outcome._tag === "InferenceFailed") return yield* Effect.fail(outcome.failure)
-  const n = attempts
-  const repairAttempts = repairs
-  const { enforced } = outcome
-  const violations = outcome._tag === "Partial"
-    ? outcome.failure.failedRules.length > 0 ? outcome.failure.failedRules : [outcome.failure.message]
-    : []
-  const result: Result<A> = {
-    value: enforced.value,
-    content: enforced.content,
-    raw: enforced.raw,
-    attempts: n,
-    repairAttempts,
-    repaired: enforced.repaired,
-    usage,
-    validation: outcome._tag === "Partial"
-      ? Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations })
-      : Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations }),
-    partial: outcome._tag === "Partial"
-  }
-  return result
-})

@@ -47,7 +47,8 @@ import * as Local from "../../services/internal/Local.js"
 /** Whether an EventLog that keeps events, or Metrics that keep them, are in the context: whether anything records what is observed. */
 export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Context.Context<never>) => recordsIn(context))
 
-const recordsIn = (context: Context.Context<never>): boolean => {
+/** Whether `context` holds an EventLog that keeps events, or Metrics that keep them. */
+export const recordsIn = (context: Context.Context<never>): boolean => {
   const log = Context.getOption(context, EventLog)
   if (Option.isSome(log) && log.value.enabled !== false) return true
   const metrics = Context.getOption(context, Metrics)
