@@ -22,7 +22,9 @@ import type { VotingStrategy } from "../src/programs/Voting.js"
 import { UnanimityVoting } from "../src/programs/Voting.js"
 import { ContextProvider } from "../src/services/ContextProvider.js"
 import { EventLog } from "../src/services/EventLog.js"
-import { InferenceResult } from "../src/services/Engine.js"
+import { Engine, InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
+import * as Stream from "effect/Stream"
 
 const Sentiment = Schema.Struct({ sentiment: Schema.Literal("positive", "negative", "neutral") })
 
@@ -236,6 +238,44 @@ describe("RedundantLoop", () => {
       const failure = yield* Effect.flip(RedundantLoop.run("x", { schema: Sentiment, voting: UnanimityVoting }))
       expect(failure).toMatchObject({ code: "ORCHESTRATION_NO_CONSENSUS", details: { candidate: 2 } })
     }).pipe(Effect.provide(env([reply("positive"), reply("positive"), reply("negative")]))))
+
+  it.effect("a replica that dies is the run's defect, never a failed replica, whether or not replies are gathered", () =>
+    Effect.gen(function* () {
+      const ok = new InferenceResult({ content: '{"sentiment":"positive"}', toolCalls: [], usage: TokenUsage.empty, finishReason: "stop" })
+      let calls = 0
+      const infer = () => Effect.suspend(() => (++calls === 2 ? Effect.dieMessage("engine bug") : Effect.succeed(ok)))
+      const modelInfo = Effect.succeed(new ModelInfo({ name: "m", contextWindow: 4096, supportsGrammar: false, supportsTools: false }))
+      const alone = { infer, stream: () => Stream.die("not streamed"), modelInfo }
+      // without sampleMany each replica calls the engine; with it (and all replicas at once) the first replies are gathered
+      const gathering = {
+        ...alone,
+        sampleMany: (_request: unknown, n: number) => Effect.dieMessage(`engine bug in sampleMany of ${n}`)
+      }
+      for (const [engine, message] of [[alone, "engine bug"], [gathering, "engine bug in sampleMany of 3"]] as const) {
+        calls = 0
+        const exit = yield* Effect.exit(
+          RedundantLoop.run("x", { schema: Sentiment }).pipe(Effect.provideService(Engine, engine))
+        )
+        expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+        if (Exit.isFailure(exit)) expect(Cause.pretty(exit.cause)).toContain(message)
+      }
+    }).pipe(Effect.provide(Layer.merge(ConstraintLive.layer, Observe.eventLogMemory))))
+
+  it.effect("a seed moves by the replica's index when replicas each call the engine", () =>
+    Effect.gen(function* () {
+      const seeds: Array<number | undefined> = []
+      const ok = new InferenceResult({ content: '{"sentiment":"positive"}', toolCalls: [], usage: TokenUsage.empty, finishReason: "stop" })
+      const engine = {
+        infer: (request: InferenceRequest) => Effect.sync(() => (seeds.push(request.seed), ok)),
+        stream: () => Stream.die("not streamed"),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "m", contextWindow: 4096, supportsGrammar: false, supportsTools: false }))
+      }
+      yield* RedundantLoop.run("x", { schema: Sentiment, seed: 40 }).pipe(Effect.provideService(Engine, engine))
+      expect([...seeds].sort()).toEqual([40, 41, 42])
+      seeds.length = 0
+      yield* RedundantLoop.run("x", { schema: Sentiment }).pipe(Effect.provideService(Engine, engine))
+      expect(seeds).toEqual([undefined, undefined, undefined])
+    }).pipe(Effect.provide(Layer.merge(ConstraintLive.layer, Observe.eventLogMemory))))
 
   it.effect("timeout: CANCELLED_TIMEOUT, every replica interrupted", () =>
     Effect.gen(function* () {

@@ -46,9 +46,7 @@ import type * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import type * as Schedule from "effect/Schedule"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
 import type { Cancellation, ConstraintFailure, InferenceFailure, ValidationFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
@@ -143,7 +141,8 @@ export interface RedundantLoop<A> {
   readonly runStream: (prompt: string) => Stream.Stream<Progress<A>, RedundantLoopError>
 }
 
-type Emit<A> = (progress: Progress<A>) => Effect.Effect<void>
+/** Where progress goes; undefined when nobody streams it. */
+type Emit<A> = ((progress: Progress<A>) => Effect.Effect<void>) | undefined
 
 /** A majority of n. */
 export const majorityOf = (n: number): number => Math.floor(n / 2) + 1
@@ -163,7 +162,7 @@ export const run: <A>(
   prompt: string,
   options: Options<A>
 ) => Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> = <A>(prompt: string, options: Options<A>) =>
-  Observed.span("RedundantLoop.run")(runWith(prompt, options, () => Effect.void))
+  Observed.span("RedundantLoop.run")(runWith(prompt, options, undefined))
 
 /** The run as a stream of its progress: replicas as they finish, the vote, then `Finished`. */
 export const runStream = <A>(
@@ -189,34 +188,39 @@ const runWith = <A>(
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
     yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
     const draw = yield* ReplicaSampling.make(yield* EngineTag, n, options.seed, concurrency >= n)
-    const spent = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
+    // every reply's usage, in the order replies came (replicas add to it in one step each)
+    const spent: Array<TokenUsage.TokenUsage> = []
+    const onUsage = options.onUsage
     const replicaOptions: Structured.Options<A, ValidationFailure> = {
       ...options,
       // a replica breaking a rule is a failed replica: it never votes with a partial result
       strictValidation: true,
       retry: options.retry ?? RetryPolicy.none,
-      onUsage: (usage) =>
-        Effect.zipRight(Ref.update(spent, (us) => [...us, usage]), options.onUsage?.(usage) ?? Effect.void)
+      onUsage: onUsage === undefined
+        ? (usage) => Effect.sync(() => void spent.push(usage))
+        : (usage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
     }
-    const replicas = yield* Effect.forEach(
-      Array.from({ length: n }, (_, i) => i),
-      (replica) =>
-        Effect.map(
-          // A replica's own moves are events only: the request's tracker sees the loop as a whole.
-          Effect.ensuring(
-            Local.provideService(
-              Effect.either(Local.locally(Structured.run(messages, replicaOptions), Lifecycle.currentTracker, Option.none())),
-              EngineTag,
-              draw.engineFor(replica)
-            ),
-            draw.ended(replica)
-          ),
-          (outcome): Replica<A> =>
-            Either.isRight(outcome)
-              ? { _tag: "Valid", replica, result: outcome.right }
-              : { _tag: "Failed", replica, failure: outcome.left }
-        ).pipe(Effect.tap((outcome) => emit({ _tag: "ReplicaFinished", outcome }))),
-      { concurrency }
+    // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
+    // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
+    const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {
+      const outcome = Effect.match(
+        Local.provideService(Structured.run(messages, replicaOptions), EngineTag, draw.engineFor(replica)),
+        {
+          onFailure: (failure): Replica<A> => ({ _tag: "Failed", replica, failure }),
+          onSuccess: (result): Replica<A> => ({ _tag: "Valid", replica, result })
+        }
+      )
+      return draw.gathers ? Effect.ensuring(outcome, draw.ended(replica)) : outcome
+    }
+    const replicaOf = emit === undefined
+      ? settled
+      : (replica: number) => Effect.tap(settled(replica), (outcome) => emit({ _tag: "ReplicaFinished", outcome }))
+    // A replica's own moves are events only: the request's tracker sees the loop as a whole (set once, for
+    // all of them: the replicas' fibers inherit it).
+    const replicas = yield* Local.locally(
+      Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, { concurrency }),
+      Lifecycle.currentTracker,
+      Option.none()
     )
     const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
     const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
@@ -250,7 +254,7 @@ const runWith = <A>(
         `${voting.name} voting returned candidate ${vote.winner} of ${candidates.length}: a bug in the strategy`
       )
     }
-    yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
+    if (emit !== undefined) yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
     yield* OrchestrateEvent.record("vote", {
       strategy: voting.name,
       quorum,
@@ -269,7 +273,7 @@ const runWith = <A>(
       winner: winner.replica,
       candidates,
       replicas,
-      usage: TokenUsage.combineAll(yield* Ref.get(spent)),
+      usage: TokenUsage.combineAll(spent),
       sampling,
       validation: Construct.unchecked(ValidationResult, {
         passed: valid.length,

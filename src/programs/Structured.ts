@@ -169,12 +169,6 @@ const checkGrammar = (
           details: { finishReason: result.finishReason }
         }))
 
-/** How one attempt ended, once the schedule has had its say. */
-type Outcome<A, EV> =
-  | { readonly _tag: "Accepted"; readonly enforced: Enforced<A> }
-  | { readonly _tag: "InferenceFailed"; readonly failure: InferenceFailure }
-  | { readonly _tag: "Partial"; readonly enforced: Enforced<A>; readonly failure: EV }
-
 /** Errors in the form of the reply, not its content: terminal when repair is not allowed. */
 export const structuralCodes: ReadonlySet<string> = new Set(["CONSTRAINT_JSON_INVALID", "CONSTRAINT_GRAMMAR_REJECTED"])
 
@@ -194,14 +188,15 @@ export const run = <A, EV extends ValidationFailure = never>(
   Observed.span("Structured.run")(runUntraced(messages, options))
 
 // The call's state lives in plain variables: one fiber runs its attempts one after another.
-// Written as a chain of steps, not a generator: an accepted first reply is the common
-// case, and around a model that answers at once each generator step costs as much as
-// the work it does (issue 13).
+// Written as a chain of steps, not a generator, and an accepted reply becomes the result in
+// the step that accepts it: the first reply is accepted in the common case, and around a
+// model that answers at once each step costs as much as the work it does (issue 13).
 const runUntraced = <A, EV extends ValidationFailure = never>(
   messages: ReadonlyArray<Message.Message>,
   options: Options<A, EV>
 ): Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> =>
-  Effect.contextWithEffect((context: Context.Context<Engine | Constraint>) => {
+  Effect.withFiberRuntime((fiber) => {
+    const context = fiber.currentContext as Context.Context<Engine | Constraint>
     const engine = Context.get(context, Engine)
     const constraint = Context.get(context, Constraint)
     const target = constraint.target(options.schema)
@@ -229,53 +224,32 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
     // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
     let lastRejectedValue: Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }> = Option.none()
 
-    // The reply checked: grammar, the constraint pipeline, the rule check.
-    const check = (result: InferenceResult, n: number): Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> => {
-      const enforce = Effect.matchEffect(constraint.enforce(result.content, target, { repairAllowed }), {
-        onFailure: (f) => {
-          if (f.details.repaired === true || f.details.repairAttempted === true) repairs++
-          return Effect.fail(f)
-        },
-        onSuccess: (enforced): Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, EV> => {
-          if (enforced.repaired) repairs++
-          if (options.validate === undefined) return Effect.succeed(Either.right(enforced))
-          return Effect.as(
-            Effect.tapError(options.validate(enforced.value), (failure) =>
-              Effect.sync(() => (lastRejectedValue = Option.some({ enforced, failure })))),
-            Either.right(enforced)
-          )
-        }
-      })
-      const received = Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
-      const grammar = constraints.grammar === undefined || Option.isNone(grammarChecker)
-        ? undefined
-        : checkGrammar(grammarChecker, constraints.grammar, result)
-      return Effect.zipRight(received, grammar === undefined ? enforce : Effect.zipRight(grammar, enforce))
+    // The call's result from the accepted reply (or, with `partial`, the last schema-valid one).
+    const resultOf = (enforced: Enforced<A>, partial?: EV): Result<A> => {
+      const n = attempts
+      const repairAttempts = repairs
+      const violations = partial === undefined ? [] : partial.failedRules.length > 0 ? partial.failedRules : [partial.message]
+      return {
+        value: enforced.value,
+        content: enforced.content,
+        raw: enforced.raw,
+        attempts: n,
+        repairAttempts,
+        repaired: enforced.repaired,
+        usage,
+        validation: partial === undefined
+          ? Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations })
+          : Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations }),
+        partial: partial !== undefined
+      }
     }
 
-    // One EXECUTE -> VALIDATE pass. An InferenceFailure is returned as a value so that
-    // only rejected replies reach the VALIDATE -> EXECUTE schedule.
-    const attempt: Effect.Effect<Either.Either<Enforced<A>, InferenceFailure>, ConstraintFailure | EV> = Effect.suspend(() => {
-      const n = ++attempts
-      const request = Request.make(correction.length === 0 ? messages : [...messages, ...correction], [], settings)
-      const inferOnce = Observed.meteredInference(model, request, engine.infer(request))
-      return Effect.matchEffect(Retry.retry(inferOnce, inferenceRetry), {
-        onFailure: (failure) => Effect.succeed(Either.left(failure)),
-        onSuccess: (result) => {
-          usage = TokenUsage.combine(usage, result.usage)
-          lastRaw = result.content
-          const checked = check(result, n)
-          return options.onUsage === undefined ? checked : Effect.zipRight(options.onUsage(result.usage), checked)
-        }
-      })
-    })
-
-    // VALIDATE -> EXECUTE only when the schedule grants another attempt (after its
-    // delay); otherwise the rejection stands and the state stays VALIDATE, for the
-    // request to end VALIDATE -> ERROR with as many attempts as replies.
-    // the retry schedule's driver, made at the first rejection (most calls are accepted at once)
+    // A rejected reply. VALIDATE -> EXECUTE only when the schedule grants another attempt
+    // (after its delay); otherwise the rejection stands and the state stays VALIDATE, for
+    // the request to end VALIDATE -> ERROR with as many attempts as replies.
+    // The retry schedule's driver is made at the first rejection (most calls are accepted at once).
     let schedule: Schedule.ScheduleDriver<unknown, ConstraintFailure | EV, never> | undefined
-    const rejected = (failure: ConstraintFailure | EV): Effect.Effect<Outcome<A, EV>, ConstraintFailure | EV> =>
+    const rejected = (failure: ConstraintFailure | EV): Effect.Effect<Result<A>, StructuredError<EV>> =>
       Effect.gen(function* () {
         if (schedule === undefined) schedule = yield* Schedule.driver(options.retry ?? retryPolicy)
         const granted = reprompts(failure, repairAllowed) && Either.isRight(yield* Effect.either(schedule.next(failure)))
@@ -284,7 +258,7 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
         }
         if (!granted) {
           const last = lastRejectedValue
-          if (!strictValidation && Option.isSome(last)) return { _tag: "Partial", ...last.value } as const
+          if (!strictValidation && Option.isSome(last)) return resultOf(last.value.enforced, last.value.failure)
           return yield* Effect.fail(failure)
         }
         const n = attempts
@@ -295,42 +269,50 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
         }, correctionPrompt(failure))
         correction = [Message.assistant(lastRaw), Message.user(corrected)]
         yield* Lifecycle.transition("VALIDATE", "EXECUTE", n + 1, `${failure.code}: ${failure.message}`)
-        return yield* loop
+        return yield* Effect.suspend(attempt)
       })
-    const loop: Effect.Effect<Outcome<A, EV>, ConstraintFailure | EV> = Effect.suspend(() => {
-      lastRejectedValue = Option.none()
-      return Effect.matchEffect(attempt, {
-        onFailure: rejected,
-        onSuccess: (pass) =>
-          Effect.succeed(
-            Either.isRight(pass)
-              ? { _tag: "Accepted", enforced: pass.right } as const
-              : { _tag: "InferenceFailed", failure: pass.left } as const
-          )
-      })
-    })
 
-    return Effect.flatMap(loop, (outcome): Effect.Effect<Result<A>, InferenceFailure> => {
-      if (outcome._tag === "InferenceFailed") return Effect.fail(outcome.failure)
-      const n = attempts
-      const repairAttempts = repairs
-      const { enforced } = outcome
-      const violations = outcome._tag === "Partial"
-        ? outcome.failure.failedRules.length > 0 ? outcome.failure.failedRules : [outcome.failure.message]
-        : []
-      const result: Result<A> = {
-        value: enforced.value,
-        content: enforced.content,
-        raw: enforced.raw,
-        attempts: n,
-        repairAttempts,
-        repaired: enforced.repaired,
-        usage,
-        validation: outcome._tag === "Partial"
-          ? Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations })
-          : Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations }),
-        partial: outcome._tag === "Partial"
-      }
-      return Effect.succeed(result)
-    })
+    // The reply checked (grammar, the constraint pipeline, the rule check): the result, or a rejection.
+    const check = (result: InferenceResult, n: number): Effect.Effect<Result<A>, StructuredError<EV>> => {
+      const enforce = Effect.matchEffect(constraint.enforce(result.content, target, { repairAllowed }), {
+        onFailure: (f) => {
+          if (f.details.repaired === true || f.details.repairAttempted === true) repairs++
+          return rejected(f)
+        },
+        onSuccess: (enforced): Effect.Effect<Result<A>, StructuredError<EV>> => {
+          if (enforced.repaired) repairs++
+          if (options.validate === undefined) return Effect.succeed(resultOf(enforced))
+          return Effect.matchEffect(options.validate(enforced.value), {
+            onFailure: (failure) => {
+              lastRejectedValue = Option.some({ enforced, failure })
+              return rejected(failure)
+            },
+            onSuccess: () => Effect.succeed(resultOf(enforced))
+          })
+        }
+      })
+      const received = Lifecycle.transition("EXECUTE", "VALIDATE", n, "reply received")
+      if (constraints.grammar === undefined || Option.isNone(grammarChecker)) return Effect.zipRight(received, enforce)
+      return Effect.zipRight(
+        received,
+        Effect.matchEffect(checkGrammar(grammarChecker, constraints.grammar, result), { onFailure: rejected, onSuccess: () => enforce })
+      )
+    }
+
+    // One EXECUTE -> VALIDATE pass. An InferenceFailure that remains after its own retries ends the call;
+    // only rejected replies reach the VALIDATE -> EXECUTE schedule.
+    const attempt = (): Effect.Effect<Result<A>, StructuredError<EV>> => {
+      lastRejectedValue = Option.none()
+      const n = ++attempts
+      const request = Request.make(correction.length === 0 ? messages : [...messages, ...correction], [], settings)
+      const inferOnce = Observed.meteredInference(model, request, engine.infer(request))
+      return Effect.flatMap(Retry.retry(inferOnce, inferenceRetry), (result) => {
+        usage = TokenUsage.combine(usage, result.usage)
+        lastRaw = result.content
+        const checked = check(result, n)
+        return options.onUsage === undefined ? checked : Effect.zipRight(options.onUsage(result.usage), checked)
+      })
+    }
+
+    return attempt()
   })

@@ -28,6 +28,8 @@ export interface ReplicaSampling {
   readonly engineFor: (index: number) => Engine.Service
   /** Replica `index` has ended (however it ended). */
   readonly ended: (index: number) => Effect.Effect<void>
+  /** Whether the first replies are gathered: false when `ended` does nothing and need not be called. */
+  readonly gathers: boolean
   /** Whether the first replies came from one `sampleMany` call. */
   readonly sampling: Effect.Effect<Sampling>
 }
@@ -51,6 +53,21 @@ export const make = (
 ): Effect.Effect<ReplicaSampling> =>
   Effect.gen(function* () {
     const gather = together && n > 1 && engine.sampleMany !== undefined
+    // nothing to gather: each replica calls the engine itself (the engine as it is when there is no seed to move)
+    if (!gather) {
+      const views = Array.from({ length: n }, (_, index): Engine.Service =>
+        seed === undefined ? engine : {
+          infer: (request) => engine.infer(seeded(request, seed, index)),
+          stream: (request) => engine.stream(seeded(request, seed, index)),
+          modelInfo: engine.modelInfo
+        })
+      return {
+        engineFor: (index) => views[index] ?? engine,
+        ended: () => Effect.void,
+        gathers: false,
+        sampling: Effect.succeed("independent")
+      } satisfies ReplicaSampling
+    }
     const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
     const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())
     let settled = false
@@ -110,5 +127,5 @@ export const make = (
         return settle
       })
 
-    return { engineFor, ended, sampling: Effect.sync(() => sampling) }
+    return { engineFor, ended, gathers: true, sampling: Effect.sync(() => sampling) }
   })
