@@ -178,7 +178,7 @@ const runWith = <A>(
   prompt: string,
   options: Options<A>,
   emit: Emit<A>
-): Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> => Effect.gen(function* () {
+): Effect.Effect<Result<A>, RedundantLoopError, Engine.Engine | Constraint> => Effect.suspend(() => {
   const n = Math.max(1, Math.floor(options.n ?? defaultReplicas))
   const quorum = Math.min(n, Math.max(1, Math.floor(options.quorum ?? majorityOf(n))))
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? n))
@@ -187,7 +187,8 @@ const runWith = <A>(
   const body = Effect.gen(function* () {
     const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
     yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
-    const draw = yield* ReplicaSampling.make(yield* EngineTag, n, options.seed, concurrency >= n)
+    const engine = yield* EngineTag
+    const draw = yield* ReplicaSampling.make(engine, n, options.seed, concurrency >= n)
     // every reply's usage, in the order replies came (replicas add to it in one step each)
     const spent: Array<TokenUsage.TokenUsage> = []
     const onUsage = options.onUsage
@@ -203,8 +204,10 @@ const runWith = <A>(
     // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
     // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
     const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {
+      const view = draw.engineFor(replica)
+      const call = Structured.run(messages, replicaOptions)
       const outcome = Effect.match(
-        Local.provideService(Structured.run(messages, replicaOptions), EngineTag, draw.engineFor(replica)),
+        view === engine ? call : Local.provideService(call, EngineTag, view),
         {
           onFailure: (failure): Replica<A> => ({ _tag: "Failed", replica, failure }),
           onSuccess: (result): Replica<A> => ({ _tag: "Valid", replica, result })
@@ -255,14 +258,14 @@ const runWith = <A>(
       )
     }
     if (emit !== undefined) yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
-    yield* OrchestrateEvent.record("vote", {
+    yield* OrchestrateEvent.record("vote", () => ({
       strategy: voting.name,
       quorum,
       winner: winner.replica,
       confidence: vote.confidence,
       sampling,
       replicas: replicas.map(describeReplica)
-    })
+    }))
     const repairAttempts =
       valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
       failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
@@ -290,7 +293,7 @@ const runWith = <A>(
     }
     return result
   })
-  return yield* SpecializedLoop.withTimeout(options.timeout, "the redundant call")(body)
+  return SpecializedLoop.withTimeout(options.timeout, "the redundant call")(body)
 })
 
 /** A RedundantLoop with its options and services fixed. */

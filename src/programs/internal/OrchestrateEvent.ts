@@ -14,8 +14,16 @@ export interface Extra {
   readonly error?: string | undefined
 }
 
-/** Records an `orchestrate` Custom event; an absent `durationMs` or `error` is left out of the event. */
-export const record = (action: string, data: Record<string, unknown>, extra: Extra = {}): Effect.Effect<void> =>
+/**
+ * Records an `orchestrate` Custom event; an absent `durationMs` or `error` is left out of the event.
+ * `data` may be given as a function, called only when an EventLog keeps the event (a payload built
+ * from the run's values costs nothing when nobody records).
+ */
+export const record = (
+  action: string,
+  data: Record<string, unknown> | (() => Record<string, unknown>),
+  extra: Extra = {}
+): Effect.Effect<void> =>
   recordEvent((base) =>
     new Event.Custom({
       ...base,
@@ -23,6 +31,6 @@ export const record = (action: string, data: Record<string, unknown>, extra: Ext
       action,
       ...(extra.durationMs === undefined ? {} : { durationMs: extra.durationMs }),
       ...(extra.error === undefined ? {} : { error: extra.error }),
-      data
+      data: typeof data === "function" ? data() : data
     })
   )

@@ -50,24 +50,23 @@ export const make = (
   n: number,
   seed: number | undefined,
   together: boolean
-): Effect.Effect<ReplicaSampling> =>
-  Effect.gen(function* () {
-    const gather = together && n > 1 && engine.sampleMany !== undefined
-    // nothing to gather: each replica calls the engine itself (the engine as it is when there is no seed to move)
-    if (!gather) {
-      const views = Array.from({ length: n }, (_, index): Engine.Service =>
-        seed === undefined ? engine : {
-          infer: (request) => engine.infer(seeded(request, seed, index)),
-          stream: (request) => engine.stream(seeded(request, seed, index)),
-          modelInfo: engine.modelInfo
-        })
-      return {
-        engineFor: (index) => views[index] ?? engine,
-        ended: () => Effect.void,
-        gathers: false,
-        sampling: Effect.succeed("independent")
-      } satisfies ReplicaSampling
-    }
+): Effect.Effect<ReplicaSampling> => {
+  // nothing to gather: each replica calls the engine itself (the engine as it is when there is no seed to move)
+  if (!(together && n > 1 && engine.sampleMany !== undefined)) {
+    const views = Array.from({ length: n }, (_, index): Engine.Service =>
+      seed === undefined ? engine : {
+        infer: (request) => engine.infer(seeded(request, seed, index)),
+        stream: (request) => engine.stream(seeded(request, seed, index)),
+        modelInfo: engine.modelInfo
+      })
+    return Effect.succeed({
+      engineFor: (index) => views[index] ?? engine,
+      ended: () => Effect.void,
+      gathers: false,
+      sampling: Effect.succeed("independent")
+    })
+  }
+  return Effect.gen(function* () {
     const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
     const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())
     let settled = false
@@ -106,7 +105,7 @@ export const make = (
     const engineFor = (index: number): Engine.Service => ({
       infer: (request) =>
         Effect.suspend(() => {
-          if (!gather || first[index] !== undefined) return engine.infer(seeded(request, seed, index))
+          if (first[index] !== undefined) return engine.infer(seeded(request, seed, index))
           first[index] = request
           return settle.pipe(
             Effect.zipRight(Deferred.await(replies[index]!)),
@@ -122,10 +121,11 @@ export const make = (
 
     const ended = (index: number) =>
       Effect.suspend(() => {
-        if (!gather || first[index] !== undefined) return Effect.void
+        if (first[index] !== undefined) return Effect.void
         first[index] = "absent"
         return settle
       })
 
     return { engineFor, ended, gathers: true, sampling: Effect.sync(() => sampling) }
   })
+}
