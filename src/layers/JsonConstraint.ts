@@ -284,12 +284,14 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
       normalized: json !== parsed.right.json
     })
   }
-  const enforceUntraced = <A>(text: string, t: Target<A>, options?: EnforceOptions): Effect.Effect<Enforced<A>, ConstraintFailure> =>
-    Effect.suspend(() => enforceEither(text, t, options))
-
-  // a span per reply checked when the tracer exports spans (with none, a span goes nowhere: about 35 operations a call)
+  // a span per reply checked when the tracer exports spans (with none, a span goes nowhere: about 35 operations
+  // a call); without one the check is the pipeline's Either itself, in the step that looks at the tracer
   const enforce = <A>(text: string, t: Target<A>, options?: EnforceOptions): Effect.Effect<Enforced<A>, ConstraintFailure> =>
-    Tracing.exportedSpan("Constraint.enforce")(enforceUntraced(text, t, options))
+    Effect.withFiberRuntime((fiber) =>
+      Tracing.exports(fiber.currentTracer)
+        ? Tracing.withSpan("Constraint.enforce")(Effect.suspend(() => enforceEither(text, t, options)))
+        : enforceEither(text, t, options)
+    )
 
   const requestConstraints = <A>(t: Target<A>, grammar?: string): RequestConstraints =>
     grammar === undefined ? { schema: t.jsonSchema } : { schema: t.jsonSchema, grammar }
