@@ -113,6 +113,30 @@ describe("PlanExecutor", () => {
         expect(outcome.steps.every((s) => s.attempts === 1)).toBe(true)
       }))
 
+    it.effect("a step's scoped resource is the run's: released when the run ends, not bound to the scope the executor was made in", () =>
+      Effect.gen(function* () {
+        const log: Array<string> = []
+        const scoped = PlanExecutor.handler("scoped", {
+          input: Schema.String,
+          output: Schema.String,
+          run: (s) =>
+            Effect.as(
+              Effect.acquireRelease(Effect.sync(() => log.push(`acquire ${s}`)), () => Effect.sync(() => log.push(`release ${s}`))),
+              s
+            )
+        })
+        // made in a scope that is closed before any plan runs
+        const executor = yield* Effect.scoped(PlanExecutor.make({ handlers: [scoped] }))
+        const outcome = yield* Effect.scoped(
+          Effect.tap(executor.execute(plan(step("a", "scoped", { input: "a" }), step("b", "scoped", { input: "b", dependsOn: ["a"] }))), () =>
+            Effect.sync(() => log.push("run ended")))
+        )
+        expect(outcome._tag).toBe("Completed")
+        // the run's own scope: released in reverse when the plan's run ends (a closed scope would have released
+        // each at once, before the next step acquired its own)
+        expect(log).toEqual(["acquire a", "acquire b", "release b", "release a", "run ended"])
+      }))
+
     it.effect("an explicit input overrides the chained output", () =>
       Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length] })

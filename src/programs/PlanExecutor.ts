@@ -51,6 +51,7 @@
  * (Step), the graph (Graph) and what comes out (Outcome).
  */
 import * as Context from "effect/Context"
+import * as Scope from "effect/Scope"
 import * as Effect from "effect/Effect"
 import type * as Schedule from "effect/Schedule"
 import * as Tracer from "effect/Tracer"
@@ -136,8 +137,10 @@ export const make = <const H extends ReadonlyArray<StepHandler>>(
   options: Options<H>
 ): Effect.Effect<PlanExecutor, never, HandlersContext<H>> =>
   Effect.map(Effect.context<HandlersContext<H>>(), (context) =>
-    // the span the executor is made in is not the parent of its steps' spans
-    build(options, Context.omit(Tracer.ParentSpan)(context) as Context.Context<never>))
+    // the span the executor is made in is not the parent of its steps' spans, and the scope it is made in is
+    // not its steps' scope: a step's resources are the run's (released when the run ends), and a step runs with
+    // the caller's context as it is when that holds the handlers' services
+    build(options, Context.omit(Tracer.ParentSpan, Scope.Scope)(context) as Context.Context<never>))
 
 /** Builds an executor and runs one plan. */
 export const execute = <const H extends ReadonlyArray<StepHandler>>(
