@@ -137,6 +137,27 @@ describe("PlanExecutor", () => {
         expect(log).toEqual(["acquire a", "acquire b", "release b", "release a", "run ended"])
       }))
 
+    it.effect("an output of the wrong type is ORCHESTRATION_STEP_MISMATCH on the output side; a right one is encoded by the output schema", () =>
+      Effect.gen(function* () {
+        const liar = PlanExecutor.handler("liar", {
+          input: Schema.String,
+          output: Schema.Number,
+          run: (s) => Effect.succeed(s as unknown as number)
+        })
+        const asText = PlanExecutor.handler("asText", {
+          input: Schema.String,
+          output: Schema.NumberFromString,
+          run: (s) => Effect.succeed(s.length)
+        })
+        const executor = yield* PlanExecutor.make({ handlers: [liar, asText] })
+        const failed = yield* executor.execute(plan(step("a", "asText", { input: "abc" }), step("b", "liar", { input: "x", dependsOn: ["a"] })))
+        if (failed._tag !== "Failed") return expect.fail(`expected Failed, got ${failed._tag}`)
+        expect(failed.error).toMatchObject({ code: "ORCHESTRATION_STEP_MISMATCH", details: { step: "b", side: "output" } })
+        // the step before it completed: its output as the handler made it, and encoded by its schema
+        expect(failed.completed.map((r) => [r.name, r.output, r.encoded])).toEqual([["a", 3, "3"]])
+        expect(PlanExecutor.encodedOutputs(failed.completed)).toEqual({ a: "3" })
+      }))
+
     it.effect("an explicit input overrides the chained output", () =>
       Effect.gen(function* () {
         const executor = yield* PlanExecutor.make({ handlers: [upper, length] })

@@ -8,7 +8,7 @@
  * `plan_step` latency and a `PlanExecutor.step` span carry the step's name.
  */
 import * as Clock from "effect/Clock"
-import type * as Context from "effect/Context"
+import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -76,33 +76,66 @@ const runStep = (
   raw: unknown,
   policy: Plan.PlanPolicy
 ): Effect.Effect<StepResult, Failure> =>
-  Effect.gen(function* () {
-    const input = yield* Either.mapLeft(decodeInput(handler.input, raw), (e) => mismatch(step, "input", e))
-    const startedAt = yield* Clock.currentTimeMillis
+  // one step to start (the clock read from the fiber, the input decoded as an Either) and one to finish
+  Effect.withFiberRuntime((fiber) => {
+    const input = decodeInput(handler.input, raw)
+    if (Either.isLeft(input)) return Effect.fail(mismatch(step, "input", input.left))
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const startedAt = clock.unsafeCurrentTimeMillis()
     // the attempts run one after another in this fiber
     const attempts = { count: 0 }
     const timeout = policy.timeoutPerStep
-    const output = yield* attemptsOf(environment, step, handler, input, attempts).pipe(
-      Deadline.bound(timeout, (duration) => `step "${step.name}" exceeded its ${duration} deadline`, {
-        step: step.name,
-        ...(timeout === undefined ? {} : { timeoutMs: Duration.toMillis(timeout) })
-      })
-    )
-    const encoded = yield* Either.mapLeft(
-      codecOf(handler.output).encode(output),
-      (e) => mismatch(step, "output", e)
-    )
-    return {
-      name: step.name,
-      type: step.type,
-      input,
-      output,
-      encoded,
-      attempts: attempts.count,
-      startedAt,
-      finishedAt: yield* Clock.currentTimeMillis
-    }
+    const run = attemptsOf(environment, step, handler, input.right, attempts)
+    const bounded = timeout === undefined ? run : Deadline.bound(
+      timeout,
+      (duration) => `step "${step.name}" exceeded its ${duration} deadline`,
+      { step: step.name, timeoutMs: Duration.toMillis(timeout) }
+    )(run)
+    return Effect.flatMap(bounded, (output) => {
+      const codec = codecOf(handler.output)
+      const valid = codec.validate(output)
+      if (Either.isLeft(valid)) return Effect.fail(mismatch(step, "output", valid.left))
+      return Effect.succeed(completed(step, input.right, output, codec, attempts.count, startedAt, clock.unsafeCurrentTimeMillis()))
+    })
   })
+
+/**
+ * A completed step's result. Its output was checked against the handler's output
+ * schema (a mismatch is ORCHESTRATION_STEP_MISMATCH); its encoded, JSON-ready form
+ * is made when first read, and kept: on a plan of model calls, encoding every
+ * step's output cost as much as the rest of the step, and most runs never read it
+ * (the facade's plan mode does). An output schema whose encoding rejects a value
+ * that passed it is a bug in that schema: reading `encoded` then throws its
+ * ParseError (a defect where it is read).
+ */
+const completed = (
+  step: Plan.Step,
+  input: unknown,
+  output: unknown,
+  codec: Codec,
+  attempts: number,
+  startedAt: number,
+  finishedAt: number
+): StepResult => {
+  let encoded: { readonly value: unknown } | undefined
+  return {
+    name: step.name,
+    type: step.type,
+    input,
+    output,
+    get encoded() {
+      if (encoded === undefined) {
+        const made = codec.encode(output)
+        if (Either.isLeft(made)) throw made.left
+        encoded = { value: made.right }
+      }
+      return encoded.value
+    },
+    attempts,
+    startedAt,
+    finishedAt
+  }
+}
 
 /** The step's events, span, latency and correlation around its run. */
 const observe = (step: Plan.Step, body: Effect.Effect<StepResult, Failure>): Effect.Effect<StepResult, Failure> =>
