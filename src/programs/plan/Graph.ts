@@ -140,6 +140,8 @@ export const run = (
 ): Effect.Effect<PlanOutcome> =>
   Effect.scoped(Effect.gen(function* () {
     const trace = yield* traceOf(plan)
+    // the request's tracker (inside the facade), read once: completed steps are counted on it
+    const tracker = yield* FiberRef.get(Lifecycle.currentTracker)
     const indexOf = new Map(steps.map(({ step }, i) => [step.name, i]))
     const dependencies = steps.map(({ dependsOn }) => {
       const out: Array<number> = []
@@ -273,7 +275,7 @@ export const run = (
         running--
         if (Exit.isSuccess(exit)) {
           status[index] = { _tag: "Done", result: exit.value }
-          yield* stepCompleted(nameOf(index))
+          if (Option.isSome(tracker)) yield* tracker.value.stepCompleted(nameOf(index))
           continue
         }
         const failure = Cause.failureOption(exit.cause)
@@ -358,8 +360,3 @@ const traceOf = (plan: Plan.ExecutionPlan): Effect.Effect<Plan.PlanTrace> =>
     )
     return trace
   })
-
-/** Counts a completed step on the request's lifecycle tracker, when there is one. */
-const stepCompleted = (name: string): Effect.Effect<void> =>
-  Effect.flatMap(FiberRef.get(Lifecycle.currentTracker), (tracker) =>
-    Option.isSome(tracker) ? tracker.value.stepCompleted(name) : Effect.void)

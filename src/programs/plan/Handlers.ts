@@ -5,7 +5,9 @@
  * over the step data of StepData.ts, so they chain: retrieve -> rerank -> infer
  * -> validate.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type { InferenceFailure } from "../../domain/Failure.js"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import { ContextProvider } from "../../services/ContextProvider.js"
@@ -61,7 +63,9 @@ export const infer = (options: InferOptions = {}): StepHandler<typeof InferInput
     input: InferInput,
     output: InferenceResult,
     run: (input) =>
-      Effect.flatMap(Engine, (engine) => {
+      // the engine read from the fiber's context in the step that calls it
+      Effect.withFiberRuntime<InferenceResult, InferenceFailure, Engine>((fiber) => {
+        const engine = Context.get(fiber.currentContext as Context.Context<Engine>, Engine)
         const model = Effect.map(engine.modelInfo, (info) => info.name)
         const call = (request: InferenceRequest) => Observed.meteredInference(model, request, engine.infer(request))
         if (input instanceof InferenceRequest) return call(input)

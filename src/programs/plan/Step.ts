@@ -11,6 +11,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import type * as Schedule from "effect/Schedule"
@@ -64,20 +65,21 @@ export const run = (
   raw: unknown,
   policy: Plan.PlanPolicy
 ): Effect.Effect<StepResult, Failure> =>
-  Effect.withFiberRuntime((fiber) => {
-    const body = runStep(environment, step, handler, raw, policy)
-    return Observed.listenedBy(fiber) ? observe(step, body) : body
-  })
+  Effect.withFiberRuntime((fiber) =>
+    Observed.listenedBy(fiber)
+      ? observe(step, Effect.withFiberRuntime((now) => runStep(now, environment, step, handler, raw, policy)))
+      : runStep(fiber, environment, step, handler, raw, policy)
+  )
 
+/** The step on the fiber that runs it: started at once (the clock read from the fiber, the input decoded as an Either), one step to finish. */
 const runStep = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
   environment: StepEnvironment,
   step: Plan.Step,
   handler: StepHandler,
   raw: unknown,
   policy: Plan.PlanPolicy
-): Effect.Effect<StepResult, Failure> =>
-  // one step to start (the clock read from the fiber, the input decoded as an Either) and one to finish
-  Effect.withFiberRuntime((fiber) => {
+): Effect.Effect<StepResult, Failure> => {
     const input = decodeInput(handler.input, raw)
     if (Either.isLeft(input)) return Effect.fail(mismatch(step, "input", input.left))
     const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
@@ -97,7 +99,7 @@ const runStep = (
       if (Either.isLeft(valid)) return Effect.fail(mismatch(step, "output", valid.left))
       return Effect.succeed(completed(step, input.right, output, codec, attempts.count, startedAt, clock.unsafeCurrentTimeMillis()))
     })
-  })
+}
 
 /**
  * A completed step's result. Its output was checked against the handler's output
