@@ -25,6 +25,9 @@ import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as RunLoop from "../src/programs/RunLoop.js"
 import * as Structured from "../src/programs/Structured.js"
+import * as RedundantLoop from "../src/programs/RedundantLoop.js"
+import * as PlanExecutor from "../src/programs/PlanExecutor.js"
+import * as Plan from "../src/domain/Plan.js"
 import * as Facade from "../src/programs/Facade.js"
 import { SystemRequest } from "../src/domain/System.js"
 import * as Telemetry from "../src/layers/Telemetry.js"
@@ -420,6 +423,47 @@ describe("message ids", { timeout: 30_000 }, () => {
       // 37 at the start of session 13; 14 once the call and the constraint check were chains of steps, not generators,
       // and an accepted reply became the result in the step that accepted it
       expect(count).toBeLessThanOrEqual(16)
+    }).pipe(Effect.scoped))
+
+  it.effect("RedundantLoop N=5 (valid JSON from every replica) stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const reply = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })
+      const engine = Layer.succeed(Engine, {
+        infer: () => Effect.succeed(reply),
+        stream: () => Stream.die("not streamed"),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const call = RedundantLoop.run("What is 2 + 3?", { schema: Schema.Struct({ answer: Schema.Number }), n: 5 })
+      const result = yield* call.pipe(Effect.provide(services))
+      expect([result.value, result.confidence, result.replicas.length]).toEqual([{ answer: 5 }, 1, 5])
+      const count = yield* operations(call).pipe(Effect.provide(services))
+      // 680 at the start of session 13; 377 once a replica was one match and its engine was not provided again
+      expect(count).toBeLessThanOrEqual(400)
+    }).pipe(Effect.scoped))
+
+  it.effect("a PlanExecutor plan of 3 chained infer steps stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const engine = Layer.succeed(Engine, {
+        infer: () => Effect.succeed(answer),
+        stream: () => Stream.die("not streamed"),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(engine)
+      const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer()] }).pipe(Effect.provide(services))
+      const chain = new Plan.ExecutionPlan({
+        steps: [
+          new Plan.Step({ name: "a", type: "infer", input: "one", dependsOn: [] }),
+          new Plan.Step({ name: "b", type: "infer", input: "two", dependsOn: ["a"] }),
+          new Plan.Step({ name: "c", type: "infer", input: "three", dependsOn: ["b"] })
+        ]
+      })
+      const outcome = yield* executor.execute(chain).pipe(Effect.provide(services))
+      expect([outcome._tag, PlanExecutor.completedSteps(outcome).length]).toEqual(["Completed", 3])
+      const count = yield* operations(executor.execute(chain)).pipe(Effect.provide(services))
+      // 182 at the start of session 13 (its steps also merged the executor's context into the caller's, which
+      // held a scope of its own); 100 once a step started on the fiber that runs it
+      expect(count).toBeLessThanOrEqual(110)
     }).pipe(Effect.scoped))
 
   it.live("a facade chat request stays within the operations it was measured at", () =>
