@@ -407,15 +407,17 @@ describe("message ids", { timeout: 30_000 }, () => {
       expect(count).toBeLessThanOrEqual(145)
     }).pipe(Effect.scoped))
 
+  /** An engine that gives `reply` to every request (not streamed). */
+  const answering = (reply: InferenceResult) =>
+    Layer.succeed(Engine, {
+      infer: () => Effect.succeed(reply),
+      stream: () => Stream.die("not streamed"),
+      modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+    })
+
   it.effect("Structured.run, valid JSON at the first reply, stays within the operations it was measured at", () =>
     Effect.gen(function* () {
-      const reply = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })
-      const engine = Layer.succeed(Engine, {
-        infer: () => Effect.succeed(reply),
-        stream: () => Stream.die("not streamed"),
-        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
-      })
-      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const services = yield* Layer.build(Layer.merge(answering(new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })), JsonConstraint.layer))
       const call = Structured.run([Message.user("What is 2 + 3?")], { schema: Schema.Struct({ answer: Schema.Number }) })
       const result = yield* call.pipe(Effect.provide(services))
       expect([result.value, result.attempts, result.content]).toEqual([{ answer: 5 }, 1, '{"answer":5}'])
@@ -427,13 +429,7 @@ describe("message ids", { timeout: 30_000 }, () => {
 
   it.effect("RedundantLoop N=5 (valid JSON from every replica) stays within the operations it was measured at", () =>
     Effect.gen(function* () {
-      const reply = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })
-      const engine = Layer.succeed(Engine, {
-        infer: () => Effect.succeed(reply),
-        stream: () => Stream.die("not streamed"),
-        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
-      })
-      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const services = yield* Layer.build(Layer.merge(answering(new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })), JsonConstraint.layer))
       const call = RedundantLoop.run("What is 2 + 3?", { schema: Schema.Struct({ answer: Schema.Number }), n: 5 })
       const result = yield* call.pipe(Effect.provide(services))
       expect([result.value, result.confidence, result.replicas.length]).toEqual([{ answer: 5 }, 1, 5])
@@ -444,12 +440,7 @@ describe("message ids", { timeout: 30_000 }, () => {
 
   it.effect("a PlanExecutor plan of 3 chained infer steps stays within the operations it was measured at", () =>
     Effect.gen(function* () {
-      const engine = Layer.succeed(Engine, {
-        infer: () => Effect.succeed(answer),
-        stream: () => Stream.die("not streamed"),
-        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
-      })
-      const services = yield* Layer.build(engine)
+      const services = yield* Layer.build(answering(answer))
       const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer()] }).pipe(Effect.provide(services))
       const chain = new Plan.ExecutionPlan({
         steps: [
