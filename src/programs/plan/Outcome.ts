@@ -17,7 +17,11 @@ export interface StepResult {
   readonly input: unknown
   /** The handler's output. */
   readonly output: unknown
-  /** The output encoded by the handler's output schema: JSON-ready. */
+  /**
+   * The output encoded by the handler's output schema: JSON-ready. Made when first
+   * read and kept (the output itself was checked against the schema when the step
+   * ended).
+   */
   readonly encoded: unknown
   readonly attempts: number
   /** Clock times, epoch milliseconds. */
