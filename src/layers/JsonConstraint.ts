@@ -138,8 +138,24 @@ const matchEnum = (value: string, members: ReadonlyArray<string>): string => {
   return matches.size === 1 ? matches.values().next().value! : value
 }
 
-/** Returns the same reference when nothing changed, so callers can tell whether it did. */
+/** Whether a schema (or a schema under it) lists an enum: known once per schema object. */
+const enumsIn = new WeakMap<JsonSchema, boolean>()
+const containsEnum = (schema: JsonSchema): boolean => {
+  const known = enumsIn.get(schema)
+  if (known !== undefined) return known
+  const found = schema.enum !== undefined ||
+    (schema.items !== undefined && containsEnum(schema.items)) ||
+    (schema.properties !== undefined && Object.values(schema.properties).some(containsEnum))
+  enumsIn.set(schema, found)
+  return found
+}
+
+/**
+ * Returns the same reference when nothing changed, so callers can tell whether it did.
+ * A value under a schema with no enum anywhere is returned as it is, unwalked.
+ */
 export const normalizeEnums = (value: unknown, schema: JsonSchema): unknown => {
+  if (!containsEnum(schema)) return value
   if (schema.enum !== undefined && typeof value === "string") return matchEnum(value, schema.enum)
   if (Array.isArray(value) && schema.items !== undefined) {
     const items = schema.items

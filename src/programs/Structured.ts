@@ -187,6 +187,9 @@ export const run = <A, EV extends ValidationFailure = never>(
 ): Effect.Effect<Result<A>, StructuredError<EV>, Engine | Constraint> =>
   Observed.span("Structured.run")(runUntraced(messages, options))
 
+const retryableInference = (f: InferenceFailure): boolean => f.retryable
+const defaultInferenceRetry: Retry.Options<InferenceFailure> = { schedule: RetryPolicy.inference, while: retryableInference }
+
 // The call's state lives in plain variables: one fiber runs its attempts one after another.
 // Written as a chain of steps, not a generator, and an accepted reply becomes the result in
 // the step that accepts it: the first reply is accepted in the common case, and around a
@@ -210,16 +213,19 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
     const model = Spans.lazyModelName(engine.modelInfo)
     const repairAllowed = options.repairAllowed ?? true
     const strictValidation = options.strictValidation ?? true
-    const inferenceRetry = { schedule: options.inferenceRetry ?? RetryPolicy.inference, while: (f: InferenceFailure) => f.retryable }
-    const settings: Request.Settings = {
+    const inferenceRetry = options.inferenceRetry === undefined
+      ? defaultInferenceRetry
+      : { schedule: options.inferenceRetry, while: retryableInference }
+    // the request's settings, built once for every attempt (only the fields that are set)
+    const settings: { -readonly [K in keyof Request.Settings]: Request.Settings[K] } = {
       schema: constraints.schema,
       maxTokens: options.maxTokens ?? defaultMaxTokens,
-      temperature: options.temperature ?? defaultTemperature,
-      ...(constraints.grammar === undefined ? {} : { grammar: constraints.grammar }),
-      ...(options.topP === undefined ? {} : { topP: options.topP }),
-      ...(options.options === undefined ? {} : { options: options.options }),
-      ...(options.sessionKey === undefined ? {} : { sessionKey: options.sessionKey })
+      temperature: options.temperature ?? defaultTemperature
     }
+    if (constraints.grammar !== undefined) settings.grammar = constraints.grammar
+    if (options.topP !== undefined) settings.topP = options.topP
+    if (options.options !== undefined) settings.options = options.options
+    if (options.sessionKey !== undefined) settings.sessionKey = options.sessionKey
 
     // Set when a reply passed the schema but not the rule check: the partial result of a non-strict call.
     let lastRejectedValue: Option.Option<{ readonly enforced: Enforced<A>; readonly failure: EV }> = Option.none()
