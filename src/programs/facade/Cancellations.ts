@@ -37,8 +37,12 @@ export interface Registration {
 export interface Cancellations {
   /** A request with this id starts. */
   readonly register: (requestId: string) => Effect.Effect<Registration>
+  /** `register` made at once, at `now` (ms), by a caller inside a synchronous step of its fiber. */
+  readonly unsafeRegister: (requestId: string, now: number) => Registration
   /** The request is over (answered, failed, or refused before it ran): later cancels for it are dropped. */
   readonly finish: (requestId: string) => Effect.Effect<void>
+  /** `finish` made at once, by a caller inside a synchronous step of its fiber. */
+  readonly unsafeFinish: (requestId: string) => void
   /** Cancels the running request (true when this cancel is its first); else keeps the cancel pending, unless the id finished. */
   readonly cancel: (requestId: string) => Effect.Effect<boolean>
 }
@@ -66,32 +70,33 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
       }
     }
 
-    const register = (requestId: string) =>
-      Effect.clockWith((clock) =>
-        Effect.sync((): Registration => {
-          const now = clock.unsafeCurrentTimeMillis()
-          const entry: Running = { cancelled: false, interrupt: undefined }
-          running.set(requestId, entry)
-          finished.delete(requestId)
-          const until = pending.get(requestId)
-          pending.delete(requestId)
-          return {
-            cancelledEarly: until !== undefined && until >= now,
-            onCancel: (interrupt) => {
-              if (entry.cancelled) interrupt()
-              else entry.interrupt = interrupt
-            }
-          }
-        }))
+    const unsafeRegister = (requestId: string, now: number): Registration => {
+      const entry: Running = { cancelled: false, interrupt: undefined }
+      running.set(requestId, entry)
+      finished.delete(requestId)
+      const until = pending.get(requestId)
+      pending.delete(requestId)
+      return {
+        cancelledEarly: until !== undefined && until >= now,
+        onCancel: (interrupt) => {
+          if (entry.cancelled) interrupt()
+          else entry.interrupt = interrupt
+        }
+      }
+    }
 
-    const finish = (requestId: string) =>
-      Effect.sync(() => {
-        running.delete(requestId)
-        pending.delete(requestId)
-        finished.delete(requestId)
-        finished.add(requestId)
-        bound(finished)
-      })
+    const register = (requestId: string) =>
+      Effect.clockWith((clock) => Effect.sync(() => unsafeRegister(requestId, clock.unsafeCurrentTimeMillis())))
+
+    const unsafeFinish = (requestId: string): void => {
+      running.delete(requestId)
+      pending.delete(requestId)
+      finished.delete(requestId)
+      finished.add(requestId)
+      bound(finished)
+    }
+
+    const finish = (requestId: string) => Effect.sync(() => unsafeFinish(requestId))
 
     const cancel = (requestId: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -111,5 +116,5 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
           return Effect.succeed(false)
         }))
 
-    return { register, finish, cancel }
+    return { register, unsafeRegister, finish, unsafeFinish, cancel }
   })

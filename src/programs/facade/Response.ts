@@ -87,17 +87,15 @@ const answered = (to: Addressee, o: Outcome): SystemResponse =>
  * leaves out); the mode's own where it saw fewer (a durable query's run spends
  * out of its sight, and reports what its journal says).
  */
-const withSpent = (outcome: Outcome, spent: Spent.Spent): Effect.Effect<Outcome> =>
-  Effect.gen(function* () {
-    const usage = yield* spent.usage
-    const toolCalls = yield* spent.toolCalls
-    const own = outcome.toolCallsMade ?? []
-    return {
-      ...outcome,
-      usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
-      toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
-    }
-  })
+const withSpent = (outcome: Outcome, spent: Spent.Spent): Outcome => {
+  const { toolCalls, usage } = spent.unsafeSoFar()
+  const own = outcome.toolCallsMade ?? []
+  return {
+    ...outcome,
+    usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
+    toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
+  }
+}
 
 /** What a failed request had spent and done before it failed. */
 interface SpentSoFar {
@@ -125,11 +123,9 @@ export const respond = (
   spent: Spent.Spent
 ): Effect.Effect<SystemResponse> =>
   Exit.matchEffect(exit, {
+    // what was spent read in the step after the move (a synchronous step: atomic between the request's fibers)
     onSuccess: (outcome) =>
-      Effect.gen(function* () {
-        yield* tracker.transition("COMPLETE", "response assembled")
-        return answered(to, yield* withSpent(outcome, spent))
-      }),
+      Effect.map(tracker.transition("COMPLETE", "response assembled"), () => answered(to, withSpent(outcome, spent))),
     onFailure: (cause) =>
       Effect.gen(function* () {
         const error = errorOf(cause)

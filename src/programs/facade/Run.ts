@@ -14,6 +14,7 @@ import * as Ref from "effect/Ref"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
@@ -96,45 +97,62 @@ const executeChecked = (
   admission: Check.Admission,
   runOptions: RunOptions
 ): Effect.Effect<Execution> =>
-  Effect.gen(function* () {
-    const startedAt = yield* Clock.currentTimeMillis
-    const tracker = yield* Lifecycle.makeTracker
-    const partial = yield* Ref.make("")
-    const registration = yield* cancellations.register(requestId)
-    // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
-    // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
-    const spent = yield* Spent.make
-    const hints = Hints.effective(request.hints)
-    const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(Inferences.observed(engine), hints))
-    const checked = Either.map(admission.checked, (c): Check.Checked =>
-      c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
+  // the request's own state is made in the steps that read the clock and make the tracker (no step of its own each)
+  Effect.withFiberRuntime((fiber) => {
+    const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
+    return Effect.flatMap(Lifecycle.makeTracker, (tracker) => {
+      const partial = Ref.unsafeMake("")
+      const registration = cancellations.unsafeRegister(requestId, startedAt)
+      // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
+      // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
+      const spent = Spent.unsafeMake()
+      const hints = Hints.effective(request.hints)
+      const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(Inferences.observed(engine), hints))
+      const checked = Either.map(admission.checked, (c): Check.Checked =>
+        c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
 
-    const hinted = request.hints.timeout
-    const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
-    const body = Modes.route(env, checked, partial, tracker, runOptions)
+      const hinted = request.hints.timeout
+      const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
+      const body = Modes.route(env, checked, partial, tracker, runOptions)
 
-    // the request's whitelist holds in every mode and every step kind
-    const context = Option.isSome(env.registry)
-      ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
-      : env.context
-    const exit: Exit.Exit<Outcome, Failure> = registration.cancelledEarly
-      ? Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId }))
-      : yield* cancellable(
-        Local.locally(Local.provide(Lifecycle.tracked(tracker)(body), context), Engine.currentRequest, inThisRequest),
-        registration,
-        requestId,
-        timeout,
-        tracker.interrupted
-      )
-    yield* cancellations.finish(requestId)
-
-    const response = yield* Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial, spent)
-    yield* Response.observe(response, startedAt)
-    return {
-      response,
-      state: yield* tracker.state,
-      transitions: yield* tracker.history
-    } satisfies Execution
+      // the request's whitelist holds in every mode and every step kind
+      const withTools = Option.isSome(env.registry)
+        ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
+        : env.context
+      // the engine a mode runs on (Modes.route provides it; here it is in the context already, one region less)
+      const context: Context.Context<never> = (Either.isRight(checked) && checked.right.mode !== "query"
+        ? Context.add(withTools, Engine.Engine, checked.right.engine)
+        : withTools) as Context.Context<never>
+      const ran: Effect.Effect<Exit.Exit<Outcome, Failure>> = registration.cancelledEarly
+        ? Effect.succeed(Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId })))
+        : cancellable(
+          // the request's tracker, its engines' wrapper and its services, set in one region
+          // (`body` needs the Constraint, which env.context holds)
+          Local.locallyAll(body as Effect.Effect<Outcome, Failure>, [
+            [Engine.currentRequest, () => inThisRequest],
+            [FiberRef.currentContext, (parent: Context.Context<never>) =>
+              Local.holdsAll(parent, context as Context.Context<unknown>) ? parent : Context.merge(parent, context)],
+            [Lifecycle.currentTracker, () => Option.some(tracker)]
+          ]),
+          registration,
+          requestId,
+          timeout,
+          tracker.interrupted
+        )
+      return Effect.flatMap(ran, (exit) => {
+        // the request is over: in this step, before its response is made
+        cancellations.unsafeFinish(requestId)
+        return Effect.flatMap(
+          Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial, spent),
+          (response) =>
+            Effect.zipRight(
+              Response.observe(response, startedAt),
+              Effect.flatMap(tracker.state, (state) =>
+                Effect.map(tracker.history, (transitions) => ({ response, state, transitions }) satisfies Execution))
+            )
+        )
+      })
+    })
   })
 
 /**
@@ -149,16 +167,32 @@ export const execute = (
   cancellations: Cancellations,
   request: SystemRequest,
   runOptions: RunOptions
-): Effect.Effect<Execution> =>
-  Effect.gen(function* () {
-    const requestId = request.requestId ?? (yield* env.nextId("req"))
-    const admission = yield* Check.check(env, request)
-    const { sessionId } = admission
-    // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
-    const observed = env.recording || (yield* Observed.listened)
-    const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+): Effect.Effect<Execution> => {
+  const admitted = (requestId: string) =>
+    Effect.flatMap(Check.check(env, request), (admission) =>
+      Effect.withFiberRuntime<Execution>((fiber) => {
+        const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+        // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
+        const run = env.recording || Observed.listenedBy(fiber)
+          ? observedRun(env, request, requestId, admission.sessionId, executed)
+          : executed
+        // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
+        return request.traceId === undefined ? run : Spans.inTrace(request.traceId)(run)
+      }))
+  const given = request.requestId
+  return given !== undefined ? admitted(given) : Effect.flatMap(env.nextId("req"), admitted)
+}
+
+/** A request run under its correlation and span, in its trace (see `execute`). */
+const observedRun = (
+  env: Environment,
+  request: SystemRequest,
+  requestId: string,
+  sessionId: string | undefined,
+  executed: Effect.Effect<Execution>
+): Effect.Effect<Execution> => {
     // the trace id and the correlation are read by events and spans only
-    const body = !observed ? executed : Effect.gen(function* () {
+    const body = Effect.gen(function* () {
       // without a trace id of its own the request is in its span's trace: events and spans name the same trace
       const spanTrace = Option.filter(
         Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
@@ -168,7 +202,7 @@ export const execute = (
       yield* Tracing.annotate({ traceId, [Spans.Pagantic.traceId]: traceId })
       return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
     })
-    const run = !observed ? body : body.pipe(
+    return body.pipe(
       Tracing.withSpan("Facade.run", {
         attributes: {
           mode: request.mode,
@@ -180,6 +214,4 @@ export const execute = (
         }
       })
     )
-    // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
-    return yield* request.traceId === undefined ? run : Spans.inTrace(request.traceId)(run)
-  })
+  }

@@ -34,10 +34,15 @@ export interface Spent {
   readonly usage: Effect.Effect<TokenUsage.TokenUsage>
   /** Every tool call run so far, in the order they were first made. */
   readonly toolCalls: Effect.Effect<ReadonlyArray<ToolCallRecord>>
+  /** `usage` and `toolCalls` read at once, by a caller inside a synchronous step of its fiber. */
+  readonly unsafeSoFar: () => { readonly usage: TokenUsage.TokenUsage; readonly toolCalls: ReadonlyArray<ToolCallRecord> }
 }
 
 /** A recorder for one request. */
-export const make: Effect.Effect<Spent> = Effect.sync(() => {
+export const make: Effect.Effect<Spent> = Effect.sync(() => unsafeMake())
+
+/** `make` at once (the recorder holds only its own state). */
+export const unsafeMake = (): Spent => {
   // each update is one synchronous step (as a Ref's is): the request's fibers may record at once
   let usage = TokenUsage.empty
   const calls = new Map<string, ToolCallRecord>()
@@ -79,9 +84,10 @@ export const make: Effect.Effect<Spent> = Effect.sync(() => {
     engine,
     registry,
     usage: Effect.sync(() => usage),
-    toolCalls: Effect.sync(() => Array.from(calls.values()))
+    toolCalls: Effect.sync(() => Array.from(calls.values())),
+    unsafeSoFar: () => ({ usage, toolCalls: Array.from(calls.values()) })
   }
-})
+}
 
 // built from the call the loop checked and a measured duration: not validated again
 const record = (call: Message.ToolCall, result: string, isError: boolean, durationMs: number) =>
