@@ -50,6 +50,7 @@ import * as Structured from "../src/programs/Structured.js"
 import type { Constraint } from "../src/services/Constraint.js"
 import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import * as PlainFacade from "./plainFacade.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
 
@@ -226,6 +227,11 @@ const plainChat = Effect.gen(function* () {
   return yield* expect(response.content === "pong", "plain chat")
 })
 
+/** The same chat request on a plain-Effect chat endpoint made once (bench/plainFacade.ts: what it does and leaves out). */
+const plainFacadeCall = (endpoint: Effect.Effect.Success<typeof PlainFacade.make>) =>
+  Effect.flatMap(endpoint.run(chatRequest), (response) =>
+    expect(response.error === undefined && response.content === "pong", "plain facade"))
+
 // ---------------------------------------------------------------------------
 // Side by side
 // ---------------------------------------------------------------------------
@@ -334,6 +340,7 @@ const withTelemetry = Effect.gen(function* () {
 
 /** One call of each of our sides on services built once: what bench/profile.ts profiles. */
 export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void, unknown>, never, Scope.Scope>>> = {
+  facadeEquivalent: Effect.suspend(() => ourCalls.facade!),
   agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(agentTurn, c)),
   telemetry: Effect.map(Layer.build(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())), (c) => Effect.provide(agentTurn, c)),
   structured: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(structuredCall, c)),
@@ -351,7 +358,9 @@ export const baseCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void
   structured: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainStructuredCall, c)),
   redundant: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainRedundant, c)),
   plan: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainPlan, c)),
-  facade: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainChat, c))
+  facade: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainChat, c)),
+  facadeEquivalent: Effect.flatMap(Layer.build(textEngine), (c) =>
+    Effect.map(Effect.provide(PlainFacade.make, c), (endpoint) => plainFacadeCall(endpoint)))
 }
 
 const only = process.env.HOTPATH_BENCH_ONLY ?? ""
@@ -388,6 +397,16 @@ const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> =
       compare<Engine | Constraint>(`Facade chat request vs infer + response object`, 2.0, facadeCall(system), plainChat)).pipe(
         withConstraint(textEngine)
       )
+  ],
+  [
+    "facadeEquivalent",
+    Effect.flatMap(Effect.zip(Facade.make(), PlainFacade.make), ([system, endpoint]) =>
+      compare<Engine | Constraint>(
+        `Facade chat request vs the same request in plain Effect (bench/plainFacade.ts)`,
+        2.0,
+        facadeCall(system),
+        plainFacadeCall(endpoint)
+      )).pipe(withConstraint(textEngine))
   ],
   // last: once OpenTelemetry's SDK spans have run in a process, the rows measured after them ran 1.4-1.8x slower
   // (structured 171 -> 312 us, facade 922 -> 1,327 us CPU), though its layer is released and no context manager stays
