@@ -99,7 +99,9 @@ describe("Local", () => {
   it.effect("locallyAll sets several refs for the effect and each back however it ends, at the operations of one", () =>
     Effect.gen(function* () {
       const other = FiberRef.unsafeMake(0)
-      const both = Local.locallyAll(Effect.all([FiberRef.get(ref), FiberRef.get(other), Name]), [
+      // (Name comes from the context the third setting makes: not in the effect's type)
+      const needsName = Effect.all([FiberRef.get(ref), FiberRef.get(other), Name]) as Effect.Effect<[string, number, string]>
+      const both = Local.locallyAll(needsName, [
         [ref, (v: string) => `${v}+`],
         [other, (n: number) => n + 1],
         [FiberRef.currentContext, (parent: Context.Context<never>) => Context.add(parent, Name, "set")]
