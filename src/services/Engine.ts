@@ -252,12 +252,14 @@ export const inRequest = (engine: Service): Service => {
   if (followsRequest in engine) return engine
   const following: Service & { readonly [followsRequest]: true } = {
     [followsRequest]: true,
-    infer: (request) => Effect.flatMap(FiberRef.get(currentRequest), (wrap) => wrap(engine).infer(request)),
-    stream: (request) => unwrapParts(Effect.map(FiberRef.get(currentRequest), (wrap) => wrap(engine).stream(request))),
+    // the request's wrapper read and applied in one step
+    infer: (request) => Effect.withFiberRuntime((fiber) => fiber.getFiberRef(currentRequest)(engine).infer(request)),
+    stream: (request) =>
+      unwrapParts(Effect.withFiberRuntime((fiber) => Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request)))),
     modelInfo: engine.modelInfo,
     ...(engine.sampleMany === undefined ? {} : {
       sampleMany: (request: InferenceRequest, n: number) =>
-        Effect.flatMap(FiberRef.get(currentRequest), (wrap) => sampleMany(wrap(engine), request, n))
+        Effect.withFiberRuntime((fiber) => sampleMany(fiber.getFiberRef(currentRequest)(engine), request, n))
     })
   }
   return following
