@@ -14,7 +14,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
 import type { Logprobs } from "../../domain/Sampling.js"
@@ -28,6 +27,7 @@ import * as Check from "./Check.js"
 import * as Confidence from "./Confidence.js"
 import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
+import type * as Partial from "./Partial.js"
 import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
@@ -39,7 +39,7 @@ const silent = (_: Progress): Effect.Effect<void> => Effect.void
 export const run = (
   env: Environment,
   chat: Check.Chat,
-  partial: Ref.Ref<string>,
+  partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ) =>
@@ -91,22 +91,25 @@ export const run = (
     yield* tracker.transition("EXECUTE", "chat turn")
     const report = runOptions.onProgress ?? silent
     // the log-probabilities of the latest inference: the answer's, when the hints ask for them
-    const logprobs = yield* Ref.make<Logprobs | undefined>(undefined)
-    // the turn's events are watched in its own fiber (no stream): partial output, progress, logprobs
+    let logprobs: Logprobs | undefined = undefined
+    // the turn's events are watched in its own fiber (no stream): partial output, progress, logprobs, each
+    // event's state kept in the step that sees it
     const onEvent = (event: AgentLoop.AgentEvent): Effect.Effect<void> => {
       switch (event._tag) {
-        case "TextDelta":
-          return Effect.zipRight(Ref.update(partial, (p) => p + event.text), report({ _tag: "TextDelta", text: event.text }))
+        case "TextDelta": {
+          const kept = Effect.sync(() => void (partial.text += event.text))
+          return report === silent ? kept : Effect.zipRight(kept, report({ _tag: "TextDelta", text: event.text }))
+        }
         case "ToolCallRequested":
           return report({ _tag: "ToolCallRequested", call: event.call })
         case "ToolResultReady":
           return report({ _tag: "ToolResultReady", record: event.record })
         case "InferenceFinished":
-          // a new inference starts from scratch: partial output is the latest reply
-          return Effect.zipRight(
-            Ref.set(logprobs, event.result.logprobs),
-            event.result.toolCalls.length > 0 ? Ref.set(partial, "") : Effect.void
-          )
+          return Effect.sync(() => {
+            logprobs = event.result.logprobs
+            // a new inference starts from scratch: partial output is the latest reply
+            if (event.result.toolCalls.length > 0) partial.text = ""
+          })
         default:
           return Effect.void
       }
@@ -125,7 +128,7 @@ export const run = (
       usage: turn.usage,
       stopReason: turn.stopReason,
       ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
-      logprobs: yield* Ref.get(logprobs),
+      logprobs,
       ...Confidence.retrieval(retrieved.scores)
     } satisfies Outcome
   })

@@ -5,7 +5,6 @@
 import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type * as Ref from "effect/Ref"
 import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure } from "../../domain/Failure.js"
 import * as Gbnf from "../../domain/Gbnf.js"
@@ -14,6 +13,7 @@ import { OutputContract, SystemRequest as SystemRequestClass } from "../../domai
 import type { Constraint } from "../../services/Constraint.js"
 import * as Engine from "../../services/Engine.js"
 import type * as Lifecycle from "../Lifecycle.js"
+import type * as Partial from "./Partial.js"
 import * as Chat from "./Chat.js"
 import type * as Check from "./Check.js"
 import type { Environment } from "./Environment.js"
@@ -55,7 +55,7 @@ const resolveGrammar = (env: Environment, request: SystemRequest): Effect.Effect
 const runMode = (
   env: Environment,
   checked: Exclude<Check.Checked, QueryMode.Checked>,
-  partial: Ref.Ref<string>,
+  partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> =>
@@ -78,7 +78,7 @@ const runMode = (
 export const route = (
   env: Environment,
   admitted: Either.Either<Check.Checked, Check.CheckFailure>,
-  partial: Ref.Ref<string>,
+  partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Constraint> =>

@@ -8,13 +8,13 @@
  */
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import { ToolCallRecord } from "../../domain/System.js"
 import { InferenceResult } from "../../services/Engine.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import * as PlanExecutor from "../PlanExecutor.js"
 import * as Check from "./Check.js"
 import * as Confidence from "./Confidence.js"
+import type * as Partial from "./Partial.js"
 import type { Environment } from "./Environment.js"
 import type { Outcome } from "./Types.js"
 
@@ -65,7 +65,7 @@ export const confidenceOf = (
 }
 
 /** Plans (unless the request brings its plan), checks and runs the steps. */
-export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<string>, tracker: Lifecycle.Tracker) =>
+export const run = (env: Environment, checked: Check.Plan, partial: Partial.Partial, tracker: Lifecycle.Tracker) =>
   Effect.gen(function* () {
     const { request } = checked
     yield* tracker.transition("PLAN", request.plan === undefined ? "planner" : "plan provided")
@@ -86,7 +86,7 @@ export const run = (env: Environment, checked: Check.Plan, partial: Ref.Ref<stri
     const steps = PlanExecutor.completedSteps(outcome)
     const outputs = PlanExecutor.encodedOutputs(steps)
     if (outcome._tag === "Failed") {
-      yield* Ref.set(partial, JSON.stringify(outputs))
+      yield* Effect.sync(() => void (partial.text = JSON.stringify(outputs)))
       return yield* outcome.error
     }
     yield* tracker.transition("VALIDATE", "every step completed")

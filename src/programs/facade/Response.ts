@@ -15,7 +15,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
-import * as Ref from "effect/Ref"
 import type { Failure } from "../../domain/Failure.js"
 import { OrchestrationFailure } from "../../domain/Failure.js"
 import * as Issues from "../../domain/Issues.js"
@@ -27,6 +26,7 @@ import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import { invalid } from "./Check.js"
+import type * as Partial from "./Partial.js"
 import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
 import * as Construct from "../../domain/Construct.js"
@@ -119,7 +119,7 @@ export const respond = (
   to: Addressee,
   exit: Exit.Exit<Outcome, Failure>,
   tracker: Lifecycle.Tracker,
-  partial: Ref.Ref<string>,
+  partial: Partial.Partial,
   spent: Spent.Spent
 ): Effect.Effect<SystemResponse> =>
   Exit.matchEffect(exit, {
@@ -132,7 +132,7 @@ export const respond = (
         const cancelled = Option.exists(Cause.failureOption(cause), (f) => f._tag === "Cancellation")
         yield* tracker.transition(cancelled ? "CANCELLED" : "ERROR", error.message, { error })
         const so = { usage: yield* spent.usage, toolCalls: yield* spent.toolCalls }
-        return failed(to, yield* Ref.get(partial), error, so)
+        return failed(to, partial.text, error, so)
       })
   })
 

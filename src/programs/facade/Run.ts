@@ -10,7 +10,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
@@ -29,6 +28,7 @@ import type { Environment } from "./Environment.js"
 import * as Hints from "./Hints.js"
 import * as Inferences from "./Inferences.js"
 import * as Modes from "./Modes.js"
+import * as Partial from "./Partial.js"
 import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
@@ -101,7 +101,7 @@ const executeChecked = (
   Effect.withFiberRuntime((fiber) => {
     const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
     return Effect.flatMap(Lifecycle.makeTracker, (tracker) => {
-      const partial = Ref.unsafeMake("")
+      const partial = Partial.make()
       const registration = cancellations.unsafeRegister(requestId, startedAt)
       // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
       // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
