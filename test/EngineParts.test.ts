@@ -98,6 +98,19 @@ describe("Engine parts by callback", () => {
       expect(order).toEqual(["tap TextDelta", "tap TextDelta", "tap Finish"])
     }))
 
+  it.effect("tapParts passes on a part its tap returns undefined for, by callback and as a stream", () =>
+    Effect.gen(function*() {
+      const { stream } = counted()
+      const order: Array<string> = []
+      const tapped = Engine.tapParts(stream, (part) =>
+        part._tag === "Finish" ? Effect.sync(() => void order.push("tap Finish")) : undefined)
+      yield* Engine.runParts(tapped, (part) => Effect.sync(() => void order.push(`emit ${part._tag}`)))
+      expect(order).toEqual(["emit TextDelta", "emit TextDelta", "tap Finish", "emit Finish"])
+      order.length = 0
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(tapped))).toEqual(parts)
+      expect(order).toEqual(["tap Finish"])
+    }))
+
   it.effect("unwrapParts makes its stream once per run and runs it by its source", () =>
     Effect.gen(function*() {
       const { state, stream } = counted()

@@ -157,14 +157,22 @@ export const runParts = <E>(
   return source === undefined ? Stream.runForEach(stream, f) : source(f)
 }
 
-/** `Stream.tap` for a stream of parts, keeping its source. */
+/**
+ * `Stream.tap` for a stream of parts, keeping its source. `f` may return
+ * `undefined` for a part it has nothing to do with: the part goes on in the
+ * same step.
+ */
 export const tapParts = (
   stream: Stream.Stream<StreamPart, InferenceFailure>,
-  f: (part: StreamPart) => Effect.Effect<void>
+  f: (part: StreamPart) => Effect.Effect<void> | undefined
 ): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
-    Stream.tap(stream, f),
-    (emit) => runParts(stream, (part) => Effect.zipRight(f(part), emit(part)))
+    Stream.tap(stream, (part) => f(part) ?? Effect.void),
+    (emit) =>
+      runParts(stream, (part) => {
+        const tapped = f(part)
+        return tapped === undefined ? emit(part) : Effect.zipRight(tapped, emit(part))
+      })
   )
 
 /** `Stream.unwrap` for a stream of parts: a source runs the stream the effect makes by its own source. */

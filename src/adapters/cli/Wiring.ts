@@ -77,7 +77,7 @@ const recordingEngine = (outputs: SubscriptionRef.SubscriptionRef<ReadonlyArray<
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), record),
         stream: (request) =>
-          EngineModule.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : Effect.void)),
+          EngineModule.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? record(part.result) : undefined)),
         // a vote's replicas drawn together (one prefix tree): each sample answered is an output too
         ...(sampleMany === undefined ? {} : {
           sampleMany: (request: InferenceRequest, n: number) =>

@@ -274,7 +274,7 @@ const watched = (registry: ResponderRegistry["Type"], usage: Ref.Ref<TokenUsage.
         ...engine,
         infer: (request) => Effect.tap(engine.infer(request), used),
         stream: (request) =>
-          Engine.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void))
+          Engine.tapParts(engine.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : undefined))
       }
     }
   }

@@ -54,7 +54,7 @@ export const unsafeMake = (): Spent => {
     return {
       infer: (request) => Effect.tap(inner.infer(request), used),
       stream: (request) =>
-        Engine.tapParts(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : Effect.void)),
+        Engine.tapParts(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : undefined)),
       modelInfo: inner.modelInfo,
       // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded
       ...(sampleMany === undefined ? {} : {
