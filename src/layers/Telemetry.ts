@@ -9,9 +9,9 @@
  * (`PlanExecutor.step`), each carrying the request's correlation ids. Which tracer
  * receives them is a layer choice, made here:
  *
- * - `layerInMemory`: the real OpenTelemetry SDK (a NodeTracerProvider with a
- *   SimpleSpanProcessor) into its InMemorySpanExporter, for tests and tools that
- *   want to read finished spans back (`InMemorySpans`).
+ * - `layerInMemory`: the real OpenTelemetry SDK (a NodeTracerProvider) keeping
+ *   every span as it ends, for tests and tools that want to read finished spans
+ *   back (`InMemorySpans`).
  * - `layerOtlp`: OTLP/HTTP (JSON) export of spans and of Effect's metrics, through
  *   @effect/opentelemetry's exporter over an `HttpClient`.
  * - `layerConfig`: `layerOtlp` when `PAGANTIC_OTLP_ENDPOINT` is set, nothing otherwise.
@@ -28,14 +28,18 @@
 import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as NodeSdk from "@effect/opentelemetry/NodeSdk"
 import * as Otlp from "@effect/opentelemetry/Otlp"
+import * as OtelResource from "@effect/opentelemetry/Resource"
+import * as OtelTracer from "@effect/opentelemetry/Tracer"
 import * as OtelApi from "@opentelemetry/api"
-import { InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base"
 import type { ReadableSpan, Span, SpanProcessor } from "@opentelemetry/sdk-trace-base"
+import * as Cause from "effect/Cause"
 import * as Config from "effect/Config"
 import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import type * as Exit from "effect/Exit"
+import * as Inspectable from "effect/Inspectable"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
@@ -121,22 +125,55 @@ export class InMemorySpans extends Context.Tag("pagantic/Telemetry/InMemorySpans
 >() {}
 
 /**
- * Effect's tracer backed by the OpenTelemetry SDK, exporting every span as it ends
- * into an InMemorySpanExporter that `InMemorySpans` reads.
+ * A span processor that keeps every sampled span as it ends, in the order they
+ * end: what OpenTelemetry's SimpleSpanProcessor into an InMemorySpanExporter
+ * keeps, without the promise, the OpenTelemetry context and the timer that pair
+ * makes for every span (its export is asynchronous, for exporters that send).
+ * Shut down, it keeps nothing more and forgets what it kept, as that exporter does.
+ */
+class KeepSpans implements SpanProcessor {
+  spans: Array<ReadableSpan> = []
+  private stopped = false
+  onStart(): void {}
+  onEnd(span: ReadableSpan): void {
+    if (!this.stopped && (span.spanContext().traceFlags & OtelApi.TraceFlags.SAMPLED) !== 0) this.spans.push(span)
+  }
+  forceFlush(): Promise<void> {
+    return Promise.resolve()
+  }
+  shutdown(): Promise<void> {
+    this.stopped = true
+    this.spans = []
+    return Promise.resolve()
+  }
+}
+
+/**
+ * Effect's tracer backed by the OpenTelemetry SDK, keeping every span as it
+ * ends for `InMemorySpans` to read.
+ *
+ * The SDK is a NodeTracerProvider, its resource the one @effect/opentelemetry's
+ * NodeSdk would make (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, then
+ * `options`), its processor one that keeps ended spans in memory (`KeepSpans`).
+ * The Effect tracer over it is @effect/opentelemetry's when a context manager is
+ * registered (code instrumented by OpenTelemetry itself then sees the Effect span
+ * as the active one), and otherwise `sdkTracer`, which makes the same SDK spans
+ * without @effect/opentelemetry's per-span extras (see there).
  */
 export const layerInMemory = (options: ResourceOptions = {}): Layer.Layer<InMemorySpans> =>
   Layer.unwrapEffect(
     Effect.sync(() => {
-      const exporter = new InMemorySpanExporter()
-      const sdk = NodeSdk.layer(() => ({
-        resource: resourceOf(options),
-        spanProcessor: restoreArrayAttributes(new SimpleSpanProcessor(exporter))
-      }))
+      const kept = new KeepSpans()
+      const resource = OtelResource.layerFromEnv(OtelResource.configToAttributes(resourceOf(options)))
+      const provider = NodeSdk.layerTracerProvider(restoreArrayAttributes(kept))
+      const otel = Layer.provideMerge(OtelTracer.layerTracer, provider).pipe(Layer.provide(resource))
       const spans = Layer.succeed(InMemorySpans, {
-        spans: Effect.sync(() => exporter.getFinishedSpans().slice()),
-        reset: Effect.sync(() => exporter.reset())
+        spans: Effect.sync(() => kept.spans.slice()),
+        reset: Effect.sync(() => {
+          kept.spans = []
+        })
       })
-      return Layer.merge(spans, Layer.discard(Layer.provideMerge(withoutIdleContext, sdk)))
+      return Layer.merge(spans, Layer.discard(Layer.provide(installTracer, otel)))
     })
   )
 
@@ -152,21 +189,197 @@ const contextPropagates = (): boolean => {
 }
 
 /**
- * The installed tracer without its OpenTelemetry context step when that context
- * goes nowhere (no context manager): @effect/opentelemetry builds an
- * OpenTelemetry context around every run of a fiber in a span so that code
- * instrumented by OpenTelemetry itself sees the span; with the no-op manager
- * nothing can see it, and the cost was most of a traced turn's overhead. Spans,
- * their parents and links are unchanged (they are Effect's own context).
+ * The Effect tracer over the SDK's tracer: @effect/opentelemetry's when
+ * OpenTelemetry's context propagates, `sdkTracer` when it goes nowhere (no
+ * context manager): @effect/opentelemetry then still builds an OpenTelemetry
+ * context around every run of a fiber in a span, and per span keeps a second
+ * copy of its attributes and turns arrays into JSON text, for nobody to read.
  */
-const withoutIdleContext: Layer.Layer<never> = Layer.unwrapEffect(
-  Effect.map(Effect.tracer, (tracer) =>
-    contextPropagates()
-      ? Layer.empty
-      : Layer.setTracer(
-        Tracer.make({ span: (...args: Parameters<Tracer.Tracer["span"]>) => tracer.span(...args), context: (f) => f() })
-      ))
+const installTracer: Layer.Layer<never, never, OtelTracer.OtelTracer> = Layer.unwrapEffect(
+  Effect.map(OtelTracer.OtelTracer, (tracer) =>
+    contextPropagates() ? Layer.unwrapEffect(Effect.map(OtelTracer.make, Layer.setTracer)) : Layer.setTracer(sdkTracer(tracer)))
 )
+
+const kinds: Record<Tracer.SpanKind, OtelApi.SpanKind> = {
+  internal: OtelApi.SpanKind.INTERNAL,
+  client: OtelApi.SpanKind.CLIENT,
+  server: OtelApi.SpanKind.SERVER,
+  producer: OtelApi.SpanKind.PRODUCER,
+  consumer: OtelApi.SpanKind.CONSUMER
+}
+
+const billion = 1_000_000_000n
+const hrTime = (nanos: bigint): OtelApi.HrTime => [Number(nanos / billion), Number(nanos % billion)]
+
+const arrayKeys = new Set(arrayAttributeKeys)
+
+/**
+ * An attribute value as the SDK takes it: a string, number or boolean as it is;
+ * the loops' string arrays (`arrayAttributeKeys`) as arrays; anything else as
+ * @effect/opentelemetry writes it (a bigint's digits, JSON text otherwise).
+ */
+const attributeValue = (key: string, value: unknown): OtelApi.AttributeValue => {
+  switch (typeof value) {
+    case "string":
+    case "number":
+    case "boolean":
+      return value
+    case "bigint":
+      return value.toString()
+  }
+  if (Array.isArray(value) && arrayKeys.has(key) && value.every((x) => typeof x === "string")) return value.slice()
+  return Inspectable.toStringUnknown(value)
+}
+
+const attributesOf = (record: Readonly<Record<string, unknown>>): OtelApi.Attributes => {
+  const out: OtelApi.Attributes = {}
+  for (const key in record) out[key] = attributeValue(key, record[key])
+  return out
+}
+
+/** @effect/opentelemetry's span brand: its `currentOtelSpan` hands such a span's `span`, the SDK span, to the caller. */
+const OtelSpanTypeId = Symbol.for("@effect/opentelemetry/Tracer/OtelSpan")
+
+/** An Effect span's OpenTelemetry span context, as @effect/opentelemetry makes it (flags and state from the span's context). */
+const spanContextOf = (span: Tracer.AnySpan, context?: Context.Context<never>): OtelApi.SpanContext => {
+  const flags = context === undefined ? Option.none() : Context.getOption(context, OtelTracer.OtelTraceFlags)
+  const state = context === undefined ? Option.none() : Context.getOption(context, OtelTracer.OtelTraceState)
+  return {
+    spanId: span.spanId,
+    traceId: span.traceId,
+    isRemote: span._tag === "ExternalSpan",
+    traceFlags: Option.getOrElse(Option.orElse(flags, () => Context.getOption(span.context, OtelTracer.OtelTraceFlags)), () => OtelApi.TraceFlags.SAMPLED),
+    traceState: Option.getOrUndefined(Option.orElse(state, () => Context.getOption(span.context, OtelTracer.OtelTraceState)))
+  } as OtelApi.SpanContext
+}
+
+/**
+ * An Effect span that is an OpenTelemetry SDK span and nothing more: the same
+ * SDK span, parent, links, attributes, status, exception and events as
+ * @effect/opentelemetry's OtelSpan makes, without its second copy of the
+ * attributes (`attributes` reads the SDK span's) or an OpenTelemetry context
+ * built per span (a span's own is built once, when it first has a child).
+ */
+class SdkSpan implements Tracer.Span {
+  readonly _tag = "Span"
+  readonly [OtelSpanTypeId] = OtelSpanTypeId
+  readonly span: OtelApi.Span
+  readonly spanId: string
+  readonly traceId: string
+  readonly sampled: boolean
+  readonly parent: Option.Option<Tracer.AnySpan>
+  status: Tracer.SpanStatus
+  private otelContext: OtelApi.Context | undefined = undefined
+
+  constructor(
+    tracer: OtelApi.Tracer,
+    readonly name: string,
+    effectParent: Option.Option<Tracer.AnySpan>,
+    readonly context: Context.Context<never>,
+    public links: ReadonlyArray<Tracer.SpanLink>,
+    startTime: bigint,
+    readonly kind: Tracer.SpanKind,
+    options: Tracer.SpanOptions | undefined
+  ) {
+    let parentContext: OtelApi.Context
+    if (effectParent._tag === "Some") {
+      this.parent = effectParent
+      parentContext = contextOf(effectParent.value, context)
+    } else {
+      // no Effect parent: the span active in OpenTelemetry's context, if any (none without a context manager)
+      const active = OtelApi.context.active()
+      const otelParent = options?.root === true ? undefined : OtelApi.trace.getSpan(active)?.spanContext()
+      this.parent = otelParent === undefined
+        ? Option.none()
+        : Option.some(Tracer.externalSpan({
+          spanId: otelParent.spanId,
+          traceId: otelParent.traceId,
+          sampled: (otelParent.traceFlags & 1) === 1,
+          context
+        }))
+      parentContext = this.parent._tag === "Some" ? contextOf(this.parent.value, context) : OtelApi.trace.deleteSpan(active)
+    }
+    this.span = tracer.startSpan(name, {
+      startTime: hrTime(startTime),
+      links: links.length > 0
+        ? links.map((link) => ({ context: spanContextOf(link.span), attributes: attributesOf(link.attributes) }))
+        : undefined,
+      kind: kinds[kind]
+    } as OtelApi.SpanOptions, parentContext)
+    const spanContext = this.span.spanContext()
+    this.spanId = spanContext.spanId
+    this.traceId = spanContext.traceId
+    this.status = { _tag: "Started", startTime }
+    this.sampled = (spanContext.traceFlags & OtelApi.TraceFlags.SAMPLED) === OtelApi.TraceFlags.SAMPLED
+  }
+
+  /** The OpenTelemetry context with this span active: the parent context of its children. */
+  childContext(): OtelApi.Context {
+    return this.otelContext ??= OtelApi.trace.setSpan(OtelApi.ROOT_CONTEXT, this.span)
+  }
+
+  /** The SDK span's attributes (as it keeps them: arrays of the loops' lists, JSON text of other values). */
+  get attributes(): ReadonlyMap<string, unknown> {
+    return new Map(Object.entries((this.span as unknown as { readonly attributes?: OtelApi.Attributes }).attributes ?? {}))
+  }
+
+  attribute(key: string, value: unknown): void {
+    this.span.setAttribute(key, attributeValue(key, value))
+  }
+
+  addLinks(links: ReadonlyArray<Tracer.SpanLink>): void {
+    // a copy: the span was made with the caller's array
+    this.links = [...this.links, ...links]
+    this.span.addLinks(links.map((link) => ({ context: spanContextOf(link.span), attributes: attributesOf(link.attributes) })))
+  }
+
+  event(name: string, startTime: bigint, attributes?: Record<string, unknown>): void {
+    this.span.addEvent(name, attributes === undefined ? undefined : attributesOf(attributes), hrTime(startTime))
+  }
+
+  end(endTime: bigint, exit: Exit.Exit<unknown, unknown>): void {
+    const time = hrTime(endTime)
+    this.status = { _tag: "Ended", endTime, exit, startTime: this.status.startTime }
+    if (exit._tag === "Success") {
+      this.span.setStatus({ code: OtelApi.SpanStatusCode.OK })
+    } else if (Cause.isInterruptedOnly(exit.cause)) {
+      this.span.setStatus({ code: OtelApi.SpanStatusCode.OK, message: Cause.pretty(exit.cause) })
+      this.span.setAttribute("span.label", "⚠︎ Interrupted")
+      this.span.setAttribute("status.interrupted", true)
+    } else {
+      const firstError = Cause.prettyErrors(exit.cause)[0]
+      if (firstError !== undefined) {
+        firstError.stack = Cause.pretty(exit.cause, { renderErrorCause: true })
+        this.span.recordException(firstError, time)
+        this.span.setStatus({ code: OtelApi.SpanStatusCode.ERROR, message: firstError.message })
+      } else {
+        // an empty cause: no error
+        this.span.setStatus({ code: OtelApi.SpanStatusCode.OK })
+      }
+    }
+    this.span.end(time)
+  }
+}
+
+/** The OpenTelemetry context a child of `span` starts in. */
+const contextOf = (span: Tracer.AnySpan, context: Context.Context<never>): OtelApi.Context =>
+  span instanceof SdkSpan
+    ? span.childContext()
+    : OtelSpanTypeId in span
+    ? OtelApi.trace.setSpan(OtelApi.ROOT_CONTEXT, (span as unknown as { readonly span: OtelApi.Span }).span)
+    : OtelApi.trace.setSpanContext(OtelApi.ROOT_CONTEXT, spanContextOf(span, context))
+
+/**
+ * An Effect tracer whose spans are the SDK tracer's (`SdkSpan`), for when
+ * OpenTelemetry's context goes nowhere (no context manager): a fiber's runs are
+ * not wrapped in an OpenTelemetry context (nothing could read it).
+ */
+export const sdkTracer = (tracer: OtelApi.Tracer): Tracer.Tracer =>
+  Tracer.make({
+    span: (name, parent, context, links, startTime, kind, options) =>
+      new SdkSpan(tracer, name, parent, context, links, startTime, kind, options),
+    context: (f) => f()
+  })
 
 // ---------------------------------------------------------------------------
 // OTLP
