@@ -2,13 +2,14 @@
  * An AgentLoop turn under Telemetry.layerInMemory (issue 13's telemetry row):
  * the spans it exports, the same whichever Effect tracer the layer installs over
  * the OpenTelemetry SDK (@effect/opentelemetry's when a context manager is
- * registered, its own `sdkTracer` otherwise).
+ * registered, its own `sdkTracer` otherwise), and the operations it takes.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as OtelApi from "@opentelemetry/api"
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks"
 import type { ReadableSpan } from "@opentelemetry/sdk-trace-base"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
@@ -21,6 +22,7 @@ import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Tracing from "../src/services/internal/Tracing.js"
 import { Engine, InferenceResult } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import { operations } from "./support/Operations.js"
 
 const usage = TokenUsage.make({ promptTokens: 10, outputTokens: 1 })
 const callReply = new InferenceResult({
@@ -160,4 +162,18 @@ describe("an AgentLoop turn under Telemetry.layerInMemory", { timeout: 30_000 },
       expect(lean[2]!.attributes).toMatchObject({ given: "yes", n: 1, b: true, big: "2", list: "[\n  \"a\"\n]", nothing: "undefined" })
     })
   })
+
+  it.live("an AgentLoop turn with telemetry stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const services = yield* Layer.build(Layer.mergeAll(engine, Registry.layer([add]), Telemetry.layerInMemory()))
+      const memory = yield* Effect.provide(Telemetry.InMemorySpans, services)
+      const once = Effect.provide(turn, services)
+      expect(Exit.isSuccess(yield* Effect.exit(once))).toBe(true)
+      const count = yield* operations(once)
+      expect((yield* memory.spans).length).toBeGreaterThanOrEqual(12)
+      // 255 at the start of session 14 (Tracing.withSpan's spans, annotated in steps of their own, the tool's
+      // correlation set in a region of its own, the inference span's body a generator), 188 once each span was one
+      // region opened with its attributes and annotated with its result in the step that ends it
+      expect(count).toBeLessThanOrEqual(195)
+    }).pipe(Effect.scoped))
 })

@@ -28,12 +28,14 @@ import * as Exit from "effect/Exit"
 import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import type * as Tracer from "effect/Tracer"
+import * as Construct from "../../domain/Construct.js"
 import * as Event from "../../domain/Event.js"
 import { canonicalJson } from "../../domain/Json.js"
 import type * as Message from "../../domain/Message.js"
+import { CorrelationContext } from "../../domain/System.js"
 import { CostTracker } from "../../services/CostTracker.js"
 import type { InferenceRequest, InferenceResult } from "../../services/Engine.js"
-import { EventLog, recordEvent, withCorrelation } from "../../services/EventLog.js"
+import { currentCorrelation, EventLog, recordEvent, withCorrelation } from "../../services/EventLog.js"
 import { IdGenerator } from "../../services/IdGenerator.js"
 import { Metrics, withMetrics } from "../../services/Metrics.js"
 import * as Tracing from "../../services/internal/Tracing.js"
@@ -85,7 +87,7 @@ export const fn = (name: string): typeof Effect.fnUntraced =>
  */
 export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureStackTrace"> = {}) =>
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime((fiber) => listenedBy(fiber) ? Tracing.withSpan(name, options)(effect) : effect)
+  Effect.withFiberRuntime((fiber) => listenedBy(fiber) ? Tracing.spanIn(fiber, name, options, effect) : effect)
 
 /**
  * Provides the observability services `servicesOf` took (nothing to do when there
@@ -153,12 +155,31 @@ export const inference = <E extends { readonly code: string; readonly message: s
       ? Effect.flatMap(options.model, (name) =>
         recordedInference(name, options).pipe(Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
       : Tracing.exports(fiber.currentTracer)
-      ? Effect.flatMap(options.model, (name) =>
-        Spans.inferenceInSpan(name, options.request, options.call, { inferenceId: options.inferenceId }).pipe(
-          Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)
-        ))
+      ? exported(fiber, options)
       : unobserved(options, Context.getOption(fiber.currentContext, CostTracker))
   )
+
+/**
+ * Spans exported, no events recorded: the `chat {model}` span opened in the
+ * step that has the model's name (this one when it is known already), unless a
+ * CostTracker records usage inside it.
+ */
+const exported = <E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  options: InferenceOptions<E, R>
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> => {
+  const { call, inferenceId, model, request } = options
+  if (fiber.currentContext.unsafeMap.has(CostTracker.key)) {
+    return Effect.flatMap(model, (name) =>
+      Spans.inferenceInSpan(name, request, call, { inferenceId }).pipe(Tracing.withSpan(Spans.inferenceSpanName(name), Spans.clientSpan)))
+  }
+  const name = Spans.modelNameNow(model)
+  return name !== undefined
+    ? Spans.inferenceIn(fiber, name, request, call, { inferenceId })
+    : Effect.flatMap(model, (name) =>
+      Effect.withFiberRuntime<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R>((fiber) =>
+        Spans.inferenceIn(fiber, name, request, call, { inferenceId })))
+}
 
 /**
  * Nobody records events or exports spans: no span is opened (its id would stamp
@@ -242,11 +263,28 @@ export interface ToolCallOptions<A, E, R> {
 /** One tool execution with its events, metrics and span, under the call's correlation ids. */
 export const toolCall = <A, E extends { readonly code: string; readonly message: string }, R>(
   options: ToolCallOptions<A, E, R>
+): Effect.Effect<A, E, R> =>
+  // Nobody records or exports: no span (its id would stamp nothing), and no correlation (only events and spans read it).
+  Effect.withFiberRuntime<A, E, R>((fiber) =>
+    recordsIn(fiber.currentContext)
+      ? withCorrelation({ toolCallId: options.call.id, causedBy: options.call.id })(recordedTool(options))
+      : Tracing.exports(fiber.currentTracer)
+      // the correlation set and the span opened in one region
+      ? Spans.toolIn(fiber, options.call, options.requestedBy, options.attempt, options.inferenceId, options.execute,
+        Construct.unchecked(CorrelationContext, {
+          ...fiber.getFiberRef(currentCorrelation),
+          toolCallId: options.call.id,
+          causedBy: options.call.id
+        }))
+      : options.execute
+  )
+
+/** A tool execution whose events or metrics are recorded, in its span. */
+const recordedTool = <A, E extends { readonly code: string; readonly message: string }, R>(
+  options: ToolCallOptions<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { attempt, call, inferenceId } = options
-  // built only when somebody observes (most calls run the tool as it is)
-  const inSpan = () => options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId))
-  const recorded = () => Effect.gen(function* () {
+  return Effect.gen(function* () {
     if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
     const started = yield* Clock.currentTimeMillis
     yield* recordEvent(
@@ -261,7 +299,7 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
           attempt
         }, true)
     )
-    const exit = yield* Effect.exit(inSpan())
+    const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
     const durationMs = (yield* Clock.currentTimeMillis) - started
     const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
     yield* recordEvent(
@@ -281,15 +319,6 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
     )
     return yield* exit
   })
-  // Nobody records or exports: no span (its id would stamp nothing), and no correlation (only events and spans read it).
-  const correlated = <X>(effect: Effect.Effect<X, E, R>) => withCorrelation({ toolCallId: call.id, causedBy: call.id })(effect)
-  return Effect.withFiberRuntime<A, E, R>((fiber) =>
-    recordsIn(fiber.currentContext)
-      ? correlated(recorded())
-      : Tracing.exports(fiber.currentTracer)
-      ? correlated(inSpan())
-      : options.execute
-  )
 }
 
 // ---------------------------------------------------------------------------

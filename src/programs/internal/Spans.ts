@@ -16,7 +16,10 @@
  * carry them); with neither events nor an exporting tracer they are not opened
  * (internal/Observed).
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
@@ -87,6 +90,16 @@ export const correlationAttributes: Effect.Effect<Record<string, string>> = Effe
   (c) => correlationOf(c)
 )
 
+/** The correlation ids put on `span` as attributes, in `correlationOf`'s order. */
+const putCorrelation = (span: Tracer.Span, c: CorrelationContext): void => {
+  span.attribute(Pagantic.requestId, c.requestId)
+  if (c.sessionId !== undefined) span.attribute(Pagantic.sessionId, c.sessionId)
+  if (c.traceId !== undefined) span.attribute(Pagantic.traceId, c.traceId)
+  if (c.stepName !== undefined) span.attribute(Pagantic.stepName, c.stepName)
+  if (c.toolCallId !== undefined) span.attribute(Pagantic.toolCallId, c.toolCallId)
+  if (c.causedBy !== undefined) span.attribute(Pagantic.causedBy, c.causedBy)
+}
+
 /** The correlation ids as span attributes. */
 const correlationOf = (c: CorrelationContext): Record<string, string> => {
   const out: Record<string, string> = { [Pagantic.requestId]: c.requestId }
@@ -152,18 +165,31 @@ export const inTrace =
       return Effect.withParentSpan(effect, remote)
     })
 
+/**
+ * Whether attributes put on `span` go anywhere, as `Effect.annotateCurrentSpan`
+ * decides: a span (not an external one) that does not disable propagation.
+ */
+const annotatable = (span: Tracer.AnySpan | undefined): span is Tracer.Span =>
+  span !== undefined && span._tag === "Span" && !Context.get(span.context, Tracer.DisablePropagation)
+
+/** The span the fiber runs in, if any (`Effect.currentSpan`). */
+const currentSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Tracer.AnySpan | undefined =>
+  fiber.currentContext.unsafeMap.get(Tracer.ParentSpan.key) as Tracer.AnySpan | undefined
+
 /** Puts the correlation ids (and `extra`) on the current span, when the tracer exports spans. */
 export const annotate = (extra: Record<string, unknown> = {}): Effect.Effect<void> =>
-  Effect.withFiberRuntime((fiber) =>
-    Tracing.exports(fiber.currentTracer)
-      ? Tracing.annotate({ ...correlationOf(fiber.getFiberRef(currentCorrelation)), ...extra })
-      : Effect.void
-  )
-
+  Effect.withFiberRuntime((fiber) => {
+    const span = currentSpanOf(fiber)
+    if (Tracing.exports(fiber.currentTracer) && annotatable(span)) {
+      putCorrelation(span, fiber.getFiberRef(currentCorrelation))
+      for (const key in extra) span.attribute(key, extra[key])
+    }
+    return Effect.void
+  })
 
 /** The span the fiber runs in (`Effect.currentSpan`) and whether the tracer exports, read in one step. */
 const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, boolean]> = Effect.withFiberRuntime((fiber) => {
-  const span = fiber.currentContext.unsafeMap.get(Tracer.ParentSpan.key) as Tracer.AnySpan | undefined
+  const span = currentSpanOf(fiber)
   return Effect.succeed([span !== undefined && span._tag === "Span" ? Option.some(span) : Option.none(), Tracing.exports(fiber.currentTracer)] as const)
 })
 
@@ -173,14 +199,24 @@ const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, bool
 
 /**
  * The model's name, asked of `modelInfo` the first time it is read and kept
- * (two reads racing before the first answer may both ask; the name is the same).
+ * (two reads racing before the first answer may both ask; the name is the same);
+ * known at once when `modelInfo` is a value (`Effect.succeed`).
  */
 export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> => {
-  let name: string | undefined
-  return Effect.suspend(() =>
+  // an engine's `Effect.succeed(info)` is its own value: read at once, nothing to run
+  let name: string | undefined = Exit.isExit(modelInfo) && Exit.isSuccess(modelInfo) ? (modelInfo.value as { readonly name: string }).name : undefined
+  const model = Effect.suspend(() =>
     name !== undefined ? Effect.succeed(name) : Effect.map(modelInfo, (info) => (name = info.name))
   )
+  knownNames.set(model, () => name)
+  return model
 }
+
+/** The names `lazyModelName`s have read, by the effect that reads them. */
+const knownNames = new WeakMap<Effect.Effect<string>, () => string | undefined>()
+
+/** The model's name when `model` is a `lazyModelName` that has read it already: no step to run for it. */
+export const modelNameNow = (model: Effect.Effect<string>): string | undefined => knownNames.get(model)?.()
 
 export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined
@@ -217,35 +253,85 @@ export const inferenceInSpan = <E, R>(
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.gen(function* () {
     const [span, annotated] = yield* spanAndExporting
-    if (annotated) {
-      yield* annotate({
-        [GenAi.operationName]: "chat",
-        [GenAi.requestModel]: name,
-        ...(request.temperature === undefined ? {} : { [GenAi.requestTemperature]: request.temperature }),
-        ...(request.maxTokens === undefined ? {} : { [GenAi.requestMaxTokens]: request.maxTokens }),
-        ...(request.topP === undefined ? {} : { [GenAi.requestTopP]: request.topP }),
-        ...(request.seed === undefined ? {} : { [GenAi.requestSeed]: request.seed }),
-        ...(options.inferenceId === undefined ? {} : { [Pagantic.inferenceId]: options.inferenceId }),
-        "pagantic.request.message_count": request.messages.length,
-        "pagantic.request.tool_count": request.tools.length,
-        "pagantic.request.schema": request.schema !== undefined,
-        "pagantic.request.grammar": request.grammar !== undefined
-      })
-    }
+    if (annotated) yield* annotateWith((current) => putRequest(current, name, request, options.inferenceId))
     const result = yield* call
-    if (annotated) {
-      yield* Tracing.annotate({
-        [GenAi.responseModel]: name,
-        [GenAi.responseFinishReasons]: [result.finishReason],
-        [GenAi.usageInputTokens]: result.usage.promptTokens,
-        [GenAi.usageOutputTokens]: result.usage.outputTokens,
-        ...(result.toolCalls.length === 0 ? {} : { [Pagantic.toolCallIds]: result.toolCalls.map((c) => c.id) })
-      })
-    }
+    if (annotated) yield* annotateWith((current) => putResponse(current, name, result), false)
     const cost = yield* Effect.serviceOption(CostTracker)
     if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
     return [result, span] as const
   })
+
+/** `put` on the current span (with the correlation ids first, unless `correlated` is false), if attributes put there go anywhere. */
+const annotateWith = (put: (span: Tracer.Span) => void, correlated = true): Effect.Effect<void> =>
+  Effect.withFiberRuntime((fiber) => {
+    const span = currentSpanOf(fiber)
+    if (annotatable(span)) {
+      if (correlated) putCorrelation(span, fiber.getFiberRef(currentCorrelation))
+      put(span)
+    }
+    return Effect.void
+  })
+
+/** What an inference span says of its request. */
+const putRequest = (span: Tracer.Span, name: string, request: InferenceRequest, inferenceId: string | undefined): void => {
+  span.attribute(GenAi.operationName, "chat")
+  span.attribute(GenAi.requestModel, name)
+  if (request.temperature !== undefined) span.attribute(GenAi.requestTemperature, request.temperature)
+  if (request.maxTokens !== undefined) span.attribute(GenAi.requestMaxTokens, request.maxTokens)
+  if (request.topP !== undefined) span.attribute(GenAi.requestTopP, request.topP)
+  if (request.seed !== undefined) span.attribute(GenAi.requestSeed, request.seed)
+  if (inferenceId !== undefined) span.attribute(Pagantic.inferenceId, inferenceId)
+  span.attribute("pagantic.request.message_count", request.messages.length)
+  span.attribute("pagantic.request.tool_count", request.tools.length)
+  span.attribute("pagantic.request.schema", request.schema !== undefined)
+  span.attribute("pagantic.request.grammar", request.grammar !== undefined)
+}
+
+/** What an inference span says of its result. */
+const putResponse = (span: Tracer.Span, name: string, result: InferenceResult): void => {
+  span.attribute(GenAi.responseModel, name)
+  span.attribute(GenAi.responseFinishReasons, [result.finishReason])
+  span.attribute(GenAi.usageInputTokens, result.usage.promptTokens)
+  span.attribute(GenAi.usageOutputTokens, result.usage.outputTokens)
+  if (result.toolCalls.length > 0) span.attribute(Pagantic.toolCallIds, result.toolCalls.map((c) => c.id))
+}
+
+/**
+ * `inference` for a caller in a step of `fiber` (`withFiberRuntime`) that knows
+ * the model's name, the tracer exporting and no CostTracker in the context: the
+ * `chat {model}` span opened with its request's attributes, and its result's put
+ * on it in the step that ends it (`Tracing.spanIn`), no step of its own between.
+ */
+export const inferenceIn = <E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  name: string,
+  request: InferenceRequest,
+  call: Effect.Effect<InferenceResult, E, R>,
+  options: InferenceSpanOptions = {}
+): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
+  Tracing.spanIn(fiber, inferenceSpanName(name), clientSpan, call, new InferenceSpan(fiber, name, request, options.inferenceId))
+
+/** What `inferenceIn` puts on its span as it opens and as it ends, and what it returns. */
+class InferenceSpan implements Tracing.SpanExtras<InferenceResult, readonly [InferenceResult, Option.Option<Tracer.Span>]> {
+  constructor(
+    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    readonly name: string,
+    readonly request: InferenceRequest,
+    readonly inferenceId: string | undefined
+  ) {}
+
+  onOpen(span: Tracer.Span): void {
+    if (annotatable(span)) {
+      putCorrelation(span, this.fiber.getFiberRef(currentCorrelation))
+      putRequest(span, this.name, this.request, this.inferenceId)
+    }
+  }
+
+  onSuccess(result: InferenceResult, span: Tracer.Span): readonly [InferenceResult, Option.Option<Tracer.Span>] {
+    if (annotatable(span)) putResponse(span, this.name, result)
+    return [result, Option.some(span)]
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Tools
@@ -258,21 +344,54 @@ export const inferenceInSpan = <E, R>(
 export const tool =
   (call: ToolCall, requestedBy: Option.Option<Tracer.AnySpan>, attempt: number, inferenceId?: string | undefined) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-    Effect.zipRight(
-      annotate({
-        [GenAi.operationName]: "execute_tool",
-        [GenAi.toolName]: call.name,
-        [GenAi.toolCallId]: call.id,
-        [GenAi.toolType]: "function",
-        [Pagantic.toolCallId]: call.id,
-        [Pagantic.attempt]: attempt,
-        ...(inferenceId === undefined ? {} : { [Pagantic.inferenceId]: inferenceId })
-      }),
-      self
-    ).pipe(
-      Tracing.withSpan(`execute_tool ${call.name}`, {
-        links: Option.isSome(requestedBy)
-          ? [{ _tag: "SpanLink", span: requestedBy.value, attributes: { [GenAi.toolCallId]: call.id } }]
-          : []
-      })
-    )
+    Effect.withFiberRuntime((fiber) => toolIn(fiber, call, requestedBy, attempt, inferenceId, self))
+
+/**
+ * `tool` for a caller in a step of `fiber` (`withFiberRuntime`); with
+ * `correlation`, the fiber's correlation ids are those for the execution (set
+ * in the step that opens the span, set back in the one that ends it, as
+ * `withCorrelation` around the span would), and the span's.
+ */
+export const toolIn = <A, E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  call: ToolCall,
+  requestedBy: Option.Option<Tracer.AnySpan>,
+  attempt: number,
+  inferenceId: string | undefined,
+  self: Effect.Effect<A, E, R>,
+  correlation?: CorrelationContext
+): Effect.Effect<A, E, R> =>
+  Tracing.spanIn(fiber, `execute_tool ${call.name}`, {
+    links: Option.isSome(requestedBy)
+      ? [{ _tag: "SpanLink", span: requestedBy.value, attributes: { [GenAi.toolCallId]: call.id } }]
+      : []
+  }, self, new ToolSpan(fiber, call, attempt, inferenceId, correlation)) as Effect.Effect<A, E, R>
+
+/** What `toolIn` puts on its span as it opens, and the correlation it sets. */
+class ToolSpan implements Tracing.SpanExtras<unknown, unknown> {
+  readonly local: Tracing.LocalValue | undefined
+  constructor(
+    readonly fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    readonly call: ToolCall,
+    readonly attempt: number,
+    readonly inferenceId: string | undefined,
+    readonly correlation: CorrelationContext | undefined
+  ) {
+    this.local = correlation === undefined ? undefined : Tracing.local(currentCorrelation, correlation)
+  }
+
+  onOpen(span: Tracer.Span): void {
+    const { call, fiber } = this
+    if (Tracing.exports(fiber.currentTracer) && annotatable(span)) {
+      // the correlation ids the execution runs under
+      putCorrelation(span, this.correlation ?? fiber.getFiberRef(currentCorrelation))
+      span.attribute(GenAi.operationName, "execute_tool")
+      span.attribute(GenAi.toolName, call.name)
+      span.attribute(GenAi.toolCallId, call.id)
+      span.attribute(GenAi.toolType, "function")
+      span.attribute(Pagantic.toolCallId, call.id)
+      span.attribute(Pagantic.attempt, this.attempt)
+      if (this.inferenceId !== undefined) span.attribute(Pagantic.inferenceId, this.inferenceId)
+    }
+  }
+}

@@ -38,24 +38,44 @@ export const infer = (
   last: LastCall,
   request: InferenceRequest
 ): Effect.Effect<InferenceResult, InferenceFailure> =>
-  Effect.gen(function* () {
-    const inferenceId = env.observed ? yield* env.nextId("inf") : ""
+  // the inference id is read by events and spans only: drawn only when somebody observes
+  env.observed
+    ? Effect.flatMap(env.nextId("inf"), (inferenceId) => attempt(env, last, request, inferenceId))
+    : Effect.suspend(() => attempt(env, last, request, ""))
+
+/** The call under `inferenceId`, retried on the run's schedule: a chain of steps (no generator), made when it runs. */
+const attempt = (
+  env: InferenceEnv,
+  last: LastCall,
+  request: InferenceRequest,
+  inferenceId: string
+): Effect.Effect<InferenceResult, InferenceFailure> => {
+  let call: Effect.Effect<InferenceResult, InferenceFailure>
+  let retryable: (f: InferenceFailure) => boolean
+  if (Option.isSome(env.onDelta)) {
+    // a streamed attempt that already emitted text is not retried
     let emitted = false
-    const tracked = (onDelta: (text: string) => Effect.Effect<void>) => (text: string) => {
+    const onDelta = env.onDelta.value
+    call = streamed(env.engine, request, (text) => {
       if (text !== "") emitted = true
       return onDelta(text)
-    }
-    const call = Option.isSome(env.onDelta)
-      ? streamed(env.engine, request, tracked(env.onDelta.value))
-      : env.engine.infer(request)
-    const [result, span] = yield* Retry.retry(Observed.inference({ model: env.model, request, inferenceId, call }), {
-      schedule: env.inferenceRetry,
-      while: (f: InferenceFailure) => f.retryable && !emitted
     })
-    last.inferenceId = inferenceId
-    last.span = span
-    return result
-  })
+    retryable = (f) => f.retryable && !emitted
+  } else {
+    call = env.engine.infer(request)
+    retryable = isRetryable
+  }
+  return Effect.map(
+    Retry.retry(Observed.inference({ model: env.model, request, inferenceId, call }), { schedule: env.inferenceRetry, while: retryable }),
+    ([result, span]) => {
+      last.inferenceId = inferenceId
+      last.span = span
+      return result
+    }
+  )
+}
+
+const isRetryable = (f: InferenceFailure): boolean => f.retryable
 
 /** The engine's stream, its text deltas handed on, folded into the result of its Finish part. */
 const streamed = (

@@ -48,7 +48,7 @@ export const run = (
       attempt++
       return Observed.toolCall({ call, attempt, inferenceId, requestedBy, execute: execute(env, call) })
     })
-    const outcome = yield* Effect.either(Retry.retry(once, { schedule: env.toolRetry, while: (f: ToolFailure) => f.retryable }))
+    const outcome = yield* Effect.either(Retry.retry(once, { schedule: env.toolRetry, while: isRetryable }))
     const durationMs = (yield* Clock.currentTimeMillis) - started
     const content = Either.isRight(outcome)
       ? outcome.right.content
@@ -66,6 +66,8 @@ export const run = (
       failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
     }
   })
+
+const isRetryable = (f: ToolFailure): boolean => f.retryable
 
 const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegistry.ToolOutput, ToolFailure> =>
   Option.isSome(env.registry)
