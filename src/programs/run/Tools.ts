@@ -7,6 +7,7 @@
  * well-formed for any engine.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -34,38 +35,53 @@ export interface ToolEnv {
 /** A call's outcome: its record, the result kept in the transcript, and the failure when it failed. */
 export type Outcome = ToolOutcome
 
-/** One requested call, observed and retried while its failure is retryable; never fails. */
+/**
+ * One requested call, observed and retried while its failure is retryable; never
+ * fails. A chain of steps (no generator): the clock read in the step that starts
+ * the call and in the one that ends it.
+ */
 export const run = (
   env: ToolEnv,
   call: Message.ToolCall,
   inferenceId: string,
   requestedBy: Option.Option<Tracer.AnySpan>
 ): Effect.Effect<Outcome> =>
-  Effect.gen(function* () {
+  Effect.withFiberRuntime((fiber) => {
+    const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+    const started = clock.unsafeCurrentTimeMillis()
     let attempt = 0
-    const started = yield* Clock.currentTimeMillis
     const once = Effect.suspend(() => {
       attempt++
       return Observed.toolCall({ call, attempt, inferenceId, requestedBy, execute: execute(env, call) })
     })
-    const outcome = yield* Effect.either(Retry.retry(once, { schedule: env.toolRetry, while: isRetryable }))
-    const durationMs = (yield* Clock.currentTimeMillis) - started
-    const content = Either.isRight(outcome)
-      ? outcome.right.content
-      : `Error [${outcome.left.code}]: ${outcome.left.message}`
-    const isError = Either.isLeft(outcome)
-    return {
-      record: Construct.unchecked(ToolCallRecord, { id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }),
-      result: Construct.unchecked(RunToolResult, {
-        callId: call.id,
-        name: call.name,
-        content,
-        isError,
-        ...(Either.isRight(outcome) ? { raw: outcome.right.value } : {})
-      }),
-      failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
-    }
+    return Effect.match(Retry.retry(once, { schedule: env.toolRetry, while: isRetryable }), {
+      onFailure: (failure) => outcomeOf(call, Either.left(failure), clock.unsafeCurrentTimeMillis() - started),
+      onSuccess: (output) => outcomeOf(call, Either.right(output), clock.unsafeCurrentTimeMillis() - started)
+    })
   })
+
+/** A call's outcome once it ran: its record, its result, its failure. */
+const outcomeOf = (
+  call: Message.ToolCall,
+  outcome: Either.Either<ToolRegistry.ToolOutput, ToolFailure>,
+  durationMs: number
+): Outcome => {
+  const content = Either.isRight(outcome)
+    ? outcome.right.content
+    : `Error [${outcome.left.code}]: ${outcome.left.message}`
+  const isError = Either.isLeft(outcome)
+  return {
+    record: Construct.unchecked(ToolCallRecord, { id: call.id, name: call.name, arguments: call.arguments, result: content, isError, durationMs }),
+    result: Construct.unchecked(RunToolResult, {
+      callId: call.id,
+      name: call.name,
+      content,
+      isError,
+      ...(Either.isRight(outcome) ? { raw: outcome.right.value } : {})
+    }),
+    failure: Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
+  }
+}
 
 const isRetryable = (f: ToolFailure): boolean => f.retryable
 
