@@ -175,6 +175,6 @@ describe("an AgentLoop turn under Telemetry.layerInMemory", { timeout: 30_000 },
       // correlation set in a region of its own, the inference span's body a generator), 188 once each span was one
       // region opened with its attributes and annotated with its result in the step that ends it, 182 with the
       // tool call's outcome a chain of steps
-      expect(count).toBeLessThanOrEqual(188)
+      expect(count).toBeLessThanOrEqual(185)
     }).pipe(Effect.scoped))
 })
