@@ -3,6 +3,7 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
@@ -857,6 +858,106 @@ describe("PlanExecutor", () => {
           )
         )
       ))
+  })
+
+  describe("one step at a time, then several (a chain runs on the caller's fiber until steps fan out)", () => {
+    it.effect("a chain that fans out: its first step alone, then the ready ones together, their scoped resources the run's", () =>
+      Effect.gen(function* () {
+        const log: Array<string> = []
+        const scopedSleep = PlanExecutor.handler("sleep", {
+          input: Schema.Unknown,
+          output: Schema.Unknown,
+          run: (input, { step }) =>
+            Effect.zipRight(
+              Effect.acquireRelease(Effect.sync(() => log.push(`acquire ${step.name}`)), () =>
+                Effect.sync(() => log.push(`release ${step.name}`))),
+              Effect.as(Effect.sleep("1 second"), input)
+            )
+        })
+        const executor = yield* Effect.scoped(PlanExecutor.make({ handlers: [scopedSleep] }))
+        const fiber = yield* Effect.fork(Effect.scoped(
+          Effect.tap(
+            executor.execute(plan(
+              step("a", "sleep", { input: "A" }),
+              step("b", "sleep", { dependsOn: ["a"] }),
+              step("c", "sleep", { input: "C", dependsOn: ["a"] }),
+              step("join", "sleep", { dependsOn: ["b", "c"] })
+            )),
+            () => Effect.sync(() => log.push("run ended"))
+          )
+        ))
+        yield* TestClock.adjust("3 seconds")
+        const outcome = completed(yield* Fiber.join(fiber))
+        const at = Object.fromEntries(outcome.steps.map((s) => [s.name, [s.startedAt, s.finishedAt]]))
+        expect(at).toEqual({ a: [0, 1000], b: [1000, 2000], c: [1000, 2000], join: [2000, 3000] })
+        expect(outcome.output).toEqual({ b: "A", c: "C" })
+        expect(log).toEqual([
+          "acquire a",
+          "acquire b",
+          "acquire c",
+          "acquire join",
+          "release join",
+          "release c",
+          "release b",
+          "release a",
+          "run ended"
+        ])
+      }))
+
+    it.effect("continue on a chain: the later steps are skipped, each naming the step it waited on", () =>
+      Effect.gen(function* () {
+        const broken = PlanExecutor.handler("broken", {
+          input: Schema.Unknown,
+          output: Schema.Unknown,
+          run: () => Effect.fail(new ToolFailure({ code: "TOOL_EXECUTION_FAILED", tool: "t", retryable: false, message: "boom" }))
+        })
+        for (const failurePolicy of ["continue", "fail-fast"] as const) {
+          const executor = yield* PlanExecutor.make({ handlers: [upper, broken], failurePolicy })
+          const outcome = failed(
+            yield* executor.execute(plan(step("a", "upper", { input: "x" }), step("b", "broken"), step("c", "upper"), step("d", "upper")))
+          )
+          expect([outcome.completed.map((s) => s.name), outcome.failedStep, outcome.failures.map((f) => f.name)]).toEqual([
+            ["a"],
+            "b",
+            ["b"]
+          ])
+          expect(outcome.skipped.map((s) => [s.name, s.reason, s.dependency, s.interrupted, s.message])).toEqual([
+            ["c", "dependency_failed", "b", false, `step "b" failed (TOOL_EXECUTION_FAILED)`],
+            ["d", "dependency_failed", "c", false, `step "c" did not complete`]
+          ])
+        }
+      }))
+
+    it.effect("a defect in a chain's step propagates; the steps after it never start", () =>
+      Effect.gen(function* () {
+        const ran: Array<string> = []
+        const buggy = PlanExecutor.handler("buggy", {
+          input: Schema.Unknown,
+          output: Schema.Unknown,
+          run: (input, { step }) => Effect.suspend(() => {
+            ran.push(step.name)
+            return step.name === "b" ? Effect.dieMessage("bug in b") : Effect.succeed(input)
+          })
+        })
+        const executor = yield* PlanExecutor.make({ handlers: [buggy] })
+        const exit = yield* Effect.exit(executor.execute(plan(step("a", "buggy", { input: 1 }), step("b", "buggy"), step("c", "buggy"))))
+        expect(Exit.isFailure(exit) && String(exit.cause)).toContain("bug in b")
+        expect(ran).toEqual(["a", "b"])
+      }))
+
+    it.effect("a chain step's first failure goes to the schedule as any other: re-run, counted, then passing", () =>
+      Effect.gen(function* () {
+        let calls = 0
+        const flaky = PlanExecutor.withValidation(upper, () =>
+          Effect.suspend(() =>
+            ++calls < 3
+              ? Effect.fail(new ValidationFailure({ code: "VALIDATION_RULE_FAILED", retryable: true, message: `try ${calls}` }))
+              : Effect.void
+          ))
+        const executor = yield* PlanExecutor.make({ handlers: [flaky, length], retry: Schedule.recurs(5) })
+        const outcome = completed(yield* executor.execute(plan(step("u", "upper", { input: "ab" }), step("n", "length"))))
+        expect(outcome.steps.map((s) => [s.name, s.output, s.attempts])).toEqual([["u", "AB", 3], ["n", 2, 1]])
+      }))
   })
 
   it.effect("usageOf and encodedOutputs summarise the steps for a response", () =>

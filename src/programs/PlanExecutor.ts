@@ -53,12 +53,15 @@
 import * as Context from "effect/Context"
 import * as Scope from "effect/Scope"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as Fiber from "effect/Fiber"
 import type * as Schedule from "effect/Schedule"
 import * as Tracer from "effect/Tracer"
 import type { OrchestrationFailure } from "../domain/Failure.js"
 import * as Plan from "../domain/Plan.js"
 import type { FailurePolicy } from "../domain/Task.js"
 import { retryPolicy } from "../services/Validator.js"
+import * as Tracing from "../services/internal/Tracing.js"
 import * as Observed from "./internal/Observed.js"
 import * as Graph from "./plan/Graph.js"
 import type { HandlersContext, StepHandler } from "./plan/Handler.js"
@@ -139,8 +142,13 @@ export const make = <const H extends ReadonlyArray<StepHandler>>(
   Effect.map(Effect.context<HandlersContext<H>>(), (context) =>
     // the span the executor is made in is not the parent of its steps' spans, and the scope it is made in is
     // not its steps' scope: a step's resources are the run's (released when the run ends), and a step runs with
-    // the caller's context as it is when that holds the handlers' services
-    build(options, Context.omit(Tracer.ParentSpan, Scope.Scope)(context) as Context.Context<never>))
+    // the caller's context as it is when that holds the handlers' services. A handler that needs a Scope made
+    // this require one: only then may the steps need a scope of the run's own.
+    build(
+      options,
+      Context.omit(Tracer.ParentSpan, Scope.Scope)(context) as Context.Context<never>,
+      context.unsafeMap.has(Scope.Scope.key)
+    ))
 
 /** Builds an executor and runs one plan. */
 export const execute = <const H extends ReadonlyArray<StepHandler>>(
@@ -155,15 +163,28 @@ interface Executor {
   readonly concurrency: number
   readonly policy: Plan.PlanPolicy
   readonly failurePolicy: FailurePolicy
+  /** Whether the handlers may need a Scope (the context the executor was made in held one). */
+  readonly scoped: boolean
+  /** What a run without options runs with. */
+  readonly runOptions: Graph.RunOptions
 }
 
-const build = <H extends ReadonlyArray<StepHandler>>(options: Options<H>, context: Context.Context<never>): PlanExecutor => {
+const build = <H extends ReadonlyArray<StepHandler>>(
+  options: Options<H>,
+  context: Context.Context<never>,
+  scoped: boolean
+): PlanExecutor => {
+  const concurrency = Math.max(1, options.concurrency ?? 4)
+  const policy = options.policy ?? Plan.permissive
+  const failurePolicy = options.failurePolicy ?? "fail-fast"
   const executor: Executor = {
     handlers: new Map<string, StepHandler>(options.handlers.map((h) => [h.type, h])),
     environment: { context, schedule: options.retry ?? retryPolicy, retryOn: options.retryOn },
-    concurrency: Math.max(1, options.concurrency ?? 4),
-    policy: options.policy ?? Plan.permissive,
-    failurePolicy: options.failurePolicy ?? "fail-fast"
+    concurrency,
+    policy,
+    failurePolicy,
+    scoped,
+    runOptions: { concurrency, policy, failurePolicy, scoped }
   }
   return {
     stepTypes: [...executor.handlers.keys()],
@@ -172,28 +193,50 @@ const build = <H extends ReadonlyArray<StepHandler>>(options: Options<H>, contex
   }
 }
 
-const executePlan = (executor: Executor, plan: Plan.ExecutionPlan, options?: ExecuteOptions) =>
-  Observed.span("PlanExecutor.execute")(executePlanUntraced(executor, plan, options))
-
-const executePlanUntraced = Effect.fnUntraced(function* (
+/**
+ * A run: its span (when somebody observes), the plan checked and the steps
+ * started in the step that begins it (Graph.runOn, on this fiber).
+ */
+const executePlan = (
   executor: Executor,
   plan: Plan.ExecutionPlan,
   options?: ExecuteOptions
-) {
+): Effect.Effect<PlanOutcome, OrchestrationFailure> =>
+  Effect.withFiberRuntime((fiber) =>
+    Observed.listenedBy(fiber)
+      ? Tracing.withSpan("PlanExecutor.execute")(Effect.withFiberRuntime((now) => executePlanOn(now, true, executor, plan, options)))
+      : executePlanOn(fiber, false, executor, plan, options)
+  )
+
+const executePlanOn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  listened: boolean,
+  executor: Executor,
+  plan: Plan.ExecutionPlan,
+  options: ExecuteOptions | undefined
+): Effect.Effect<PlanOutcome, OrchestrationFailure> => {
   const policy = options?.policy ?? executor.policy
-  const steps = yield* Graph.check(executor.handlers, plan, policy)
-  if (options?.phases !== undefined) yield* Graph.checkPhases(steps, options.phases)
-  const environment: StepEnvironment = {
-    ...executor.environment,
-    schedule: options?.retry ?? executor.environment.schedule,
-    retryOn: options?.retryOn ?? executor.environment.retryOn
+  const steps = Graph.check(executor.handlers, plan, policy)
+  if (Either.isLeft(steps)) return Effect.fail(steps.left)
+  if (options === undefined) return Graph.runOn(fiber, listened, executor.environment, plan, steps.right, executor.runOptions)
+  if (options.phases !== undefined) {
+    const phased = Graph.checkPhases(steps.right, options.phases)
+    if (Either.isLeft(phased)) return Effect.fail(phased.left)
   }
-  return yield* Graph.run(environment, plan, steps, {
-    concurrency: Math.max(1, options?.concurrency ?? executor.concurrency),
+  const environment: StepEnvironment = options.retry === undefined && options.retryOn === undefined
+    ? executor.environment
+    : {
+      ...executor.environment,
+      schedule: options.retry ?? executor.environment.schedule,
+      retryOn: options.retryOn ?? executor.environment.retryOn
+    }
+  return Graph.runOn(fiber, listened, environment, plan, steps.right, {
+    concurrency: Math.max(1, options.concurrency ?? executor.concurrency),
     policy,
-    stop: options?.stop,
-    priorities: options?.priorities,
-    phases: options?.phases,
-    failurePolicy: options?.failurePolicy ?? executor.failurePolicy
+    stop: options.stop,
+    priorities: options.priorities,
+    phases: options.phases,
+    failurePolicy: options.failurePolicy ?? executor.failurePolicy,
+    scoped: executor.scoped
   })
-})
+}

@@ -13,8 +13,15 @@
  * failure. A `stop` signal lets running steps finish and starts no other: the
  * first step that would have started is reported with CANCELLED_SIGNAL. A defect
  * in a step interrupts the others and propagates.
+ *
+ * While one step at a time can run (a chain), the steps run on the caller's
+ * fiber, each started in the step in which the one before ended: no fiber, no
+ * queue, no generator and, unless the handlers may need one, no scope (a plan of
+ * 3 model calls: 13 Effect operations, 100 before; test/HotPathPlan).
  */
 import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -23,11 +30,14 @@ import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
+import * as Scope from "effect/Scope"
 import * as Event from "../../domain/Event.js"
 import type { Failure } from "../../domain/Failure.js"
 import { Cancellation, OrchestrationFailure } from "../../domain/Failure.js"
 import * as Plan from "../../domain/Plan.js"
-import { recordEvent } from "../../services/EventLog.js"
+import { EventLog, recordEvent } from "../../services/EventLog.js"
+import * as Local from "../../services/internal/Local.js"
+import * as Observed from "../internal/Observed.js"
 import * as Lifecycle from "../Lifecycle.js"
 import type { StepHandler } from "./Handler.js"
 import type { FailurePolicy } from "../../domain/Task.js"
@@ -42,31 +52,58 @@ export interface CheckedStep {
   readonly handler: StepHandler
   /** The names of the steps whose output it takes. */
   readonly dependsOn: ReadonlyArray<string>
+  /** Their indices in the plan, in the same order. */
+  readonly dependencies: ReadonlyArray<number>
 }
 
-/** Checks the plan against the handlers and the policy, and pairs every step with its handler. */
+/**
+ * Checks the plan against the handlers and the policy, and pairs every step with
+ * its handler: an Either, so the executor checks in the step that starts the run.
+ *
+ * The graph check is Plan.check's. When the step names are unique and every step
+ * depends only on steps before it (a plan in the order it runs, as planners
+ * write them), the graph is sound without a search (no unknown dependency, no
+ * cycle: every edge points back): then only the policy is checked. Otherwise
+ * Plan.check decides, and names the rule a rejected plan breaks.
+ */
 export const check = (
   handlers: ReadonlyMap<string, StepHandler>,
   plan: Plan.ExecutionPlan,
   policy: Plan.PlanPolicy
-): Effect.Effect<ReadonlyArray<CheckedStep>, OrchestrationFailure> =>
-  Effect.gen(function* () {
-    const checked: Array<CheckedStep> = []
-    for (const [index, step] of plan.steps.entries()) {
-      const handler = handlers.get(step.type)
-      if (handler === undefined) {
-        return yield* new OrchestrationFailure({
-          code: "ORCHESTRATION_STEP_MISMATCH",
-          retryable: false,
-          message: `step "${step.name}" has type "${step.type}", which has no handler`,
-          details: { rule: "unknownStepType", step: step.name, type: step.type, known: [...handlers.keys()] }
-        })
-      }
-      checked.push({ step, handler, dependsOn: Plan.dependenciesOf(plan, index) })
+): Either.Either<ReadonlyArray<CheckedStep>, OrchestrationFailure> => {
+  const count = plan.steps.length
+  const indexOf = new Map<string, number>()
+  const dependsOn: Array<ReadonlyArray<string>> = []
+  let backwards = true
+  for (let index = 0; index < count; index++) {
+    const step = plan.steps[index]!
+    if (!handlers.has(step.type)) {
+      return Either.left(new OrchestrationFailure({
+        code: "ORCHESTRATION_STEP_MISMATCH",
+        retryable: false,
+        message: `step "${step.name}" has type "${step.type}", which has no handler`,
+        details: { rule: "unknownStepType", step: step.name, type: step.type, known: [...handlers.keys()] }
+      }))
     }
-    yield* Plan.check(plan, policy)
-    return checked
-  })
+    const deps = Plan.dependenciesOf(plan, index)
+    dependsOn.push(deps)
+    if (backwards) {
+      for (const d of deps) if (!indexOf.has(d)) backwards = false
+      if (indexOf.has(step.name)) backwards = false
+      else indexOf.set(step.name, index)
+    }
+  }
+  const valid = backwards ? Plan.checkPolicy(plan, policy) : Plan.check(plan, policy)
+  if (Either.isLeft(valid)) return Either.left(valid.left)
+  if (!backwards) for (let index = 0; index < count; index++) indexOf.set(plan.steps[index]!.name, index)
+  const checked: Array<CheckedStep> = []
+  for (let index = 0; index < count; index++) {
+    const step = plan.steps[index]!
+    const deps = dependsOn[index]!
+    checked.push({ step, handler: handlers.get(step.type)!, dependsOn: deps, dependencies: deps.map((d) => indexOf.get(d)!) })
+  }
+  return Either.right(checked)
+}
 
 export interface RunOptions {
   readonly concurrency: number
@@ -79,6 +116,13 @@ export interface RunOptions {
   readonly phases?: ReadonlyArray<ReadonlyArray<string>> | undefined
   /** Default "fail-fast". */
   readonly failurePolicy?: FailurePolicy | undefined
+  /**
+   * Whether the steps run with a scope of the run's own (their resources released
+   * when the run ends) from the start: when their handlers may need one (a
+   * handler that needs a Scope makes the executor's `make` require one). A run
+   * that forks steps makes one for its fibers either way.
+   */
+  readonly scoped?: boolean | undefined
 }
 
 /**
@@ -138,114 +182,234 @@ export const run = (
   steps: ReadonlyArray<CheckedStep>,
   options: RunOptions
 ): Effect.Effect<PlanOutcome> =>
-  Effect.scoped(Effect.gen(function* () {
-    const trace = yield* traceOf(plan)
-    // the request's tracker (inside the facade), read once: completed steps are counted on it
-    const tracker = yield* FiberRef.get(Lifecycle.currentTracker)
-    const indexOf = new Map(steps.map(({ step }, i) => [step.name, i]))
-    const dependencies = steps.map(({ dependsOn }) => {
-      const out: Array<number> = []
-      for (const d of dependsOn) {
-        const k = indexOf.get(d)
-        if (k !== undefined) out.push(k)
-      }
-      return out
+  Effect.withFiberRuntime((fiber) => runOn(fiber, Observed.listenedBy(fiber), environment, plan, steps, options))
+
+/**
+ * `run`, started on `fiber` (the fiber that runs it, read as it starts: its
+ * caller is that fiber's own step); `listened`, whether somebody observes it
+ * (Observed.listenedBy, as the caller found it: what runs one step after another
+ * on this fiber leaves its context as it found it).
+ *
+ * While one step at a time can run (a chain: one ready step, none running) and
+ * no `stop` is given, each step starts in the step in which the one before
+ * ended, on this fiber: no fiber, no queue, no scope of the run's own unless
+ * the handlers may need one (`options.scoped`). Once several steps are ready, or
+ * from the start when `stop` is given, the run goes on with fibers of their own
+ * in a scope of the run's (the stop signal forked in it too), from the state
+ * reached: both ways decide, skip and conclude with the same code.
+ */
+export const runOn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  listened: boolean,
+  environment: Step.StepEnvironment,
+  plan: Plan.ExecutionPlan,
+  steps: ReadonlyArray<CheckedStep>,
+  options: RunOptions
+): Effect.Effect<PlanOutcome> => {
+  // the plan's trace (a manual one when the plan has none, built from the library's own values: not validated again)
+  const trace = plan.trace ?? Construct.unchecked(Plan.PlanTrace, {
+    plannerId: "manual",
+    rationale: "",
+    createdAt: DateTime.unsafeMake(Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()),
+    stepCount: plan.steps.length
+  })
+  // the request's tracker (inside the facade), read once: completed steps are counted on it
+  const tracker = fiber.getFiberRef(Lifecycle.currentTracker)
+  const count = steps.length
+  const dependencies = steps.map((s) => s.dependencies)
+  const phases = options.phases
+  const phaseOfName = phases === undefined
+    ? undefined
+    : new Map(phases.flatMap((phase, k) => phase.map((name) => [name, k] as const)))
+  const phaseOf = (i: number): number => phaseOfName?.get(steps[i]!.step.name) ?? 0
+  const priorities = options.priorities
+  const priorityOf = (i: number): number => priorities?.get(steps[i]!.step.name) ?? 0
+  const failFast = (options.failurePolicy ?? "fail-fast") === "fail-fast"
+  const cap = Math.max(1, options.concurrency)
+  const status: Array<Status> = steps.map(() => pending)
+  // whether a scope of the run's own is in the context now
+  let scoped = false
+  // the ends of steps running in fibers of their own (made at the first such step: a chain runs in this fiber)
+  let finishedQueue: Queue.Queue<Finished> | undefined
+  const finished = (): Effect.Effect<Queue.Queue<Finished>> =>
+    finishedQueue !== undefined
+      ? Effect.succeed(finishedQueue)
+      : Effect.map(Queue.unbounded<Finished>(), (q) => (finishedQueue = q))
+  let stopped = false
+  let running = 0
+  let firstFailure: { readonly index: number; readonly error: Failure } | undefined
+  let stopStep: number | undefined
+
+  const nameOf = (i: number) => steps[i]!.step.name
+  const skip = (i: number, skipped: Omit<SkippedStep, "name" | "type">) => {
+    status[i] = { _tag: "Skipped", skipped: { name: nameOf(i), type: steps[i]!.step.type, ...skipped } }
+  }
+
+  const inputOf = (i: number): unknown => {
+    const { dependsOn, step } = steps[i]!
+    if (step.input !== undefined) return step.input
+    if (dependsOn.length === 0) return undefined
+    const outputs = dependencies[i]!.map((d) => {
+      const s = status[d]!
+      return s._tag === "Done" ? s.result.output : undefined
     })
-    const phaseOfName = new Map((options.phases ?? []).flatMap((phase, k) => phase.map((name) => [name, k] as const)))
-    const phaseOf = steps.map(({ step }) => phaseOfName.get(step.name) ?? 0)
-    const priorityOf = steps.map(({ step }) => options.priorities?.get(step.name) ?? 0)
-    const failFast = (options.failurePolicy ?? "fail-fast") === "fail-fast"
-    const cap = Math.max(1, options.concurrency)
-    const status: Array<Status> = steps.map(() => pending)
-    // the ends of steps running in fibers of their own (made at the first such step: a chain runs in this fiber)
-    let finishedQueue: Queue.Queue<Finished> | undefined
-    const finished = (): Effect.Effect<Queue.Queue<Finished>> =>
-      finishedQueue !== undefined
-        ? Effect.succeed(finishedQueue)
-        : Effect.map(Queue.unbounded<Finished>(), (q) => (finishedQueue = q))
-    let stopped = false
+    if (dependsOn.length === 1) return outputs[0]
+    return Object.fromEntries(dependsOn.map((d, k) => [d, outputs[k]]))
+  }
+
+  const launch = (i: number) =>
+    Effect.gen(function* () {
+      const { handler, step } = steps[i]!
+      const queue = yield* finished()
+      const fiber = yield* Effect.forkScoped(
+        Step.run(environment, step, handler, inputOf(i), options.policy).pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => Queue.offer(queue, { index: i, exit })),
+          Effect.asVoid
+        )
+      )
+      status[i] = { _tag: "Running", fiber }
+      running++
+    })
+
+  // Steps waiting on a failed or skipped step are skipped, transitively: a
+  // worklist over the dependents of each step that ended without completing.
+  let dependentsOf: ReadonlyArray<ReadonlyArray<number>> | undefined
+  const dependents = (): ReadonlyArray<ReadonlyArray<number>> => {
+    if (dependentsOf === undefined) {
+      const made: Array<Array<number>> = steps.map(() => [])
+      for (const [i, deps] of dependencies.entries()) for (const d of deps) made[d]!.push(i)
+      dependentsOf = made
+    }
+    return dependentsOf
+  }
+  const ended: Array<number> = []
+  const skipDependents = () => {
+    while (ended.length > 0) {
+      const blocked = ended.pop()!
+      const cause = status[blocked]!
+      for (const i of dependents()[blocked]!) {
+        if (status[i]!._tag !== "Pending") continue
+        skip(i, {
+          reason: "dependency_failed",
+          dependency: nameOf(blocked),
+          interrupted: false,
+          message: cause._tag === "Failed"
+            ? `step "${nameOf(blocked)}" failed (${cause.error.code})`
+            : `step "${nameOf(blocked)}" did not complete`
+        })
+        ended.push(i)
+      }
+    }
+  }
+
+  // The pending steps that may start now, in the order they start (plain loops: it runs once per step end).
+  const ready = (): ReadonlyArray<number> => {
+    let barrier = Infinity
+    if (phaseOfName !== undefined) {
+      for (let i = 0; i < count; i++) {
+        const tag = status[i]!._tag
+        if ((tag === "Pending" || tag === "Running") && phaseOf(i) < barrier) barrier = phaseOf(i)
+      }
+    }
+    const out: Array<number> = []
+    for (let i = 0; i < count; i++) {
+      if (status[i]!._tag !== "Pending" || (phaseOfName !== undefined && phaseOf(i) > barrier)) continue
+      const deps = dependencies[i]!
+      let done = true
+      for (let k = 0; k < deps.length && done; k++) done = status[deps[k]!]!._tag === "Done"
+      if (done) out.push(i)
+    }
+    return out.length > 1 ? out.sort((a, b) => priorityOf(a) - priorityOf(b) || a - b) : out
+  }
+
+  /**
+   * A step's end: its status, the tracker told of a completion; a defect (or an
+   * interruption from inside the step) is not a value here: `undefined` and the
+   * cause to propagate, the caller first interrupting what runs.
+   */
+  const end = (index: number, exit: Exit.Exit<StepResult, Failure>): Cause.Cause<never> | undefined => {
+    running--
+    if (Exit.isSuccess(exit)) {
+      status[index] = { _tag: "Done", result: exit.value }
+      return undefined
+    }
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isNone(failure)) return Cause.stripFailures(exit.cause)
+    status[index] = { _tag: "Failed", error: failure.value }
+    ended.push(index)
+    firstFailure ??= { index, error: failure.value }
+    return undefined
+  }
+
+  /** The outcome, once no step runs (fail-fast: the running ones were interrupted). */
+  const conclude = (): Effect.Effect<PlanOutcome> => {
+    if (firstFailure !== undefined && failFast) {
+      const failed = nameOf(firstFailure.index)
+      for (const [i, s] of status.entries()) {
+        if (s._tag === "Running") {
+          skip(i, { reason: "stopped", interrupted: true, message: `interrupted: step "${failed}" failed` })
+          ended.push(i)
+        }
+      }
+      skipDependents()
+    }
+    if (firstFailure === undefined && stopStep === undefined && status.some((s) => s._tag === "Pending")) {
+      // every pending step waits on a completed step or a failure: no other way out of the loop
+      return Effect.dieMessage("the plan run ended with steps that neither ran nor were skipped")
+    }
+    const why = firstFailure === undefined
+      ? "the run was stopped"
+      : `step "${nameOf(firstFailure.index)}" failed`
+    for (const [i, s] of status.entries()) {
+      if (s._tag === "Pending") skip(i, { reason: "stopped", interrupted: false, message: `not started: ${why}` })
+    }
+
+    const completed: Array<StepResult> = []
+    for (const s of status) if (s._tag === "Done") completed.push(s.result)
+    if (completed.length === count) {
+      const last = plan.steps[plan.steps.length - 1]
+      const output = last === undefined ? undefined : completed.find((r) => r.name === last.name)?.output
+      return Effect.succeed(PlanOutcome.Completed({ steps: completed, output, trace }))
+    }
+    const failures = status.flatMap((s, i) =>
+      s._tag === "Failed" ? [{ name: nameOf(i), type: steps[i]!.step.type, error: s.error }] : []
+    )
+    const skipped = status.flatMap((s) => (s._tag === "Skipped" ? [s.skipped] : []))
+    const [failedStep, error] = firstFailure !== undefined
+      ? [nameOf(firstFailure.index), firstFailure.error]
+      : stopStep !== undefined && stopStep >= 0
+      ? [nameOf(stopStep), Cancellation.signal(`stopped before step "${nameOf(stopStep)}"`, { step: nameOf(stopStep) })]
+      : ["", Cancellation.signal("stopped", {})]
+    return Effect.succeed(PlanOutcome.Failed({ completed, failedStep, error, failures, skipped, trace }))
+  }
+
+  // One step at a time, on this fiber: the next one starts in the step in which the one before ended.
+  const sequential = (): Effect.Effect<PlanOutcome> => {
+    if (!failFast) skipDependents()
+    const next = ready()
+    if (next.length === 0) return conclude()
+    if (next.length > 1) return concurrent()
+    const i = next[0]!
+    const { handler, step } = steps[i]!
+    status[i] = { _tag: "Running", fiber: undefined }
+    running++
+    return Step.runThen(fiber, listened, environment, step, handler, inputOf(i), options.policy, (exit) => {
+      const defect = end(i, exit)
+      if (defect !== undefined) return Effect.failCause(defect)
+      if (failFast && firstFailure !== undefined) return conclude()
+      return Exit.isSuccess(exit) && Option.isSome(tracker)
+        ? Effect.flatMap(tracker.value.stepCompleted(nameOf(i)), sequential)
+        : sequential()
+    })
+  }
+
+  // Steps in fibers of their own, in the run's scope (made when the run comes to it).
+  const loop = (): Effect.Effect<PlanOutcome, never, Scope.Scope> => Effect.gen(function* () {
     if (options.stop !== undefined) {
       // Forked before any step starts; ends with the run.
       yield* Effect.forkScoped(Effect.zipRight(options.stop, Effect.sync(() => void (stopped = true))))
     }
-    let running = 0
-    let firstFailure: { readonly index: number; readonly error: Failure } | undefined
-
-    const nameOf = (i: number) => steps[i]!.step.name
-    const skip = (i: number, skipped: Omit<SkippedStep, "name" | "type">) => {
-      status[i] = { _tag: "Skipped", skipped: { name: nameOf(i), type: steps[i]!.step.type, ...skipped } }
-    }
-
-    const inputOf = (i: number): unknown => {
-      const { dependsOn, step } = steps[i]!
-      if (step.input !== undefined) return step.input
-      const outputs = dependencies[i]!.map((d) => {
-        const s = status[d]!
-        return s._tag === "Done" ? s.result.output : undefined
-      })
-      if (dependsOn.length === 0) return undefined
-      if (dependsOn.length === 1) return outputs[0]
-      return Object.fromEntries(dependsOn.map((d, k) => [d, outputs[k]]))
-    }
-
-    const launch = (i: number) =>
-      Effect.gen(function* () {
-        const { handler, step } = steps[i]!
-        const queue = yield* finished()
-        const fiber = yield* Effect.forkScoped(
-          Step.run(environment, step, handler, inputOf(i), options.policy).pipe(
-            Effect.exit,
-            Effect.flatMap((exit) => Queue.offer(queue, { index: i, exit })),
-            Effect.asVoid
-          )
-        )
-        status[i] = { _tag: "Running", fiber }
-        running++
-      })
-
-    // Steps waiting on a failed or skipped step are skipped, transitively: a
-    // worklist over the dependents of each step that ended without completing.
-    const dependents: Array<Array<number>> = steps.map(() => [])
-    for (const [i, deps] of dependencies.entries()) for (const d of deps) dependents[d]!.push(i)
-    const ended: Array<number> = []
-    const skipDependents = () => {
-      while (ended.length > 0) {
-        const blocked = ended.pop()!
-        const cause = status[blocked]!
-        for (const i of dependents[blocked]!) {
-          if (status[i]!._tag !== "Pending") continue
-          skip(i, {
-            reason: "dependency_failed",
-            dependency: nameOf(blocked),
-            interrupted: false,
-            message: cause._tag === "Failed"
-              ? `step "${nameOf(blocked)}" failed (${cause.error.code})`
-              : `step "${nameOf(blocked)}" did not complete`
-          })
-          ended.push(i)
-        }
-      }
-    }
-
-    // The pending steps that may start now, in the order they start (plain loops: it runs once per step end).
-    const ready = (): ReadonlyArray<number> => {
-      let barrier = Infinity
-      for (let i = 0; i < status.length; i++) {
-        const tag = status[i]!._tag
-        if ((tag === "Pending" || tag === "Running") && phaseOf[i]! < barrier) barrier = phaseOf[i]!
-      }
-      const out: Array<number> = []
-      for (let i = 0; i < status.length; i++) {
-        if (status[i]!._tag !== "Pending" || phaseOf[i]! > barrier) continue
-        const deps = dependencies[i]!
-        let done = true
-        for (let k = 0; k < deps.length && done; k++) done = status[deps[k]!]!._tag === "Done"
-        if (done) out.push(i)
-      }
-      return out.length > 1 ? out.sort((a, b) => priorityOf[a]! - priorityOf[b]! || a - b) : out
-    }
-
-    let stopStep: number | undefined
     while (true) {
       if (!failFast) skipDependents()
       const next = ready()
@@ -272,91 +436,79 @@ export const run = (
         batch = [yield* Queue.take(queue), ...(yield* Queue.takeAll(queue))]
       }
       for (const { exit, index } of batch) {
-        running--
-        if (Exit.isSuccess(exit)) {
-          status[index] = { _tag: "Done", result: exit.value }
-          if (Option.isSome(tracker)) yield* tracker.value.stepCompleted(nameOf(index))
-          continue
-        }
-        const failure = Cause.failureOption(exit.cause)
-        if (Option.isNone(failure)) {
-          // A defect (or an interruption from inside the step): not a value here.
+        const defect = end(index, exit)
+        if (defect !== undefined) {
           yield* Fiber.interruptAll(runningFibers(status))
-          return yield* Effect.failCause(Cause.stripFailures(exit.cause))
+          return yield* Effect.failCause(defect)
         }
-        status[index] = { _tag: "Failed", error: failure.value }
-        ended.push(index)
-        firstFailure ??= { index, error: failure.value }
+        if (Exit.isSuccess(exit) && Option.isSome(tracker)) yield* tracker.value.stepCompleted(nameOf(index))
       }
       if (failFast && firstFailure !== undefined) break
     }
+    if (firstFailure !== undefined && failFast) yield* Fiber.interruptAll(runningFibers(status))
+    return yield* conclude()
+  })
+  const concurrent = (): Effect.Effect<PlanOutcome> => scoped ? loop() as Effect.Effect<PlanOutcome> : withRunScope(loop)
 
-    if (firstFailure !== undefined && failFast) {
-      const failed = nameOf(firstFailure.index)
-      const fibers = runningFibers(status)
-      yield* Fiber.interruptAll(fibers)
-      for (const [i, s] of status.entries()) {
-        if (s._tag === "Running") {
-          skip(i, { reason: "stopped", interrupted: true, message: `interrupted: step "${failed}" failed` })
-          ended.push(i)
-        }
-      }
-      skipDependents()
-    }
-    if (firstFailure === undefined && stopStep === undefined && status.some((s) => s._tag === "Pending")) {
-      // every pending step waits on a completed step or a failure: no other way out of the loop
-      return yield* Effect.dieMessage("the plan run ended with steps that neither ran nor were skipped")
-    }
-    const why = firstFailure === undefined
-      ? "the run was stopped"
-      : `step "${nameOf(firstFailure.index)}" failed`
-    for (const [i, s] of status.entries()) {
-      if (s._tag === "Pending") skip(i, { reason: "stopped", interrupted: false, message: `not started: ${why}` })
-    }
+  const start = (): Effect.Effect<PlanOutcome> => {
+    if (options.stop !== undefined) return concurrent()
+    if (!options.scoped) return sequential()
+    return withRunScope(() => {
+      scoped = true
+      return sequential()
+    })
+  }
+  // the trace recorded as a `plan.trace` event when an EventLog keeps events
+  const log = fiber.currentContext.unsafeMap.get(EventLog.key) as { readonly enabled?: boolean } | undefined
+  return log === undefined || log.enabled === false ? start() : Effect.flatMap(traceEvent(trace), start)
+}
 
-    const completed = status.flatMap((s) => (s._tag === "Done" ? [s.result] : []))
-    if (completed.length === steps.length) {
-      const last = plan.steps[plan.steps.length - 1]
-      const output = last === undefined ? undefined : completed.find((r) => r.name === last.name)?.output
-      return PlanOutcome.Completed({ steps: completed, output, trace })
-    }
-    const failures = status.flatMap((s, i) =>
-      s._tag === "Failed" ? [{ name: nameOf(i), type: steps[i]!.step.type, error: s.error }] : []
+/**
+ * `Effect.scoped` (the effect `make` returns, with a scope of its own in the
+ * context, the scope closed with its exit), at 14 operations (Effect's takes 37):
+ * the context set and set back by the fiber itself, as services/internal/Local
+ * does, in an uninterruptible region around one match; `make` is called once the
+ * scope is in the context.
+ */
+const withRunScope = <A, E>(make: () => Effect.Effect<A, E, Scope.Scope>): Effect.Effect<A, E> =>
+  Effect.flatMap(Scope.make(), (scope) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<A, E>((fiber) => {
+        const outer = fiber.getFiberRef(FiberRef.currentContext)
+        Local.setRef(fiber, FiberRef.currentContext, Context.add(outer, Scope.Scope, scope))
+        // as Effect.scoped: the context set back, then the scope closed (a failure closing it fails the effect)
+        const close = (exit: Exit.Exit<A, E>): Effect.Effect<A, E> =>
+          Effect.withFiberRuntime((back) => {
+            Local.setRef(back, FiberRef.currentContext, outer)
+            return Effect.matchCauseEffect(Scope.close(scope, exit), {
+              onFailure: (cause) => Effect.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, cause) : cause),
+              onSuccess: () => exit
+            })
+          })
+        // the Scope it needs is in the context now
+        return Effect.matchCauseEffect(restore(make() as Effect.Effect<A, E>), {
+          onFailure: (cause) => close(Exit.failCause(cause)),
+          onSuccess: (a) => close(Exit.succeed(a))
+        })
+      })
     )
-    const skipped = status.flatMap((s) => (s._tag === "Skipped" ? [s.skipped] : []))
-    const [failedStep, error] = firstFailure !== undefined
-      ? [nameOf(firstFailure.index), firstFailure.error]
-      : stopStep !== undefined && stopStep >= 0
-      ? [nameOf(stopStep), Cancellation.signal(`stopped before step "${nameOf(stopStep)}"`, { step: nameOf(stopStep) })]
-      : ["", Cancellation.signal("stopped", {})]
-    return PlanOutcome.Failed({ completed, failedStep, error, failures, skipped, trace })
-  }))
+  )
 
 const runningFibers = (status: ReadonlyArray<Status>): ReadonlyArray<Fiber.RuntimeFiber<void>> =>
   status.flatMap((s) => (s._tag === "Running" && s.fiber !== undefined ? [s.fiber] : []))
 
-/** The plan's trace (a manual one when the plan has none), recorded as a `plan.trace` event. */
-const traceOf = (plan: Plan.ExecutionPlan): Effect.Effect<Plan.PlanTrace> =>
-  Effect.gen(function* () {
-    // built from the library's own values: not validated again
-    const trace = plan.trace ?? Construct.unchecked(Plan.PlanTrace, {
-      plannerId: "manual",
-      rationale: "",
-      createdAt: yield* DateTime.now,
-      stepCount: plan.steps.length
+/** The plan's trace as a `plan.trace` event. */
+const traceEvent = (trace: Plan.PlanTrace): Effect.Effect<void> =>
+  recordEvent((base) =>
+    new Event.Custom({
+      ...base,
+      layer: "orchestrate",
+      action: "plan.trace",
+      data: {
+        plannerId: trace.plannerId,
+        rationale: trace.rationale,
+        createdAt: DateTime.formatIso(trace.createdAt),
+        stepCount: trace.stepCount
+      }
     })
-    yield* recordEvent((base) =>
-      new Event.Custom({
-        ...base,
-        layer: "orchestrate",
-        action: "plan.trace",
-        data: {
-          plannerId: trace.plannerId,
-          rationale: trace.rationale,
-          createdAt: DateTime.formatIso(trace.createdAt),
-          stepCount: trace.stepCount
-        }
-      })
-    )
-    return trace
-  })
+  )

@@ -1,0 +1,77 @@
+/**
+ * What a PlanExecutor run costs on the hot path (issue 13): a plan of 3 chained
+ * `infer` steps on an executor made once, as the "PlanExecutor, 3 steps" row of
+ * bench/hotpath.bench.ts runs it, counted in Effect operations (deterministic:
+ * load does not move them; test/support/Operations). The speed itself is
+ * measured in bench/hotpath.bench.ts, against bench/plainPlan.ts.
+ *
+ * A chain runs on the caller's fiber: each step starts in the step in which the
+ * one before ended, with no fiber, queue or scope of the run's own unless its
+ * handlers may need a scope (the executor was made where a Scope was).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Stream from "effect/Stream"
+import * as Message from "../src/domain/Message.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
+import * as Plan from "../src/domain/Plan.js"
+import * as TokenUsage from "../src/domain/TokenUsage.js"
+import * as PlanExecutor from "../src/programs/PlanExecutor.js"
+import { Engine, InferenceRequest, InferenceResult } from "../src/services/Engine.js"
+import { operations } from "./support/Operations.js"
+
+const answer = new InferenceResult({
+  content: "5",
+  toolCalls: [],
+  usage: TokenUsage.make({ promptTokens: 10, outputTokens: 2 }),
+  finishReason: "stop"
+})
+const requests: Array<InferenceRequest> = []
+const services = Context.make(Engine, {
+  infer: (request) => Effect.sync(() => (requests.push(request), answer)),
+  stream: () => Stream.die("not streamed"),
+  modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+})
+
+const chain = new Plan.ExecutionPlan({
+  steps: [
+    new Plan.Step({ name: "a", type: "infer", input: "one", dependsOn: [] }),
+    new Plan.Step({ name: "b", type: "infer", input: "two", dependsOn: ["a"] }),
+    new Plan.Step({ name: "c", type: "infer", input: "three", dependsOn: ["b"] })
+  ]
+})
+
+describe("PlanExecutor on the hot path", () => {
+  it.effect("a plan of 3 chained infer steps: 13 operations (100 before the chain ran on the caller's fiber)", () =>
+    Effect.gen(function* () {
+      // made where no Scope is, as the bench row makes it
+      const executor = yield* Effect.provide(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), services)
+      requests.length = 0
+      const outcome = yield* Effect.provide(executor.execute(chain), services)
+      if (outcome._tag !== "Completed") throw new Error(`expected Completed, got ${outcome._tag}`)
+      expect(outcome.steps.map((s) => [s.name, s.type, s.input, s.output, s.attempts])).toEqual([
+        ["a", "infer", "one", answer, 1],
+        ["b", "infer", "two", answer, 1],
+        ["c", "infer", "three", answer, 1]
+      ])
+      expect(outcome.output).toBe(answer)
+      expect([outcome.trace.plannerId, outcome.trace.stepCount]).toEqual(["manual", 3])
+      expect(requests.map((r) => r.messages)).toEqual([[Message.user("one")], [Message.user("two")], [Message.user("three")]])
+      const count = yield* operations(executor.execute(chain)).pipe(Effect.provide(services))
+      // 100 at the end of session 13 (a generator per run and per check, the run's scope (37 operations), an Exit,
+      // a retry, a tapError and a services check per step); 13 once a chain ran on the caller's fiber, each step
+      // started in the step in which the one before ended (4 a step: its match, the handler, the metered call, the engine)
+      expect(count).toBeLessThanOrEqual(15)
+    }))
+
+  it.effect("made where a Scope is (a handler may need one): the run's own scope, 14 operations more", () =>
+    Effect.gen(function* () {
+      const executor = yield* Effect.scoped(Effect.provide(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), services))
+      const outcome = yield* Effect.provide(executor.execute(chain), services)
+      expect([outcome._tag, PlanExecutor.completedSteps(outcome).length]).toEqual(["Completed", 3])
+      const count = yield* operations(executor.execute(chain)).pipe(Effect.provide(services))
+      // 100 at the end of session 13 (the same as without a Scope then); 27 now
+      expect(count).toBeLessThanOrEqual(30)
+    }))
+})
