@@ -27,10 +27,11 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Ref from "effect/Ref"
-import type * as Scope from "effect/Scope"
+import * as Scope from "effect/Scope"
 import * as Schema from "effect/Schema"
 import { execFileSync } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -51,6 +52,7 @@ import type { Constraint } from "../src/services/Constraint.js"
 import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as PlainFacade from "./plainFacade.js"
+import { plainPlanEquivalent } from "./plainPlan.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
 
@@ -341,12 +343,17 @@ const withTelemetry = Effect.gen(function* () {
 /** One call of each of our sides on services built once: what bench/profile.ts profiles. */
 export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void, unknown>, never, Scope.Scope>>> = {
   facadeEquivalent: Effect.suspend(() => ourCalls.facade!),
+  planEquivalent: Effect.suspend(() => ourCalls.plan!),
   agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(agentTurn, c)),
   telemetry: Effect.map(Layer.build(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())), (c) => Effect.provide(agentTurn, c)),
   structured: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(structuredCall, c)),
   redundant: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(redundantCall, c)),
+  // as the row runs it: the executor made where no Scope is, the engine in the context of each call
   plan: Effect.flatMap(Layer.build(textEngine), (c) =>
-    Effect.map(Effect.provide(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), c), (executor) => planCall(executor))),
+    Effect.map(
+      Effect.mapInputContext(Effect.provide(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), c), Context.omit(Scope.Scope)),
+      (executor) => Effect.provide(planCall(executor), c)
+    )),
   facade: Effect.flatMap(Layer.build(Layer.merge(textEngine, JsonConstraint.layer)), (c) =>
     Effect.map(Effect.provide(Facade.make(), c), (system) => Effect.provide(facadeCall(system), c)))
 }
@@ -358,6 +365,7 @@ export const baseCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void
   structured: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainStructuredCall, c)),
   redundant: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainRedundant, c)),
   plan: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainPlan, c)),
+  planEquivalent: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainPlanEquivalent, c)),
   facade: Effect.map(Layer.build(textEngine), (c) => Effect.provide(plainChat, c)),
   facadeEquivalent: Effect.flatMap(Layer.build(textEngine), (c) =>
     Effect.map(Effect.provide(PlainFacade.make, c), (endpoint) => plainFacadeCall(endpoint)))
@@ -390,6 +398,16 @@ const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> =
       compare(`PlanExecutor, 3 chained infer steps vs 3 infers in sequence`, 2.0, planCall(executor), plainPlan)).pipe(
         Effect.provide(textEngine)
       )
+  ],
+  [
+    "planEquivalent",
+    Effect.flatMap(PlanExecutor.make({ handlers: [PlanExecutor.infer()] }), (executor) =>
+      compare(
+        `PlanExecutor, 3 chained infer steps vs the same plan run in plain Effect (bench/plainPlan.ts)`,
+        2.0,
+        planCall(executor),
+        plainPlanEquivalent
+      )).pipe(Effect.provide(textEngine))
   ],
   [
     "facade",
