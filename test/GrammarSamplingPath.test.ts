@@ -68,6 +68,23 @@ describe("grammar sampling path (bundled model)", () => {
       expect(yield* constrained(ask({ temperature: 0.8 }))).toBe(false)
     }), 60_000)
 
+  it.scoped("a seed: the request's, else one drawn per call that samples; greedy decoding draws none", () =>
+    Effect.gen(function*() {
+      const resources = yield* loaded
+      const grammars = Grammars.make(resources.llama)
+      const seedOf = (request: InferenceRequest) =>
+        Effect.map(Generation.plan(resources, grammars, request, undefined), (planned) =>
+          "options" in planned ? planned.options.seed : "answered")
+      expect(yield* seedOf(ask({}))).toBeUndefined()
+      expect(yield* seedOf(ask({ temperature: 0 }))).toBeUndefined()
+      expect(yield* seedOf(ask({ seed: 7 }))).toBe(7)
+      expect(yield* seedOf(ask({ temperature: 0.8, seed: -1 }))).toBe(Generation.samplerSeed(-1))
+      const drawn = yield* seedOf(ask({ temperature: 0.8 }))
+      expect(typeof drawn).toBe("number")
+      // each sampling call its own seed (two equal draws of 2^31 are a 1 in 2 billion chance)
+      expect(yield* seedOf(ask({ temperature: 0.8 }))).not.toBe(drawn)
+    }), 60_000)
+
   it.scoped("the generation takes the grammar-first path exactly when its plan is constrained; greedy answers agree", () =>
     Effect.gen(function*() {
       const resources = yield* loaded

@@ -127,8 +127,13 @@ export const plan = Effect.fnUntraced(function*(
     ...(request.temperature === undefined ? {} : { temperature: request.temperature }),
     ...(request.topP === undefined ? {} : { topP: request.topP }),
     // node-llama-cpp's default seed is the current second: replicas sampled in the
-    // same second would all draw the same tokens. Each call draws its own seed.
-    seed: request.seed === undefined ? yield* Random.nextIntBetween(0, 2 ** 31 - 1) : samplerSeed(request.seed),
+    // same second would all draw the same tokens. Each call that samples draws its
+    // own seed; greedy decoding (temperature 0, the default) has no use for one.
+    ...(request.seed !== undefined
+      ? { seed: samplerSeed(request.seed) }
+      : (request.temperature ?? 0) > 0
+      ? { seed: yield* Random.nextIntBetween(0, 2 ** 31 - 1) }
+      : {}),
     ...extraSampling(request.options),
     ...repeatPenalty(request),
     ...(request.stop === undefined ? {} : { customStopTriggers: [...request.stop] }),

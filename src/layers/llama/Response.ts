@@ -18,6 +18,7 @@ import type {
 import { InferenceFailure } from "../../domain/Failure.js"
 import { ToolCall } from "../../domain/Message.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
+import * as Construct from "../../domain/Construct.js"
 import { InferenceResult } from "../../services/Engine.js"
 import type { FinishReason, InferenceRequest } from "../../services/Engine.js"
 import type { OrphanToolResult } from "./ChatHistory.js"
@@ -172,8 +173,8 @@ export const usageOf = (
 ): TokenUsage.TokenUsage => {
   const seconds = Number(elapsedNanos) / 1e9
   const cached = Math.max(0, promptLength - used.usedInputTokens)
-  // Built from values llama.cpp just gave us: skip re-validating them on the hot path.
-  return new TokenUsage.TokenUsage({
+  // Built from values llama.cpp just gave us: not validated again (see domain/Construct)
+  return Construct.unchecked(TokenUsage.TokenUsage, {
     promptTokens: used.usedInputTokens,
     ...(cached === 0 ? {} : { cachedPromptTokens: cached }),
     reasoningTokens: 0,
@@ -182,7 +183,7 @@ export const usageOf = (
     contextWindow,
     tokensPerSecond: seconds > 0 ? used.usedOutputTokens / seconds : 0,
     calls: 1
-  }, true)
+  })
 }
 
 /** The InferenceResult of a response, with its tool calls already checked. */
@@ -191,4 +192,4 @@ export const resultOf = (
   toolCalls: ReadonlyArray<ToolCall>,
   usage: TokenUsage.TokenUsage
 ): InferenceResult =>
-  new InferenceResult({ content: response.response, toolCalls, finishReason: finishReasonOf(response), usage }, true)
+  Construct.unchecked(InferenceResult, { content: response.response, toolCalls, finishReason: finishReasonOf(response), usage })
