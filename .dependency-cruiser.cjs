@@ -59,10 +59,17 @@ module.exports = {
     },
     {
       name: "layers-apart-observe",
-      comment: "the OpenTelemetry layer may build on the in-memory observe layer, on nothing else",
+      comment: "the OpenTelemetry layer may build on the in-memory observe layer and its own parts (telemetry/), on nothing else",
       severity: "error",
       from: { path: "^src/layers/Telemetry\\.ts$" },
-      to: { path: "^src/layers/", pathNot: "^src/layers/InMemoryObserve\\.ts$" }
+      to: { path: "^src/layers/", pathNot: "^src/layers/(InMemoryObserve\\.ts|telemetry/)" }
+    },
+    {
+      name: "telemetry-parts-private",
+      comment: "telemetry/ holds the OpenTelemetry layer's parts: only Telemetry (and its own folder) imports them",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/layers/(Telemetry\\.ts|telemetry/)" },
+      to: { path: "^src/layers/telemetry/" }
     },
     {
       name: "storage-only-in-layers",
