@@ -286,6 +286,9 @@ describe("the runs page in Chromium", () => {
         expect((yield* text(page, ".waiting-slot h3"))[0]).toBe(`waiting on the human slot ${slot.key}`)
         expect((yield* text(page, "#detail .summary .status"))[0]).toBe("suspended")
         expect(yield* text(page, ".band.waiting")).toEqual([`waiting on ${slot.key}`])
+        // the records come in a fetch of their own, after the run's summary and its slot: wait for them
+        yield* step("the records", () =>
+          page.waitForFunction(() => Array.from(document.querySelectorAll(".row.record")).some((n: any) => n.getAttribute("data-kind") === "DO")))
         const kinds = yield* step("record kinds", () =>
           page.$$eval(".row.record", (nodes) => nodes.map((n) => n.getAttribute("data-kind"))))
         expect(kinds[0]).toBe("INTEND")
