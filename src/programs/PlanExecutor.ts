@@ -64,6 +64,7 @@ import { retryPolicy } from "../services/Validator.js"
 import * as Tracing from "../services/internal/Tracing.js"
 import * as Observed from "./internal/Observed.js"
 import * as Graph from "./plan/Graph.js"
+import * as Checked from "./plan/Checked.js"
 import type { HandlersContext, StepHandler } from "./plan/Handler.js"
 import type { PlanOutcome } from "./plan/Outcome.js"
 import type { RetryOn, StepEnvironment } from "./plan/Step.js"
@@ -188,7 +189,7 @@ const build = <H extends ReadonlyArray<StepHandler>>(
   }
   return {
     stepTypes: [...executor.handlers.keys()],
-    check: (plan, policy = executor.policy) => Effect.asVoid(Graph.check(executor.handlers, plan, policy)),
+    check: (plan, policy = executor.policy) => Effect.asVoid(Checked.check(executor.handlers, plan, policy)),
     execute: (plan, executeOptions) => executePlan(executor, plan, executeOptions)
   }
 }
@@ -216,11 +217,11 @@ const executePlanOn = (
   options: ExecuteOptions | undefined
 ): Effect.Effect<PlanOutcome, OrchestrationFailure> => {
   const policy = options?.policy ?? executor.policy
-  const steps = Graph.check(executor.handlers, plan, policy)
+  const steps = Checked.check(executor.handlers, plan, policy)
   if (Either.isLeft(steps)) return Effect.fail(steps.left)
   if (options === undefined) return Graph.runOn(fiber, listened, executor.environment, plan, steps.right, executor.runOptions)
   if (options.phases !== undefined) {
-    const phased = Graph.checkPhases(steps.right, options.phases)
+    const phased = Checked.checkPhases(steps.right, options.phases)
     if (Either.isLeft(phased)) return Effect.fail(phased.left)
   }
   const environment: StepEnvironment = options.retry === undefined && options.retryOn === undefined

@@ -1,9 +1,8 @@
 /**
- * A plan run as a dependency graph. Before anything runs the plan is checked
- * (every step type has a handler, the graph is sound, the policy holds, the
- * phases, when given, fit the graph) and each step is paired with its handler.
+ * A plan run as a dependency graph, its steps checked and paired with their
+ * handlers first (./Checked.ts).
  *
- * One coordinator then runs it: a step is ready when every step it depends on has
+ * One coordinator runs it: a step is ready when every step it depends on has
  * completed (and, with phases, every step of the earlier phases has ended: the
  * barrier); the ready steps start in order of (priority, plan order), at most
  * `concurrency` at once across the whole plan. A step's input is the output of its
@@ -24,86 +23,25 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Event from "../../domain/Event.js"
 import type { Failure } from "../../domain/Failure.js"
-import { Cancellation, OrchestrationFailure } from "../../domain/Failure.js"
+import { Cancellation } from "../../domain/Failure.js"
 import * as Plan from "../../domain/Plan.js"
 import { EventLog, recordEvent } from "../../services/EventLog.js"
 import * as Local from "../../services/internal/Local.js"
 import * as Observed from "../internal/Observed.js"
 import * as Lifecycle from "../Lifecycle.js"
-import type { StepHandler } from "./Handler.js"
 import type { FailurePolicy } from "../../domain/Task.js"
 import type { SkippedStep, StepResult } from "./Outcome.js"
 import { PlanOutcome } from "./Outcome.js"
+import type { CheckedStep } from "./Checked.js"
 import * as Step from "./Step.js"
 import * as Construct from "../../domain/Construct.js"
-
-/** A step of a checked plan, with the handler that runs it. */
-export interface CheckedStep {
-  readonly step: Plan.Step
-  readonly handler: StepHandler
-  /** The names of the steps whose output it takes. */
-  readonly dependsOn: ReadonlyArray<string>
-  /** Their indices in the plan, in the same order. */
-  readonly dependencies: ReadonlyArray<number>
-}
-
-/**
- * Checks the plan against the handlers and the policy, and pairs every step with
- * its handler: an Either, so the executor checks in the step that starts the run.
- *
- * The graph check is Plan.check's. When the step names are unique and every step
- * depends only on steps before it (a plan in the order it runs, as planners
- * write them), the graph is sound without a search (no unknown dependency, no
- * cycle: every edge points back): then only the policy is checked. Otherwise
- * Plan.check decides, and names the rule a rejected plan breaks.
- */
-export const check = (
-  handlers: ReadonlyMap<string, StepHandler>,
-  plan: Plan.ExecutionPlan,
-  policy: Plan.PlanPolicy
-): Either.Either<ReadonlyArray<CheckedStep>, OrchestrationFailure> => {
-  const count = plan.steps.length
-  const indexOf = new Map<string, number>()
-  const dependsOn: Array<ReadonlyArray<string>> = []
-  let backwards = true
-  for (let index = 0; index < count; index++) {
-    const step = plan.steps[index]!
-    if (!handlers.has(step.type)) {
-      return Either.left(new OrchestrationFailure({
-        code: "ORCHESTRATION_STEP_MISMATCH",
-        retryable: false,
-        message: `step "${step.name}" has type "${step.type}", which has no handler`,
-        details: { rule: "unknownStepType", step: step.name, type: step.type, known: [...handlers.keys()] }
-      }))
-    }
-    const deps = Plan.dependenciesOf(plan, index)
-    dependsOn.push(deps)
-    if (backwards) {
-      for (const d of deps) if (!indexOf.has(d)) backwards = false
-      if (indexOf.has(step.name)) backwards = false
-      else indexOf.set(step.name, index)
-    }
-  }
-  const valid = backwards ? Plan.checkPolicy(plan, policy) : Plan.check(plan, policy)
-  if (Either.isLeft(valid)) return Either.left(valid.left)
-  if (!backwards) for (let index = 0; index < count; index++) indexOf.set(plan.steps[index]!.name, index)
-  const checked: Array<CheckedStep> = []
-  for (let index = 0; index < count; index++) {
-    const step = plan.steps[index]!
-    const deps = dependsOn[index]!
-    checked.push({ step, handler: handlers.get(step.type)!, dependsOn: deps, dependencies: deps.map((d) => indexOf.get(d)!) })
-  }
-  return Either.right(checked)
-}
 
 export interface RunOptions {
   readonly concurrency: number
@@ -123,41 +61,6 @@ export interface RunOptions {
    * that forks steps makes one for its fibers either way.
    */
   readonly scoped?: boolean | undefined
-}
-
-/**
- * Checks that `phases` fit the plan: every step in exactly one phase, and every
- * dependency of a step in an earlier phase (a rejected set is
- * ORCHESTRATION_STEP_MISMATCH with `details.rule` "phases").
- */
-export const checkPhases = (
-  steps: ReadonlyArray<CheckedStep>,
-  phases: ReadonlyArray<ReadonlyArray<string>>
-): Either.Either<void, OrchestrationFailure> => {
-  const reject = (message: string, details: Record<string, unknown>) =>
-    Either.left(OrchestrationFailure.stepMismatch(message, { details: { rule: "phases", ...details } }))
-  const phaseOf = new Map<string, number>()
-  for (const [k, phase] of phases.entries()) {
-    for (const name of phase) {
-      if (phaseOf.has(name)) return reject(`step "${name}" is in more than one phase`, { step: name })
-      phaseOf.set(name, k)
-    }
-  }
-  const names = new Set(steps.map((s) => s.step.name))
-  const stranger = [...phaseOf.keys()].find((name) => !names.has(name))
-  if (stranger !== undefined) return reject(`the phases name "${stranger}", which is not a step of the plan`, { step: stranger })
-  for (const { dependsOn, step } of steps) {
-    const k = phaseOf.get(step.name)
-    if (k === undefined) return reject(`step "${step.name}" is in no phase`, { step: step.name })
-    const late = dependsOn.find((d) => (phaseOf.get(d) ?? Infinity) >= k)
-    if (late !== undefined) {
-      return reject(`step "${step.name}" (phase ${k + 1}) depends on "${late}", which is not in an earlier phase`, {
-        step: step.name,
-        dependency: late
-      })
-    }
-  }
-  return Either.void
 }
 
 type Status =
@@ -448,12 +351,12 @@ export const runOn = (
     if (firstFailure !== undefined && failFast) yield* Fiber.interruptAll(runningFibers(status))
     return yield* conclude()
   })
-  const concurrent = (): Effect.Effect<PlanOutcome> => scoped ? loop() as Effect.Effect<PlanOutcome> : withRunScope(loop)
+  const concurrent = (): Effect.Effect<PlanOutcome> => scoped ? loop() as Effect.Effect<PlanOutcome> : Local.scoped(loop)
 
   const start = (): Effect.Effect<PlanOutcome> => {
     if (options.stop !== undefined) return concurrent()
     if (!options.scoped) return sequential()
-    return withRunScope(() => {
+    return Local.scoped(() => {
       scoped = true
       return sequential()
     })
@@ -462,37 +365,6 @@ export const runOn = (
   const log = fiber.currentContext.unsafeMap.get(EventLog.key) as { readonly enabled?: boolean } | undefined
   return log === undefined || log.enabled === false ? start() : Effect.flatMap(traceEvent(trace), start)
 }
-
-/**
- * `Effect.scoped` (the effect `make` returns, with a scope of its own in the
- * context, the scope closed with its exit), at 14 operations (Effect's takes 37):
- * the context set and set back by the fiber itself, as services/internal/Local
- * does, in an uninterruptible region around one match; `make` is called once the
- * scope is in the context.
- */
-const withRunScope = <A, E>(make: () => Effect.Effect<A, E, Scope.Scope>): Effect.Effect<A, E> =>
-  Effect.flatMap(Scope.make(), (scope) =>
-    Effect.uninterruptibleMask((restore) =>
-      Effect.withFiberRuntime<A, E>((fiber) => {
-        const outer = fiber.getFiberRef(FiberRef.currentContext)
-        Local.setRef(fiber, FiberRef.currentContext, Context.add(outer, Scope.Scope, scope))
-        // as Effect.scoped: the context set back, then the scope closed (a failure closing it fails the effect)
-        const close = (exit: Exit.Exit<A, E>): Effect.Effect<A, E> =>
-          Effect.withFiberRuntime((back) => {
-            Local.setRef(back, FiberRef.currentContext, outer)
-            return Effect.matchCauseEffect(Scope.close(scope, exit), {
-              onFailure: (cause) => Effect.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, cause) : cause),
-              onSuccess: () => exit
-            })
-          })
-        // the Scope it needs is in the context now
-        return Effect.matchCauseEffect(restore(make() as Effect.Effect<A, E>), {
-          onFailure: (cause) => close(Exit.failCause(cause)),
-          onSuccess: (a) => close(Exit.succeed(a))
-        })
-      })
-    )
-  )
 
 const runningFibers = (status: ReadonlyArray<Status>): ReadonlyArray<Fiber.RuntimeFiber<void>> =>
   status.flatMap((s) => (s._tag === "Running" && s.fiber !== undefined ? [s.fiber] : []))

@@ -13,10 +13,13 @@
  * it ends (success, failure, defect, interruption) before the result goes on.
  * Fibers forked inside see the new value, as with Effect's.
  */
+import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
+import * as Scope from "effect/Scope"
 
 /**
  * What `FiberRef.set` runs: the fiber's own `setFiberRef` (a method of every
@@ -129,3 +132,34 @@ export const holdsAll = (current: Context.Context<never>, context: Context.Conte
   for (const [key, service] of context.unsafeMap) if (current.unsafeMap.get(key) !== service) return false
   return true
 }
+
+/**
+ * `Effect.scoped` (the effect `make` returns, with a scope of its own in the
+ * context, the scope closed with its exit), at 14 operations (Effect's takes 37):
+ * the context set and set back by the fiber itself, as the regions here
+ * are, in an uninterruptible region around one match; `make` is called once the
+ * scope is in the context.
+ */
+export const scoped = <A, E>(make: () => Effect.Effect<A, E, Scope.Scope>): Effect.Effect<A, E> =>
+  Effect.flatMap(Scope.make(), (scope) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.withFiberRuntime<A, E>((fiber) => {
+        const outer = fiber.getFiberRef(FiberRef.currentContext)
+        setRef(fiber, FiberRef.currentContext, Context.add(outer, Scope.Scope, scope))
+        // as Effect.scoped: the context set back, then the scope closed (a failure closing it fails the effect)
+        const close = (exit: Exit.Exit<A, E>): Effect.Effect<A, E> =>
+          Effect.withFiberRuntime((back) => {
+            setRef(back, FiberRef.currentContext, outer)
+            return Effect.matchCauseEffect(Scope.close(scope, exit), {
+              onFailure: (cause) => Effect.failCause(Exit.isFailure(exit) ? Cause.sequential(exit.cause, cause) : cause),
+              onSuccess: () => exit
+            })
+          })
+        // the Scope it needs is in the context now
+        return Effect.matchCauseEffect(restore(make() as Effect.Effect<A, E>), {
+          onFailure: (cause) => close(Exit.failCause(cause)),
+          onSuccess: (a) => close(Exit.succeed(a))
+        })
+      })
+    )
+  )
