@@ -440,12 +440,14 @@ export const comparisonsRun: Effect.Effect<ReadonlyArray<Comparison>> = Effect.f
 export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(comparisonsRun, (cs) => cs.map(rowOf))
 
 /**
- * The rows measured in a process of their own (this file run by `node --import tsx`,
- * rows as JSON on stdout): what ran before in the caller's process (other
+ * The rows measured in a process of their own (this file run by node, as compiled,
+ * or through tsx when it runs as TypeScript; rows as JSON on stdout): what ran before in the caller's process (other
  * benchmarks, OpenTelemetry's SDK) slows later code by up to 1.8x here.
  */
 export const runIsolated: Effect.Effect<ReadonlyArray<Row>> = Effect.sync(() => {
-  const out = execFileSync(process.execPath, ["--import", "tsx", fileURLToPath(import.meta.url)], {
+  const file = fileURLToPath(import.meta.url)
+  // compiled (`npm run bench`), the file runs as it is; its TypeScript source through tsx
+  const out = execFileSync(process.execPath, file.endsWith(".ts") ? ["--import", "tsx", file] : [file], {
     env: { ...process.env, HOTPATH_BENCH_JSON: "1" },
     encoding: "utf8",
     maxBuffer: 16 * 1024 * 1024,

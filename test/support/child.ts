@@ -4,9 +4,19 @@
  * bounded, and a SIGKILL that resolves once the process is gone.
  */
 import { spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as path from "node:path"
 
-export const root = path.resolve(import.meta.dirname, "..", "..")
+/** The checkout: the nearest directory above this module with a package.json (also when the benchmarks run compiled, from .tmp/bench). */
+export const root = ((): string => {
+  let dir = import.meta.dirname
+  while (!fs.existsSync(path.join(dir, "package.json"))) {
+    const parent = path.dirname(dir)
+    if (parent === dir) return path.resolve(import.meta.dirname, "..", "..")
+    dir = parent
+  }
+  return dir
+})()
 
 export interface Line {
   readonly event: string
