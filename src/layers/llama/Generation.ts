@@ -15,6 +15,7 @@
  * share a sequence.
  */
 import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Random from "effect/Random"
 import type {
@@ -23,6 +24,7 @@ import type {
   LlamaChatResponse,
   LlamaChatResponseFunctionCallParamsChunk,
   LLamaChatGenerateResponseOptions,
+  LlamaGrammar,
   Token
 } from "node-llama-cpp"
 import { InferenceFailure } from "../../domain/Failure.js"
@@ -79,45 +81,70 @@ const repeatPenalty = (request: InferenceRequest) =>
 /**
  * Prepares a request, or answers it at once: a request for no tokens gets an
  * empty result ("length") without touching a sequence.
+ *
+ * A chain of steps, not a generator: a request with no grammar and no sampling
+ * seed to draw is planned in one step (a short answer's few milliseconds of
+ * decoding pay for every step around them, issue 13).
  */
-export const plan = Effect.fnUntraced(function*(
+export const plan = (
   resources: Resources,
   grammars: Grammars.Grammars,
   request: InferenceRequest,
   onText: ((text: string) => void) | undefined
-) {
-  const { chatWrapper, contextWindow, tokenizer } = resources
-  const converted = toChatHistory(request.messages)
-  if ("_tag" in converted) return yield* Response.orphanToolResult(converted)
-  const history = converted.history
-  const functions = request.tools.length > 0 ? toChatFunctions(request.tools) : undefined
-  const grammar = functions !== undefined
-    ? undefined
-    : request.grammar !== undefined
-    ? yield* Effect.mapError(grammars.gbnf(request.grammar), Response.grammarRejected)
-    : request.schema !== undefined
-    ? yield* Effect.mapError(grammars.schema(request.schema), Response.grammarRejected)
-    : undefined
-
-  const prompt = yield* Effect.try({
-    try: () =>
-      chatWrapper.generateContextState({
-        chatHistory: history,
-        ...(functions === undefined ? {} : { availableFunctions: functions })
-      }).contextText.tokenize(tokenizer),
-    catch: (cause) =>
-      InferenceFailure.engineError(`cannot render the prompt: ${Response.errorMessage(cause)}`, {}, cause)
+): Effect.Effect<Plan | InferenceResult, InferenceFailure> =>
+  Effect.suspend(() => {
+    const converted = toChatHistory(request.messages)
+    if ("_tag" in converted) return Effect.fail(Response.orphanToolResult(converted))
+    const history = converted.history
+    const functions = request.tools.length > 0 ? toChatFunctions(request.tools) : undefined
+    const withGrammar = (grammar: LlamaGrammar | undefined) =>
+      // each call that samples draws its own seed (see `planned`)
+      request.seed === undefined && (request.temperature ?? 0) > 0
+        ? Effect.flatMap(
+          Random.nextIntBetween(0, 2 ** 31 - 1),
+          (seed) => planned(resources, request, onText, history, functions, grammar, seed)
+        )
+        : planned(resources, request, onText, history, functions, grammar, undefined)
+    if (functions !== undefined) return withGrammar(undefined)
+    if (request.grammar !== undefined) {
+      return Effect.flatMap(Effect.mapError(grammars.gbnf(request.grammar), Response.grammarRejected), withGrammar)
+    }
+    if (request.schema !== undefined) {
+      return Effect.flatMap(Effect.mapError(grammars.schema(request.schema), Response.grammarRejected), withGrammar)
+    }
+    return withGrammar(undefined)
   })
+
+/** The plan of a request whose history, functions, grammar and drawn seed (when it samples without one) are known. */
+const planned = (
+  resources: Resources,
+  request: InferenceRequest,
+  onText: ((text: string) => void) | undefined,
+  history: Array<ChatHistoryItem>,
+  functions: ChatModelFunctions | undefined,
+  grammar: LlamaGrammar | undefined,
+  drawnSeed: number | undefined
+): Effect.Effect<Plan | InferenceResult, InferenceFailure> => {
+  const { chatWrapper, contextWindow, tokenizer } = resources
+  let prompt: ReadonlyArray<Token>
+  try {
+    prompt = chatWrapper.generateContextState({
+      chatHistory: history,
+      ...(functions === undefined ? {} : { availableFunctions: functions })
+    }).contextText.tokenize(tokenizer)
+  } catch (cause) {
+    return Effect.fail(InferenceFailure.engineError(`cannot render the prompt: ${Response.errorMessage(cause)}`, {}, cause))
+  }
   const promptTokens = prompt.length
   const room = contextWindow - promptTokens - 1
   if (room < 1) {
-    return yield* InferenceFailure.contextExceeded(
+    return Effect.fail(InferenceFailure.contextExceeded(
       `the prompt has ${promptTokens} tokens; the context window holds ${contextWindow}`,
       { promptTokens, contextWindow }
-    )
+    ))
   }
   const maxTokens = Math.min(request.maxTokens ?? room, room)
-  if (maxTokens === 0) return Response.empty(contextWindow, request.logprobs === true)
+  if (maxTokens === 0) return Effect.succeed(Response.empty(contextWindow, request.logprobs === true))
 
   const partialCalls = new Map<number, LlamaChatResponseFunctionCallParamsChunk>()
   const content: Array<Token> = []
@@ -131,8 +158,8 @@ export const plan = Effect.fnUntraced(function*(
     // own seed; greedy decoding (temperature 0, the default) has no use for one.
     ...(request.seed !== undefined
       ? { seed: samplerSeed(request.seed) }
-      : (request.temperature ?? 0) > 0
-      ? { seed: yield* Random.nextIntBetween(0, 2 ** 31 - 1) }
+      : drawnSeed !== undefined
+      ? { seed: drawnSeed }
       : {}),
     ...extraSampling(request.options),
     ...repeatPenalty(request),
@@ -146,9 +173,8 @@ export const plan = Effect.fnUntraced(function*(
       : {})
   }
   const constrained = (request.temperature ?? 0) > 0 && (functions !== undefined || grammar !== undefined)
-  const planned: Plan = { history, prompt, options, partialCalls, content, constrained }
-  return planned
-})
+  return Effect.succeed({ history, prompt, options, partialCalls, content, constrained } satisfies Plan)
+}
 
 /** Runs node-llama-cpp's generation on `worker`; interruption aborts it and waits for it to stop. */
 const generateResponse = (
@@ -186,7 +212,10 @@ const measuring = (resources: Resources, sequence: Worker["sequence"], measure: 
     () => Effect.sync(() => resources.generating.delete(sequence))
   ).pipe(Effect.withSpan("LlamaEngine.logprobs", { attributes: { "pagantic.tokens": measure.content.length } }))
 
-/** Generates a planned request on a sequence borrowed from the pool (its session's, else the best prefix). */
+/**
+ * Generates a planned request on a sequence borrowed from the pool (its session's, else the best prefix).
+ * A chain of steps, the clock read in the steps around the generation (see `plan`).
+ */
 export const generate = (
   resources: Resources,
   request: InferenceRequest,
@@ -195,26 +224,29 @@ export const generate = (
 ): Effect.Effect<InferenceResult, InferenceFailure> => {
   const affinity = (worker: Worker) => heldPrefix(worker.sequence, planned.prompt)
   return resources.pool.withSlot(request.sessionKey, affinity, (slot) =>
-    Effect.gen(function*() {
+    Effect.withFiberRuntime((fiber) => {
+      const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
       const { sequence } = slot.value
       const before = sequence.tokenMeter.getState()
-      const start = yield* Clock.currentTimeNanos
-      const shared = yield* resources.sharing.prepare(sequence, planned.prompt)
-      if (shared._tag === "Copied") yield* Effect.annotateCurrentSpan("pagantic.prompt.copied_tokens", shared.tokens)
-
-      const response = yield* generateResponse(resources, slot.value, planned)
-
-      const elapsedNanos = (yield* Clock.currentTimeNanos) - start
-      const used = sequence.tokenMeter.diff(before)
-      const toolCalls = yield* Response.toolCallsOf(response, request, planned.partialCalls, nextCallId)
-      const result = Response.resultOf(response, toolCalls, Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos, planned.prompt.length))
-      if (request.logprobs !== true) return result
-      const logprobs = yield* measuring(resources, sequence, {
-        prompt: planned.prompt,
-        content: planned.content,
-        top: request.topLogprobs ?? 0
+      const start = clock.unsafeCurrentTimeNanos()
+      return Effect.flatMap(resources.sharing.prepare(sequence, planned.prompt), (shared) => {
+        const generated = Effect.flatMap(generateResponse(resources, slot.value, planned), (response) => {
+          const elapsedNanos = clock.unsafeCurrentTimeNanos() - start
+          const used = sequence.tokenMeter.diff(before)
+          const usage = Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos, planned.prompt.length)
+          return Effect.flatMap(Response.toolCallsOf(response, request, planned.partialCalls, nextCallId), (toolCalls) => {
+            const result = Response.resultOf(response, toolCalls, usage)
+            if (request.logprobs !== true) return Effect.succeed(result)
+            return Effect.map(
+              measuring(resources, sequence, { prompt: planned.prompt, content: planned.content, top: request.topLogprobs ?? 0 }),
+              (logprobs) => new InferenceResult({ ...result, logprobs }, true)
+            )
+          })
+        })
+        return shared._tag === "Copied"
+          ? Effect.zipRight(Effect.annotateCurrentSpan("pagantic.prompt.copied_tokens", shared.tokens), generated)
+          : generated
       })
-      return new InferenceResult({ ...result, logprobs }, true)
     }))
 }
 
