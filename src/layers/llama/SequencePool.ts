@@ -105,22 +105,24 @@ export const make = <A>(
     }
 
     const release = (slot: SlotState<A>) =>
-      Effect.sync(() => {
+      Effect.suspend(() => {
         slot.busy = false
         slot.lastUsed = ++clock
-      }).pipe(Effect.zipRight(semaphore.release(1)))
+        return semaphore.release(1)
+      })
 
-    // Not Effect.scoped: a scope per call costs more than the bookkeeping itself.
+    // Not Effect.scoped: a scope per call costs more than the bookkeeping itself. The slot is
+    // picked in the step after the permit is taken (no step of its own).
     const withSlot = <B, E, R>(
       sessionKey: string | undefined,
       affinity: ((value: A) => number) | undefined,
       use: (slot: Slot<A>) => Effect.Effect<B, E, R>
     ): Effect.Effect<B, E, R> =>
       Effect.uninterruptibleMask((restore) =>
-        restore(semaphore.take(1)).pipe(
-          Effect.zipRight(Effect.sync(() => pick(sessionKey, affinity))),
-          Effect.flatMap((slot) => Effect.ensuring(restore(use(slot)), release(slot)))
-        )
+        Effect.flatMap(restore(semaphore.take(1)), () => {
+          const slot = pick(sessionKey, affinity)
+          return Effect.ensuring(restore(use(slot)), release(slot))
+        })
       )
 
     const snapshot = Effect.sync(() => ({
