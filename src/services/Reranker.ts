@@ -10,6 +10,7 @@
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Construct from "../domain/Construct.js"
 import type { ConstraintFailure, InferenceFailure } from "../domain/Failure.js"
 import { Passage } from "../domain/Passage.js"
 
@@ -44,6 +45,7 @@ export const rank = (input: RerankInput, scores: ReadonlyArray<number>): Readonl
   const ranked = input.candidates
     .map((candidate, i) => ({ candidate, i, score: scores[i]! }))
     .sort((a, b) => b.score - a.score || a.i - b.i)
-    .map(({ candidate, score }) => new Candidate({ ...candidate, score }))
+    // built from candidates already checked: not validated again (Construct)
+    .map(({ candidate, score }) => Construct.unchecked(Candidate, { ...candidate, score }))
   return input.topK === undefined ? ranked : ranked.slice(0, input.topK)
 }

@@ -17,6 +17,7 @@
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Construct from "../../domain/Construct.js"
 import { OrchestrationFailure } from "../../domain/Failure.js"
 import { Passage } from "../../domain/Passage.js"
 import type { ResponderKind } from "../../domain/Query.js"
@@ -241,16 +242,18 @@ const describePredicate = (p: Check.Responder | undefined): string => {
 
 /** The responders' positions, best first, with their scores (the Reranker's order: score, then position). */
 const rank = (query: string, responders: ReadonlyArray<Responder>) =>
-  Effect.gen(function* () {
-    const reranker = yield* Reranker
+  Effect.flatMap(Reranker, (reranker) => {
+    // the passages and the input are built here from registered responders: not validated again (Construct)
     const passages = responders.map((r, i) =>
-      new Passage({
+      Construct.unchecked(Passage, {
         content: [r.description ?? "", ...(r.tags ?? [])].join(" "),
         source: r.id,
         score: 0,
         metadata: { position: i }
       })
     )
-    const ranked = yield* reranker.rerank(new RerankInput({ query, candidates: passages }))
-    return ranked.map((p) => ({ i: p.metadata.position as number, score: p.score }))
+    return Effect.map(
+      reranker.rerank(Construct.unchecked(RerankInput, { query, candidates: passages })),
+      (ranked) => ranked.map((p) => ({ i: p.metadata.position as number, score: p.score }))
+    )
   })

@@ -18,7 +18,6 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as AnswerShape from "../../domain/AnswerShape.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
@@ -33,6 +32,7 @@ import * as Folds from "../Folds.js"
 import * as Check from "./Check.js"
 import * as Select from "./Select.js"
 import * as Observed from "../internal/Observed.js"
+import * as Timeout from "../../services/internal/Timeout.js"
 
 /** How a query's candidates are asked, in memory or in a durable round. */
 export interface Dispatch {
@@ -96,38 +96,40 @@ export const run: (
     maxLatencySecs: checked.maxLatencySecs,
     staleAfterSecs: options.staleAfterSecs
   })
-  const usage = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
-  const slots = yield* Ref.make<ReadonlyMap<number, Folds.Response>>(new Map())
-  const quorum = yield* Deferred.make<void>()
-  const validCount = yield* Ref.make(0)
+  // the run's state in plain variables: each candidate's fiber updates it in the step that sees its answer
+  const usage: Array<TokenUsage.TokenUsage> = []
+  const answered = new Map<number, Folds.Response>()
+  let valid = 0
+  const quorum = options.awaiting === "quorum" ? yield* Deferred.make<void>() : undefined
 
-  const dispatch = (candidate: Select.Candidate) =>
-    Effect.gen(function* () {
-      const outcome = yield* ask(candidate, input, checked, options, usage).pipe(
-        Effect.timeoutFail({
-          duration: Duration.seconds(candidate.maxLatencySecs),
-          onTimeout: () => `no answer within ${candidate.maxLatencySecs} s`
-        }),
-        Effect.either
-      )
-      const response = slot(candidate, outcome)
-      yield* Ref.update(slots, (m) => new Map(m).set(candidate.index, response))
-      if (response.outcome._tag === "Answered" && Either.isRight(checked.shape.check(AnswerShape.answerOf(response.outcome.body)))) {
-        const valid = yield* Ref.updateAndGet(validCount, (n) => n + 1)
-        if (valid >= checked.minQuorum) yield* Deferred.succeed(quorum, undefined)
+  // a chain of steps, the deadline one started fiber (not Effect.timeoutFail's race of two): a responder
+  // that answers at once costs what its answer does (issue 13)
+  const dispatch = (candidate: Select.Candidate): Effect.Effect<void> =>
+    Effect.flatMap(
+      Effect.either(Timeout.timeoutFail(
+        ask(candidate, input, checked, options, (u) => void usage.push(u)),
+        Duration.seconds(candidate.maxLatencySecs),
+        () => `no answer within ${candidate.maxLatencySecs} s`
+      )),
+      (outcome) => {
+        const response = slot(candidate, outcome)
+        answered.set(candidate.index, response)
+        if (response.outcome._tag === "Answered" && Either.isRight(checked.shape.check(AnswerShape.answerOf(response.outcome.body)))) {
+          valid++
+          if (quorum !== undefined && valid >= checked.minQuorum) return Deferred.succeed(quorum, undefined)
+        }
+        return Effect.void
       }
-    })
+    )
 
   const all = Effect.forEach(selection.candidates, dispatch, { concurrency: "unbounded", discard: true })
-  if (options.awaiting === "quorum") yield* Effect.raceFirst(all, Deferred.await(quorum))
+  if (quorum !== undefined) yield* Effect.raceFirst(all, Deferred.await(quorum))
   else yield* all
 
-  const answered = yield* Ref.get(slots)
   const responses = selection.candidates.map((candidate) =>
     Option.getOrElse(Option.fromNullable(answered.get(candidate.index)), () =>
       slot(candidate, Either.left("interrupted: the quorum was met before it answered")))
   )
-  const valid = yield* Ref.get(validCount)
   if (valid < checked.minQuorum) {
     return yield* OrchestrationFailure.noConsensus(
       `only ${valid} of ${responses.length} responders gave a valid answer; min_quorum is ${checked.minQuorum}`,
@@ -143,7 +145,7 @@ export const run: (
     )
   }
   const fold = yield* Folds.run(checked.fold, responses)
-  return { fold, selection, responses, usage: TokenUsage.combineAll(yield* Ref.get(usage)) }
+  return { fold, selection, responses, usage: TokenUsage.combineAll(usage) }
 })
 
 const slot = (candidate: Select.Candidate, outcome: Either.Either<unknown, string>): Folds.Response => {
@@ -161,13 +163,16 @@ const slot = (candidate: Select.Candidate, outcome: Either.Either<unknown, strin
 
 const failureText = (failure: { readonly code: string; readonly message: string }) => `${failure.code}: ${Text.excerpt(failure.message, 200)}`
 
-/** One call to one candidate: its body, or what went wrong, as text (the durable patterns dispatch through it too). */
+/**
+ * One call to one candidate: its body, or what went wrong, as text (the durable patterns dispatch through it too).
+ * `onUsage` is told the usage of an LLM responder's reply, in the step that receives it.
+ */
 export const ask = (
   candidate: Select.Candidate,
   input: string,
   checked: Check.Checked,
   options: Options,
-  usage: Ref.Ref<ReadonlyArray<TokenUsage.TokenUsage>>
+  onUsage: (usage: TokenUsage.TokenUsage) => void
 ): Effect.Effect<unknown, string> => {
   const responder = candidate.responder
   const predicate = candidate.predicate.predicate
@@ -196,16 +201,16 @@ export const ask = (
         [],
         { schema: jsonSchemaOf(checked.query.answer_shape), ...(temperature === undefined ? {} : { temperature }) }
       )
-      return responder.engine.infer(inference).pipe(
-        Effect.mapError(failureText),
-        Effect.tap((result) => Ref.update(usage, (us) => [...us, result.usage])),
-        Effect.flatMap((result) =>
-          Either.mapLeft(
+      return Effect.matchEffect(responder.engine.infer(inference), {
+        onFailure: (failure) => Effect.fail(failureText(failure)),
+        onSuccess: (result) => {
+          onUsage(result.usage)
+          return Either.mapLeft(
             decodeJsonAs(Schema.Unknown, result.content, { notJson: "the answer is not JSON", wrongShape: "the answer is not JSON" }),
             failureText
           )
-        )
-      )
+        }
+      })
     }
   }
 }

@@ -6,7 +6,6 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Ref from "effect/Ref"
 import * as Records from "../../../domain/Records.js"
 import type * as TokenUsage from "../../../domain/TokenUsage.js"
 import type * as Check from "../../query/Check.js"
@@ -27,18 +26,20 @@ export const ask = (
   kind: Records.AnswerKind
 ): Effect.Effect<typeof DoStep.Type> =>
   Effect.gen(function* () {
-    const usage = yield* Ref.make<ReadonlyArray<TokenUsage.TokenUsage>>([])
+    let tokens = 0
+    const onUsage = (u: TokenUsage.TokenUsage) => {
+      tokens += u.promptTokens + u.outputTokens
+    }
     const checked: Check.Checked = spec.shape === undefined
       ? { ...thread.checked, dial }
       : { ...thread.checked, dial, shape: spec.shape.checker, query: { ...thread.checked.query, answer_shape: spec.shape.wire } }
-    const outcome = yield* SingleShot.ask(candidate, input, checked, { maxTemperature: thread.options.maxTemperature }, usage).pipe(
+    const outcome = yield* SingleShot.ask(candidate, input, checked, { maxTemperature: thread.options.maxTemperature }, onUsage).pipe(
       Effect.timeoutFail({
         duration: Duration.seconds(candidate.maxLatencySecs),
         onTimeout: () => `no answer within ${candidate.maxLatencySecs} s`
       }),
       Effect.either
     )
-    const tokens = (yield* Ref.get(usage)).reduce((sum, u) => sum + u.promptTokens + u.outputTokens, 0)
     const key = `${spec.key}/do/${candidate.index}`
     const body: Records.DoBody = Either.match(outcome, {
       onLeft: (problem) => failureBody(call, problem),
