@@ -54,6 +54,7 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Tracer from "effect/Tracer"
+import * as Construct from "../domain/Construct.js"
 import * as Event from "../domain/Event.js"
 import type { ConstraintFailure, Failure, InferenceFailure } from "../domain/Failure.js"
 import { ConfigurationFailure, OrchestrationFailure } from "../domain/Failure.js"
@@ -342,7 +343,7 @@ const executeList = Observed.fn("Orchestrator.execute")(function* (
   return Compile.toResult(
     outcome,
     new Map(list.tasks.map((t) => [t.id, t])),
-    new OrchestratorMetadata({
+    Construct.unchecked(OrchestratorMetadata, {
       phases: compiled.phases,
       scheduling: settings.scheduling,
       failurePolicy: settings.failurePolicy,

@@ -9,6 +9,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
+import * as Construct from "../../domain/Construct.js"
 import type { Failure } from "../../domain/Failure.js"
 import * as Plan from "../../domain/Plan.js"
 import type { Task } from "../../domain/Task.js"
@@ -58,8 +59,9 @@ export const compile = (
     })
   )
   return {
-    plan: new Plan.ExecutionPlan({
-      steps: tasks.map((t) => new Plan.Step({ name: t.id, type: t.processor, dependsOn: t.dependencies }))
+    // a task's id and processor are a step's name and type (the same constraints): not validated again (Construct)
+    plan: Construct.unchecked(Plan.ExecutionPlan, {
+      steps: tasks.map((t) => Construct.unchecked(Plan.Step, { name: t.id, type: t.processor, dependsOn: t.dependencies }))
     }),
     phases: phases.map((phase) => phase.map((t) => t.id)),
     priorities: new Map(tasks.map((t) => [t.id, t.priority])),
@@ -91,9 +93,10 @@ export const toResult = (
     ? []
     : outcome.failures
   const skipped: ReadonlyArray<SkippedStep> = outcome._tag === "Completed" ? [] : outcome.skipped
-  return new OrchestratorResult({
+  // built from the executor's outcome of checked tasks: not validated again (Construct)
+  return Construct.unchecked(OrchestratorResult, {
     completed: steps.map((s) =>
-      new TaskResult({
+      Construct.unchecked(TaskResult, {
         id: s.name,
         processor: s.type,
         output: s.output,
@@ -102,9 +105,9 @@ export const toResult = (
         finishedAt: s.finishedAt
       })
     ),
-    failed: failures.map((f) => new TaskFailure({ id: f.name, processor: processorOf(f.name), error: f.error })),
+    failed: failures.map((f) => Construct.unchecked(TaskFailure, { id: f.name, processor: processorOf(f.name), error: f.error })),
     skipped: skipped.map((s) =>
-      new TaskSkipped({
+      Construct.unchecked(TaskSkipped, {
         id: s.name,
         processor: s.type,
         reason: s.reason,
