@@ -91,6 +91,38 @@ describe("single_shot in memory", () => {
       expect(result.fold.support.length).toBe(1)
     }), { timeout: 10_000 })
 
+  it.live("a responder past its deadline is a failed slot (the live clock: one started fiber and a timer per candidate)", () =>
+    Effect.gen(function* () {
+      const fast = yield* ScriptedEngine.make([ScriptedEngine.reply('{"category":"news"}')])
+      const slow = yield* ScriptedEngine.make([ScriptedEngine.reply('{"category":"research"}', { delay: "30 seconds" })])
+      // responders that say they answer within 0.1 s, so that a 1-second query keeps them
+      const quick = { typicalResponseDelaySecs: 0.1 }
+      const layer = Layer.mergeAll(
+        InMemoryResponders.layer({
+          responders: [
+            { id: "fast", kind: "llm", model: "fast-model", engine: fast.engine, availability: quick },
+            { id: "slow", kind: "llm", model: "slow-model", engine: slow.engine, availability: quick }
+          ],
+          aliases
+        }),
+        LexicalReranker.layer()
+      )
+      const started = Date.now()
+      const result = yield* SingleShot.run(query({
+        max_latency_secs: 1,
+        responders: [{ kind: "llm", model: "~fast" }, { kind: "llm", model: "~slow" }],
+        top_k: 2
+      })).pipe(Effect.provide(layer))
+      const elapsed = Date.now() - started
+      const late = result.responses.find((r) => r.responder === "slow")!
+      expect(late.outcome).toEqual({ _tag: "Failed", problem: "no answer within 1 s" })
+      expect(result.responses.find((r) => r.responder === "fast")!.outcome._tag).toBe("Answered")
+      expect(result.fold.support.length).toBe(1)
+      // the deadline, not the slow reply: the run ends about a second in
+      expect(elapsed).toBeGreaterThanOrEqual(900)
+      expect(elapsed).toBeLessThan(10_000)
+    }), { timeout: 20_000 })
+
   it.effect("awaiting quorum: fold once min_quorum valid answers are in, the rest interrupted", () =>
     Effect.gen(function* () {
       const { layer } = yield* setup({
