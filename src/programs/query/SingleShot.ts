@@ -102,15 +102,10 @@ export const run: (
   let valid = 0
   const quorum = options.awaiting === "quorum" ? yield* Deferred.make<void>() : undefined
 
-  // a chain of steps, the deadline one started fiber (not Effect.timeoutFail's race of two): a responder
-  // that answers at once costs what its answer does (issue 13)
+  // a chain of steps: a responder that answers at once costs what its answer does (issue 13)
   const dispatch = (candidate: Select.Candidate): Effect.Effect<void> =>
     Effect.flatMap(
-      Effect.either(Timeout.timeoutFail(
-        ask(candidate, input, checked, options, (u) => void usage.push(u)),
-        Duration.seconds(candidate.maxLatencySecs),
-        () => `no answer within ${candidate.maxLatencySecs} s`
-      )),
+      askWithin(candidate, input, checked, options, (u) => void usage.push(u)),
       (outcome) => {
         const response = slot(candidate, outcome)
         answered.set(candidate.index, response)
@@ -164,7 +159,25 @@ const slot = (candidate: Select.Candidate, outcome: Either.Either<unknown, strin
 const failureText = (failure: { readonly code: string; readonly message: string }) => `${failure.code}: ${Text.excerpt(failure.message, 200)}`
 
 /**
- * One call to one candidate: its body, or what went wrong, as text (the durable patterns dispatch through it too).
+ * `ask` within the candidate's deadline (its max latency): the body, or what went wrong, a missed deadline
+ * included, never a failure. The deadline is one started fiber, not a race of two (internal/Timeout).
+ * The durable patterns' CALLs ask through it too.
+ */
+export const askWithin = (
+  candidate: Select.Candidate,
+  input: string,
+  checked: Check.Checked,
+  options: Options,
+  onUsage: (usage: TokenUsage.TokenUsage) => void
+): Effect.Effect<Either.Either<unknown, string>> =>
+  Effect.either(Timeout.timeoutFail(
+    ask(candidate, input, checked, options, onUsage),
+    Duration.seconds(candidate.maxLatencySecs),
+    () => `no answer within ${candidate.maxLatencySecs} s`
+  ))
+
+/**
+ * One call to one candidate: its body, or what went wrong, as text.
  * `onUsage` is told the usage of an LLM responder's reply, in the step that receives it.
  */
 export const ask = (

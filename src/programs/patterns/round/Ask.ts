@@ -3,7 +3,6 @@
  * bounded by the candidate's latency, its outcome always a DO (a submit or a
  * failure, never a failed effect) with the tokens it spent.
  */
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Records from "../../../domain/Records.js"
@@ -33,13 +32,7 @@ export const ask = (
     const checked: Check.Checked = spec.shape === undefined
       ? { ...thread.checked, dial }
       : { ...thread.checked, dial, shape: spec.shape.checker, query: { ...thread.checked.query, answer_shape: spec.shape.wire } }
-    const outcome = yield* SingleShot.ask(candidate, input, checked, { maxTemperature: thread.options.maxTemperature }, onUsage).pipe(
-      Effect.timeoutFail({
-        duration: Duration.seconds(candidate.maxLatencySecs),
-        onTimeout: () => `no answer within ${candidate.maxLatencySecs} s`
-      }),
-      Effect.either
-    )
+    const outcome = yield* SingleShot.askWithin(candidate, input, checked, { maxTemperature: thread.options.maxTemperature }, onUsage)
     const key = `${spec.key}/do/${candidate.index}`
     const body: Records.DoBody = Either.match(outcome, {
       onLeft: (problem) => failureBody(call, problem),
