@@ -270,7 +270,7 @@ const withTurnScope = <A, E>(
   })(effect)
   const lock = loop.turnLock
   return Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(restore(lock.take(1)), () =>
+    Effect.flatMap(restore(lock.take), () =>
       Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
         const outer = fiber.getFiberRef(currentCorrelation)
         const correlate = (requestId: string) =>
@@ -280,7 +280,7 @@ const withTurnScope = <A, E>(
           ? Effect.flatMap(loop.nextId("req"), correlate)
           : correlate(outer.requestId)
         const ran = Effect.zipRight(correlated, restore(body))
-        const release = Effect.zipRight(FiberRef.set(currentCorrelation, outer), lock.release(1))
+        const release = Effect.zipRight(FiberRef.set(currentCorrelation, outer), lock.release)
         return Effect.matchCauseEffect(commit === undefined ? ran : Effect.flatMap(ran, (a) => Effect.as(commit(a), a)), {
           onFailure: (cause) => Effect.zipRight(release, Effect.failCause(cause)),
           onSuccess: (a) => Effect.as(release, a)

@@ -15,6 +15,7 @@ import * as PromptProvider from "../../services/PromptProvider.js"
 import * as SessionState from "../../services/SessionState.js"
 import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
+import * as Lock from "../../services/internal/Lock.js"
 import type * as Ids from "../internal/Ids.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
@@ -41,7 +42,7 @@ export interface Loop {
   readonly clientNames: ReadonlySet<string>
   readonly maxTokens: number
   /** One turn at a time per loop. */
-  readonly turnLock: Effect.Semaphore
+  readonly turnLock: Lock.Lock
 }
 
 /** Where a streamed turn sends its events. */
@@ -103,6 +104,6 @@ export const environment = (options: Options, services: Context.Context<Engine.E
       options,
       clientNames: offer.clientNames,
       maxTokens: options.maxTokens ?? 2048,
-      turnLock: yield* Effect.makeSemaphore(1)
+      turnLock: Lock.unsafeMake()
     }
   })

@@ -1,0 +1,73 @@
+/**
+ * services/internal/Lock: a lock taken in the step that asks for it when free
+ * (no suspension, so a fiber started on the caller's stack runs on through it),
+ * waited for in order when held, never lost to an interruption.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
+import * as Runtime from "effect/Runtime"
+import * as Lock from "../src/services/internal/Lock.js"
+
+describe("Lock", () => {
+  it.effect("a free lock is taken without suspending: a fiber started at once has ended when it returns", () =>
+    Effect.gen(function* () {
+      const lock = Lock.unsafeMake()
+      const runtime = yield* Effect.runtime<never>()
+      const fiber = Runtime.runFork(runtime)(Effect.zipRight(lock.take, Effect.zipRight(lock.release, Effect.succeed("done"))))
+      expect(fiber.unsafePoll()?._tag).toBe("Success")
+      expect(lock.unsafeHeld()).toBe(false)
+    }))
+
+  it.effect("waiters get the lock in the order they asked, each after the holder lets it go", () =>
+    Effect.gen(function* () {
+      const lock = Lock.unsafeMake()
+      const order: Array<string> = []
+      yield* lock.take
+      const waiter = (name: string) =>
+        Effect.fork(Effect.zipRight(lock.take, Effect.zipRight(Effect.sync(() => order.push(name)), lock.release)))
+      const a = yield* waiter("a")
+      const b = yield* waiter("b")
+      const c = yield* waiter("c")
+      yield* Effect.yieldNow()
+      expect(order).toEqual([])
+      expect(lock.unsafeHeld()).toBe(true)
+      yield* lock.release
+      yield* Fiber.joinAll([a, b, c])
+      expect(order).toEqual(["a", "b", "c"])
+      expect(lock.unsafeHeld()).toBe(false)
+    }))
+
+  it.effect("a waiter interrupted while it waits leaves the queue; the next one gets the lock", () =>
+    Effect.gen(function* () {
+      const lock = Lock.unsafeMake()
+      yield* lock.take
+      const gone = yield* Effect.fork(lock.take)
+      const next = yield* Effect.fork(Effect.zipRight(lock.take, Effect.succeed("next")))
+      yield* Effect.yieldNow()
+      yield* Fiber.interrupt(gone)
+      yield* lock.release
+      expect(yield* Fiber.join(next)).toBe("next")
+      expect(lock.unsafeHeld()).toBe(true)
+      yield* lock.release
+      expect(lock.unsafeHeld()).toBe(false)
+    }))
+
+  it.effect("a waiter handed the lock and interrupted before it resumed passes the lock on", () =>
+    Effect.gen(function* () {
+      const lock = Lock.unsafeMake()
+      yield* lock.take
+      const handed = yield* Effect.fork(lock.take)
+      yield* Effect.yieldNow()
+      // the interrupt is queued first, then the release hands the lock to `handed`: its resumption runs interrupted
+      yield* Effect.sync(() => handed.unsafeInterruptAsFork(FiberId.none))
+      yield* lock.release
+      expect(Exit.isInterrupted(yield* Fiber.await(handed))).toBe(true)
+      // `handed` was interrupted: the lock is free again, not held by nobody forever
+      expect(lock.unsafeHeld()).toBe(false)
+      yield* lock.take
+      expect(lock.unsafeHeld()).toBe(true)
+    }))
+})
