@@ -13,7 +13,6 @@ import * as Option from "effect/Option"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
-import * as FiberRef from "effect/FiberRef"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
 import type { SystemRequest } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
@@ -51,6 +50,7 @@ import * as Tracing from "../../services/internal/Tracing.js"
  */
 const cancellable = <A>(
   effect: Effect.Effect<A, Failure>,
+  seed: (parent: Fiber.RuntimeFiber<unknown, unknown>) => Start.Seed,
   registration: Registration,
   requestId: string,
   timeout: Duration.Duration | undefined,
@@ -58,7 +58,7 @@ const cancellable = <A>(
 ): Effect.Effect<Exit.Exit<A, Failure>> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((parent, status) => {
-      const fiber = Start.now(parent, status.runtimeFlags, restore(effect))
+      const fiber = Start.now(parent, status.runtimeFlags, restore(effect), seed(parent))
       let ended: "cancelled" | "timed out" | undefined
       const end = (why: "cancelled" | "timed out") => {
         if (ended !== undefined) return
@@ -126,14 +126,15 @@ const executeChecked = (
       const ran: Effect.Effect<Exit.Exit<Outcome, Failure>> = registration.cancelledEarly
         ? Effect.succeed(Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId })))
         : cancellable(
-          // the request's tracker, its engines' wrapper and its services, set in one region
-          // (`body` needs the Constraint, which env.context holds)
-          Local.locallyAll(body as Effect.Effect<Outcome, Failure>, [
-            [Engine.currentRequest, () => inThisRequest],
-            [FiberRef.currentContext, (parent: Context.Context<never>) =>
-              Local.holdsAll(parent, context as Context.Context<unknown>) ? parent : Context.merge(parent, context)],
-            [Lifecycle.currentTracker, () => Option.some(tracker)]
-          ]),
+          // `body` needs the Constraint, which env.context holds
+          body as Effect.Effect<Outcome, Failure>,
+          // the request's fiber starts with its services, its engines' wrapper and its tracker (no region to set them)
+          (parent) => ({
+            context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
+              ? undefined
+              : Context.merge(parent.currentContext, context),
+            refs: [[Engine.currentRequest, inThisRequest], [Lifecycle.currentTracker, Option.some(tracker)]]
+          }),
           registration,
           requestId,
           timeout,
