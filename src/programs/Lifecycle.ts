@@ -96,63 +96,78 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
   Effect.map(Clock.currentTimeNanos, (now) => span.end(now, Exit.void))
 
 /** A tracker starting in INIT. */
-export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
-  // The machine's state lives in this closure and moves in one synchronous step (atomic between fibers):
-  // no Ref, and no lock unless state spans must open and close in the order of the moves.
-  let state = Construct.unchecked(ExecutionState, {
-    current: "INIT",
-    enteredAt: DateTime.unsafeMake(yield* Clock.currentTimeMillis),
-    attempt: 1,
-    totalSteps: 0
-  })
+export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fiber) => {
+  // The machine's state lives in this closure as plain fields and moves in one synchronous step (atomic between
+  // fibers): no Ref, no ExecutionState built per move (one is built when the state is read), and no lock unless state
+  // spans must open and close in the order of the moves.
+  const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
+  let current: LifecycleState = "INIT"
+  let enteredAt = clock.unsafeCurrentTimeMillis()
+  let attempt = 1
+  let totalSteps = 0
+  let lastStep: string | undefined = undefined
+  let lastError: SystemError | undefined = undefined
   const history: Array<{ readonly from: LifecycleState; readonly to: LifecycleState }> = []
-  // States are spans only when somebody observes (events recorded or spans exported).
-  const parent = (yield* Observed.listened) ? yield* Effect.option(Effect.currentParentSpan) : Option.none()
-  let open: Option.Option<Tracer.Span> = Option.isSome(parent)
-    ? Option.some(yield* stateSpan(parent.value, "INIT", undefined, 1, "request received"))
-    : Option.none()
 
-  /** Moves the machine now, if it may: the state left, or undefined. States are built from a valid state and typed fields: not validated again. */
-  const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): ExecutionState | undefined => {
-    const current = state
-    if (!canTransition(current.current, to)) return undefined
-    state = Construct.unchecked(ExecutionState, {
-      ...current,
-      current: to,
-      enteredAt: DateTime.unsafeMake(clock.unsafeCurrentTimeMillis()),
-      attempt: current.current === "VALIDATE" && to === "EXECUTE" ? current.attempt + 1 : current.attempt,
-      ...(error === undefined ? {} : { lastError: error })
-    })
-    history.push({ from: current.current, to })
-    return current
+  /** Moves the machine now, if it may: the state left, or undefined. */
+  const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): LifecycleState | undefined => {
+    const from = current
+    if (!canTransition(from, to)) return undefined
+    if (from === "VALIDATE" && to === "EXECUTE") attempt++
+    current = to
+    enteredAt = clock.unsafeCurrentTimeMillis()
+    if (error !== undefined) lastError = error
+    history.push({ from, to })
+    return from
   }
 
   const readers = {
-    state: Effect.sync(() => state),
+    // built from the fields the moves set, which are valid by construction: not validated again
+    state: Effect.sync(() =>
+      Construct.unchecked(ExecutionState, {
+        current,
+        enteredAt: DateTime.unsafeMake(enteredAt),
+        attempt,
+        totalSteps,
+        ...(lastError === undefined ? {} : { lastError }),
+        ...(lastStep === undefined ? {} : { lastStep })
+      })
+    ),
     history: Effect.sync(() => history.slice()),
     stepCompleted: (name: string) =>
       Effect.sync(() => {
-        state = Construct.unchecked(ExecutionState, { ...state, totalSteps: state.totalSteps + 1, lastStep: name })
+        totalSteps++
+        lastStep = name
       })
   }
 
-  if (Option.isNone(parent)) {
-    return {
-      ...readers,
-      interrupted: Effect.void,
-      // one step: the clock and whether anybody records read from the fiber (most moves record nothing)
-      transition: (to, reason, fields = {}) =>
-        Effect.withFiberRuntime((fiber) => {
-          const left = move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
-          if (left === undefined) return Effect.succeed(false)
-          return Observed.listenedBy(fiber) ? Effect.as(record(left.current, to, state.attempt, reason), true) : Effect.succeed(true)
-        })
-    } satisfies Tracker
+  // no spans: one step a move, the clock and whether anybody records read from the fiber (most moves record nothing)
+  const quiet: Tracker = {
+    ...readers,
+    interrupted: Effect.void,
+    transition: (to, reason, fields = {}) =>
+      Effect.withFiberRuntime((fiber) => {
+        const left = move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
+        if (left === undefined) return Effect.succeed(false)
+        return Observed.listenedBy(fiber) ? Effect.as(record(left, to, attempt, reason), true) : Effect.succeed(true)
+      })
   }
+  // States are spans only when somebody observes (events recorded or spans exported), under the request's span.
+  if (!Observed.listenedBy(fiber)) return Effect.succeed(quiet)
+  return Effect.flatMap(Effect.option(Effect.currentParentSpan), (parent) =>
+    Option.isNone(parent) ? Effect.succeed(quiet) : observedTracker(parent.value, readers, move, () => attempt))
+})
 
-  // Observed: each move closes the open state's span and opens the next, in the order of the moves.
+/** A tracker whose states are spans under `request` (somebody observes). */
+const observedTracker = (
+  request: Tracer.AnySpan,
+  readers: Pick<Tracker, "state" | "history" | "stepCompleted">,
+  move: (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined) => LifecycleState | undefined,
+  attemptNow: () => number
+): Effect.Effect<Tracker> => Effect.gen(function* () {
+  // each move closes the open state's span and opens the next, in the order of the moves
+  let open: Option.Option<Tracer.Span> = Option.some(yield* stateSpan(request, "INIT", undefined, 1, "request received"))
   const lock = yield* Effect.makeSemaphore(1)
-  const request = parent.value
   return {
     ...readers,
     interrupted: Effect.suspend(() => {
@@ -167,11 +182,11 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.gen(function* () {
         Effect.gen(function* () {
           const left = move(yield* Effect.clock, to, fields.error)
           if (left === undefined) return false
-          const { attempt } = state
+          const attempt = attemptNow()
           if (Option.isSome(open)) yield* endSpan(open.value)
-          const next = yield* stateSpan(request, to, left.current, attempt, reason, fields.error)
+          const next = yield* stateSpan(request, to, left, attempt, reason, fields.error)
           // the event belongs to the state entered: its span, under the request's
-          yield* record(left.current, to, attempt, reason).pipe(
+          yield* record(left, to, attempt, reason).pipe(
             withCorrelation({ spanId: next.spanId, parentSpanId: request.spanId })
           )
           if (terminalStates.has(to)) {
