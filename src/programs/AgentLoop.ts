@@ -147,9 +147,16 @@ export interface SessionView {
 
 /** Builds an AgentLoop; services are taken from the context once, here. */
 export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Engine.Engine> =>
+  Effect.contextWithEffect((services: Context.Context<Engine.Engine>) => makeIn(services, options))
+
+/**
+ * Builds an AgentLoop on `services`, as `make` does on the context it runs in:
+ * for a caller that holds the services already (the facade's chat, which adds
+ * its staged session store), with no context to provide them.
+ */
+export const makeIn = (services: Context.Context<Engine.Engine>, options: Options = {}): Effect.Effect<AgentLoop> =>
   Effect.gen(function* () {
-    // the services of the context the loop is made in, read once: the loop's, and what chatStructured runs with
-    const services = yield* Effect.context<Engine.Engine>()
+    // the services the loop is made with, read once: the loop's, and what chatStructured runs with
     const loop = yield* environment(options, services)
     const constraint = Context.getOption(services, Constraint)
     // a new session starts with the loop's system prompt (a session the store knows keeps its history)

@@ -42,36 +42,56 @@ export class SessionState extends Context.Tag("pagantic/SessionState")<SessionSt
  * whole; a session left with no keys is removed. Every read is a copy.
  */
 export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Service> =>
-  Effect.sync(() => {
-    const sessions = makeSessions<Map<string, StateEntry>>(options)
-    const write = (sessionId: string, state: Map<string, StateEntry>, bytes: number) =>
-      state.size === 0 ? sessions.remove(sessionId) : sessions.put(sessionId, state, bytes)
-    return {
-      get: (sessionId, key) =>
-        Effect.sync(() => {
-          const entry = sessions.get(sessionId)?.get(key)
-          return entry === undefined ? Option.none() : Option.some(entry.value)
-        }),
-      set: (sessionId, key, value) =>
-        Effect.sync(() => {
-          const state = sessions.get(sessionId) ?? new Map<string, StateEntry>()
-          const entry: StateEntry = { value, bytes: SLOT_BYTES + key.length + approximateBytes(value) }
-          const bytes = sessions.bytes(sessionId) - (state.get(key)?.bytes ?? 0) + entry.bytes
-          state.set(key, entry)
-          write(sessionId, state, bytes)
-        }),
-      delete: (sessionId, key) =>
-        Effect.sync(() => {
-          const state = sessions.get(sessionId)
-          const entry = state?.get(key)
-          if (state === undefined || entry === undefined) return
-          state.delete(key)
-          write(sessionId, state, sessions.bytes(sessionId) - entry.bytes)
-        }),
-      snapshot: (sessionId) =>
-        Effect.sync(() => Object.fromEntries([...(sessions.get(sessionId) ?? [])].map(([key, e]) => [key, e.value]))),
-      list: (sessionId) => Effect.sync(() => [...(sessions.get(sessionId)?.keys() ?? [])]),
-      clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId))
-    } satisfies Service
-  })
+  Effect.sync(() => unsafeMakeInMemory(options))
+
+/** `makeInMemory`, made now. */
+export const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
+  const sessions = makeSessions<Map<string, StateEntry>>(options)
+  const write = (sessionId: string, state: Map<string, StateEntry>, bytes: number) =>
+    state.size === 0 ? sessions.remove(sessionId) : sessions.put(sessionId, state, bytes)
+  return {
+    get: (sessionId, key) =>
+      Effect.sync(() => {
+        const entry = sessions.get(sessionId)?.get(key)
+        return entry === undefined ? Option.none() : Option.some(entry.value)
+      }),
+    set: (sessionId, key, value) =>
+      Effect.sync(() => {
+        const state = sessions.get(sessionId) ?? new Map<string, StateEntry>()
+        const entry: StateEntry = { value, bytes: SLOT_BYTES + key.length + approximateBytes(value) }
+        const bytes = sessions.bytes(sessionId) - (state.get(key)?.bytes ?? 0) + entry.bytes
+        state.set(key, entry)
+        write(sessionId, state, bytes)
+      }),
+    delete: (sessionId, key) =>
+      Effect.sync(() => {
+        const state = sessions.get(sessionId)
+        const entry = state?.get(key)
+        if (state === undefined || entry === undefined) return
+        state.delete(key)
+        write(sessionId, state, sessions.bytes(sessionId) - entry.bytes)
+      }),
+    snapshot: (sessionId) =>
+      Effect.sync(() => Object.fromEntries([...(sessions.get(sessionId) ?? [])].map(([key, e]) => [key, e.value]))),
+    list: (sessionId) => Effect.sync(() => [...(sessions.get(sessionId)?.keys() ?? [])]),
+    clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId))
+  } satisfies Service
+}
+
+/**
+ * A state made when it is first used: a private state most users of which
+ * never read or write it (an AgentLoop's, without a SessionState provided).
+ */
+export const lazyInMemory = (options: InMemoryOptions = {}): Service => {
+  let made: Service | undefined
+  const state = () => (made ??= unsafeMakeInMemory(options))
+  return {
+    get: (sessionId, key) => Effect.suspend(() => state().get(sessionId, key)),
+    set: (sessionId, key, value) => Effect.suspend(() => state().set(sessionId, key, value)),
+    delete: (sessionId, key) => Effect.suspend(() => state().delete(sessionId, key)),
+    snapshot: (sessionId) => Effect.suspend(() => state().snapshot(sessionId)),
+    list: (sessionId) => Effect.suspend(() => state().list(sessionId)),
+    clear: (sessionId) => Effect.suspend(() => state().clear(sessionId))
+  }
+}
 

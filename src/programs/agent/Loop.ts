@@ -57,7 +57,8 @@ export const environment = (options: Options, services: Context.Context<Engine.E
     const storeOption = Context.getOption(services, ConversationStore.ConversationStore)
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
     const stateOption = Context.getOption(services, SessionState.SessionState)
-    const state = Option.isSome(stateOption) ? stateOption.value : yield* SessionState.makeInMemory()
+    // without a SessionState, one private to the loop, made if the loop ever uses it
+    const state = Option.isSome(stateOption) ? stateOption.value : SessionState.lazyInMemory()
     const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
     const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
     const client = options.clientTools ?? []

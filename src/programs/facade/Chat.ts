@@ -12,6 +12,7 @@
  * that retrieved nothing, or passages scored on another scale (BM25), reports no
  * confidence at all: the field is absent, never a guess.
  */
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
@@ -19,6 +20,7 @@ import * as Text from "../../domain/Text.js"
 import type { Logprobs } from "../../domain/Sampling.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
+import type * as Engine from "../../services/Engine.js"
 import * as AgentLoop from "../AgentLoop.js"
 import * as ClientTools from "../agent/ClientTools.js"
 import * as EphemeralContext from "../internal/EphemeralContext.js"
@@ -31,7 +33,6 @@ import type * as Partial from "./Partial.js"
 import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
-import * as Local from "../../services/internal/Local.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
@@ -52,23 +53,21 @@ export const run = (
     const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
     // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
     const provided = chat.prior.some(Message.isSystem) ? Option.none() : yield* Prompts.systemPrompt(chat.sessionId)
-    const agent = yield* Local.provideService(
-      AgentLoop.make({
-        sessionId: chat.sessionId,
-        systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
-        maxToolIterations: options.maxToolIterations,
-        toolConcurrency: options.toolConcurrency,
-        maxTokens: hints.maxTokens,
-        temperature: hints.temperature,
-        topP: hints.topP,
-        allowTools: tools.length === 0 ? undefined : tools,
-        clientTools: chat.request.clientTools,
-        toolChoice: chat.request.toolChoice,
-        parallelToolCalls: chat.request.parallelToolCalls
-      }),
-      ConversationStore.ConversationStore,
-      session.store
-    )
+    // the loop on the request's services, with the staged session as its store (no context to provide it)
+    const services = Context.add(yield* Effect.context<Engine.Engine>(), ConversationStore.ConversationStore, session.store)
+    const agent = yield* AgentLoop.makeIn(services, {
+      sessionId: chat.sessionId,
+      systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
+      maxToolIterations: options.maxToolIterations,
+      toolConcurrency: options.toolConcurrency,
+      maxTokens: hints.maxTokens,
+      temperature: hints.temperature,
+      topP: hints.topP,
+      allowTools: tools.length === 0 ? undefined : tools,
+      clientTools: chat.request.clientTools,
+      toolChoice: chat.request.toolChoice,
+      parallelToolCalls: chat.request.parallelToolCalls
+    })
     // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
     const retrieved = yield* EphemeralContext.retrieveScored(
       yield* Effect.serviceOption(ContextProvider.ContextProvider),
