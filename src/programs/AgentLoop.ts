@@ -175,13 +175,18 @@ export const makeIn = (services: Context.Context<Engine.Engine>, options: Option
             "AgentLoop.chatStructured needs the Constraint service: provide it (e.g. JsonConstraint.layer) where the loop is made"
           )
           : chatStructured(loop, Context.add(services, Constraint, constraint.value), schema, message, turn),
-      messages: Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
-        Effect.map(promptSystem(loop, history), (system) => [...system, ...history])),
-      state: {
-        get: (key) => loop.state.get(loop.sessionId, key),
-        set: (key, value) => loop.state.set(loop.sessionId, key, value),
-        delete: (key) => loop.state.delete(loop.sessionId, key),
-        snapshot: loop.state.snapshot(loop.sessionId)
+      // built when read (most loops, a facade request's, never read them)
+      get messages() {
+        return Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
+          Effect.map(promptSystem(loop, history), (system) => [...system, ...history]))
+      },
+      get state() {
+        return {
+          get: (key: string) => loop.state.get(loop.sessionId, key),
+          set: (key: string, value: unknown) => loop.state.set(loop.sessionId, key, value),
+          delete: (key: string) => loop.state.delete(loop.sessionId, key),
+          snapshot: loop.state.snapshot(loop.sessionId)
+        }
       }
     } satisfies AgentLoop
   })

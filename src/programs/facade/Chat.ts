@@ -54,7 +54,8 @@ export const run = (
     // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
     const provided = chat.prior.some(Message.isSystem) ? Option.none() : yield* Prompts.systemPrompt(chat.sessionId)
     // the loop on the request's services, with the staged session as its store (no context to provide it)
-    const services = Context.add(yield* Effect.context<Engine.Engine>(), ConversationStore.ConversationStore, session.store)
+    const context = yield* Effect.context<Engine.Engine>()
+    const services = Context.add(context, ConversationStore.ConversationStore, session.store)
     const agent = yield* AgentLoop.makeIn(services, {
       sessionId: chat.sessionId,
       systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
@@ -70,7 +71,7 @@ export const run = (
     })
     // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
     const retrieved = yield* EphemeralContext.retrieveScored(
-      yield* Effect.serviceOption(ContextProvider.ContextProvider),
+      Context.getOption(context, ContextProvider.ContextProvider),
       chat.user.content
     )
     // a request ending with tool results continues the calls its session is waiting on

@@ -186,18 +186,27 @@ const checkToolChoice = (env: Environment, request: SystemRequest): Either.Eithe
     }))
 }
 
-const checkChat = (env: Environment, request: SystemRequest, sessionId: string): Either.Either<Checked, CheckFailure> =>
-  Either.gen(function* () {
-    const engine = yield* needEngine(env)
-    const toolResults = yield* trailingToolResults(request)
-    const user = toolResults.length === 0
-      ? yield* needUser(request)
-      : (request.messages.filter(Message.isUser).at(-1) ?? new Message.UserMessage({ role: "user", content: "" }))
-    yield* checkToolsAndHistory(env, request)
-    yield* checkToolChoice(env, request)
-    const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.length))
-    return { mode: "chat", request, engine, user, toolResults, prior, sessionId } satisfies Chat
-  })
+const checkChat = (env: Environment, request: SystemRequest, sessionId: string): Either.Either<Checked, CheckFailure> => {
+  // each check in turn, the first that fails decides (plain returns: a request is checked on every call)
+  const engine = needEngine(env)
+  if (Either.isLeft(engine)) return Either.left(engine.left)
+  const toolResults = trailingToolResults(request)
+  if (Either.isLeft(toolResults)) return Either.left(toolResults.left)
+  let user: Message.UserMessage
+  if (toolResults.right.length === 0) {
+    const needed = needUser(request)
+    if (Either.isLeft(needed)) return Either.left(needed.left)
+    user = needed.right
+  } else {
+    user = request.messages.filter(Message.isUser).at(-1) ?? new Message.UserMessage({ role: "user", content: "" })
+  }
+  const tools = checkToolsAndHistory(env, request)
+  if (Either.isLeft(tools)) return Either.left(tools.left)
+  const choice = checkToolChoice(env, request)
+  if (Either.isLeft(choice)) return Either.left(choice.left)
+  const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.right.length))
+  return Either.right({ mode: "chat", request, engine: engine.right, user, toolResults: toolResults.right, prior, sessionId } satisfies Chat)
+}
 
 /** The caller's own tools and the tool choice are a chat's: another mode would silently ignore them. */
 const checkChatOnly = (request: SystemRequest): Either.Either<void, CheckFailure> =>

@@ -8,17 +8,21 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { ConfigurationFailure } from "../../domain/Failure.js"
+import type * as PromptProvider from "../../services/PromptProvider.js"
 import * as SessionState from "../../services/SessionState.js"
 import * as Prompt from "../internal/Prompt.js"
 
 /** The provider's system prompt for `sessionId`'s state (none without a provider), or why it cannot be built. */
 export const systemPrompt = (sessionId: string | undefined): Effect.Effect<Option.Option<string>, ConfigurationFailure> =>
+  Effect.flatMap(Prompt.provider, (prompts) => (Option.isNone(prompts) ? none : built(prompts.value, sessionId)))
+
+const none = Effect.succeed(Option.none<string>())
+
+const built = (prompts: PromptProvider.Service, sessionId: string | undefined) =>
   Effect.gen(function* () {
-    const prompts = yield* Prompt.provider
-    if (Option.isNone(prompts)) return Option.none()
     const state = yield* Effect.serviceOption(SessionState.SessionState)
     const values = Option.isSome(state) && sessionId !== undefined ? yield* state.value.snapshot(sessionId) : {}
-    const message = yield* Effect.mapError(prompts.value.buildSystemPrompt(Prompt.variablesOf(values, undefined)), (f) =>
+    const message = yield* Effect.mapError(prompts.buildSystemPrompt(Prompt.variablesOf(values, undefined)), (f) =>
       f.toFailure())
     return Option.some(message.content)
   })

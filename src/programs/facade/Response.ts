@@ -61,23 +61,29 @@ const addressed = (to: Addressee) => ({
   ...(to.sessionId === undefined ? {} : { sessionId: to.sessionId })
 })
 
-const answered = (to: Addressee, o: Outcome): SystemResponse =>
-  Construct.unchecked(SystemResponse, {
-    ...addressed(to),
-    content: o.content,
-    toolCallsMade: o.toolCallsMade ?? [],
-    tokenUsage: o.usage,
-    ...(o.structuredOutput === undefined ? {} : { structuredOutput: o.structuredOutput }),
-    ...(o.candidates === undefined ? {} : { candidates: o.candidates }),
-    ...(o.confidence === undefined ? {} : { confidence: o.confidence }),
-    ...(o.confidenceSource === undefined ? {} : { confidenceSource: o.confidenceSource }),
-    ...(o.validationResult === undefined ? {} : { validationResult: o.validationResult }),
-    ...(o.stopReason === undefined ? {} : { stopReason: o.stopReason }),
-    ...(o.pendingToolCalls === undefined ? {} : { pendingToolCalls: o.pendingToolCalls }),
-    ...(o.orchestration === undefined ? {} : { orchestration: o.orchestration }),
-    ...(o.query === undefined ? {} : { query: o.query }),
-    ...(o.logprobs === undefined ? {} : { logprobs: o.logprobs })
-  })
+const answered = (to: Addressee, o: Outcome): SystemResponse => {
+  // the fields the outcome has, set one by one (no object spread per optional field)
+  const fields: Record<string, unknown> = addressed(to)
+  fields.content = o.content
+  fields.toolCallsMade = o.toolCallsMade ?? []
+  fields.tokenUsage = o.usage
+  for (const key of optionalFields) if (o[key] !== undefined) fields[key] = o[key]
+  return Construct.unchecked(SystemResponse, fields as ConstructorParameters<typeof SystemResponse>[0])
+}
+
+/** The outcome's fields a response carries under the same name, when present. */
+const optionalFields = [
+  "structuredOutput",
+  "candidates",
+  "confidence",
+  "confidenceSource",
+  "validationResult",
+  "stopReason",
+  "pendingToolCalls",
+  "orchestration",
+  "query",
+  "logprobs"
+] as const satisfies ReadonlyArray<keyof Outcome & keyof SystemResponse>
 
 /**
  * An answer reports everything the request spent and did, as a failure does:

@@ -107,7 +107,14 @@ const executeChecked = (
       // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
       const spent = Spent.unsafeMake()
       const hints = Hints.effective(request.hints)
-      const inThisRequest = (engine: Engine.Service) => spent.engine(Hints.engine(Inferences.observed(engine), hints))
+      // an engine wrapped once for the request (most requests call one engine, at every inference)
+      let wrapped: readonly [Engine.Service, Engine.Service] | undefined
+      const inThisRequest = (engine: Engine.Service) => {
+        if (wrapped === undefined || wrapped[0] !== engine) {
+          wrapped = [engine, spent.engine(Hints.engine(Inferences.observed(engine), hints))]
+        }
+        return wrapped[1]
+      }
       const checked = Either.map(admission.checked, (c): Check.Checked =>
         c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
 
