@@ -38,7 +38,7 @@
  */
 import * as Either from "effect/Either"
 import type { SystemResponse } from "../../domain/System.js"
-import type { ChatCompletion, ChatCompletionRequest, ChatMessage, ChatToolCall, FinishReason } from "./Api.js"
+import type { ChatCompletion, ChatCompletionRequest, ChatMessage, ChatToolCall, FinishReason } from "./ChatCompletionsWire.js"
 
 /** What the server adds to every envelope. */
 export interface EnvelopeContext {
