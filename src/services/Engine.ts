@@ -136,7 +136,8 @@ export const withSource = (
  */
 export const streamFrom = (source: PartSource): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
-    Stream.unwrapScoped(Effect.gen(function*() {
+    // built when consumed as a Stream: the loops run the source, and most streams never get here
+    Stream.suspend(() => Stream.unwrapScoped(Effect.gen(function*() {
       const queue = yield* Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
       yield* source((part) => Queue.offer(queue, Take.of(part))).pipe(
         Effect.exit,
@@ -144,7 +145,7 @@ export const streamFrom = (source: PartSource): Stream.Stream<StreamPart, Infere
         Effect.forkScoped
       )
       return Stream.flattenTake(Stream.fromQueue(queue))
-    })),
+    }))),
     source
   )
 
@@ -167,7 +168,7 @@ export const tapParts = (
   f: (part: StreamPart) => Effect.Effect<void> | undefined
 ): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
-    Stream.tap(stream, (part) => f(part) ?? Effect.void),
+    Stream.suspend(() => Stream.tap(stream, (part) => f(part) ?? Effect.void)),
     (emit) =>
       runParts(stream, (part) => {
         const tapped = f(part)
@@ -179,7 +180,7 @@ export const tapParts = (
 export const unwrapParts = (
   make: Effect.Effect<Stream.Stream<StreamPart, InferenceFailure>, InferenceFailure>
 ): Stream.Stream<StreamPart, InferenceFailure> =>
-  withSource(Stream.unwrap(make), (emit) => Effect.flatMap(make, (stream) => runParts(stream, emit)))
+  withSource(Stream.suspend(() => Stream.unwrap(make)), (emit) => Effect.flatMap(make, (stream) => runParts(stream, emit)))
 
 export interface Service {
   /** Runs one inference to completion. Interruption stops generation and frees its resources. */
