@@ -64,16 +64,18 @@ export const unknownChoice = (
  * (the turn then runs that reply's registered calls itself), and with `parallel`
  * false only a reply's first call is acted on.
  */
-export const strategy = (inner: Strategy<string>, clientNames: ReadonlySet<string>, parallel: boolean): Strategy<string> => ({
-  ...inner,
-  parseResponse: (response) =>
-    parallel
-      ? inner.parseResponse(response)
-      : Effect.map(inner.parseResponse(response), (action) =>
-        action.toolCalls.length <= 1 ? action : { ...action, toolCalls: action.toolCalls.slice(0, 1) }),
-  shouldContinue: (action, iteration) =>
-    action.toolCalls.some((call) => clientNames.has(call.name)) ? Effect.succeed(false) : inner.shouldContinue(action, iteration)
-})
+export const strategy = (inner: Strategy<string>, clientNames: ReadonlySet<string>, parallel: boolean): Strategy<string> =>
+  // no client tool and every call acted on: the protocol changes nothing
+  clientNames.size === 0 && parallel ? inner : {
+    ...inner,
+    parseResponse: (response) =>
+      parallel
+        ? inner.parseResponse(response)
+        : Effect.map(inner.parseResponse(response), (action) =>
+          action.toolCalls.length <= 1 ? action : { ...action, toolCalls: action.toolCalls.slice(0, 1) }),
+    shouldContinue: (action, iteration) =>
+      action.toolCalls.some((call) => clientNames.has(call.name)) ? Effect.succeed(false) : inner.shouldContinue(action, iteration)
+  }
 
 /** A turn's transcript that ended on client calls, split into what stays and what waits. */
 export interface Pending {

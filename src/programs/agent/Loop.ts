@@ -49,6 +49,13 @@ export interface Loop {
 export type Emit = (event: AgentEvent) => Effect.Effect<void>
 export const noEmit: Emit = () => Effect.void
 
+/** The native-tools strategy of each tool-use policy (plain functions, shared by every loop). */
+const native = {
+  auto: nativeTools({ toolUsePolicy: "auto" }),
+  none: nativeTools({ toolUsePolicy: "none" }),
+  required: nativeTools({ toolUsePolicy: "required" })
+}
+
 /** Takes the services from `services` (the context the loop is made in) and applies the defaults. */
 export const environment = (options: Options, services: Context.Context<Engine.Engine>): Effect.Effect<Loop> =>
   Effect.gen(function* () {
@@ -68,7 +75,7 @@ export const environment = (options: Options, services: Context.Context<Engine.E
     }
     const offer = ClientTools.offer(registered, client, options.toolChoice)
     const strategy = ClientTools.strategy(
-      nativeTools({ toolUsePolicy: offer.policy }),
+      native[offer.policy],
       offer.clientNames,
       options.parallelToolCalls ?? true
     )
