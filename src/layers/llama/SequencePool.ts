@@ -12,6 +12,7 @@
  * starve other callers; the evicted session merely re-evaluates its history.
  */
 import * as Effect from "effect/Effect"
+import * as Permits from "../../services/internal/Permits.js"
 
 /** One sequence of the pool, with its bookkeeping. */
 export interface Slot<A> {
@@ -50,7 +51,8 @@ export const make = <A>(
   options: { readonly maxPinnedSessions: number }
 ): Effect.Effect<SequencePool<A>> =>
   Effect.gen(function*() {
-    const semaphore = yield* Effect.makeSemaphore(values.length)
+    // a free sequence is taken in the step that asks (Effect's Semaphore suspends even then: services/internal/Permits)
+    const permits = Permits.unsafeMake(values.length)
     const slots: Array<SlotState<A>> = values.map((value, index) => ({
       index,
       value,
@@ -108,7 +110,7 @@ export const make = <A>(
       Effect.suspend(() => {
         slot.busy = false
         slot.lastUsed = ++clock
-        return semaphore.release(1)
+        return permits.release
       })
 
     // Not Effect.scoped: a scope per call costs more than the bookkeeping itself. The slot is
@@ -119,7 +121,7 @@ export const make = <A>(
       use: (slot: Slot<A>) => Effect.Effect<B, E, R>
     ): Effect.Effect<B, E, R> =>
       Effect.uninterruptibleMask((restore) =>
-        Effect.flatMap(restore(semaphore.take(1)), () => {
+        Effect.flatMap(restore(permits.take), () => {
           const slot = pick(sessionKey, affinity)
           return Effect.ensuring(restore(use(slot)), release(slot))
         })

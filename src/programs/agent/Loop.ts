@@ -15,7 +15,7 @@ import * as PromptProvider from "../../services/PromptProvider.js"
 import * as SessionState from "../../services/SessionState.js"
 import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
-import * as Lock from "../../services/internal/Lock.js"
+import * as Permits from "../../services/internal/Permits.js"
 import type * as Ids from "../internal/Ids.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
@@ -42,7 +42,7 @@ export interface Loop {
   readonly clientNames: ReadonlySet<string>
   readonly maxTokens: number
   /** One turn at a time per loop. */
-  readonly turnLock: Lock.Lock
+  readonly turnLock: Permits.Permits
 }
 
 /** Where a streamed turn sends its events. */
@@ -112,6 +112,6 @@ export const environment = (options: Options, services: Context.Context<Engine.E
       options,
       clientNames: offer.clientNames,
       maxTokens: options.maxTokens ?? 2048,
-      turnLock: Lock.unsafeMake()
+      turnLock: Permits.unsafeMake(1)
     }
   })

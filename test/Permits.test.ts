@@ -1,7 +1,7 @@
 /**
- * services/internal/Lock: a lock taken in the step that asks for it when free
- * (no suspension, so a fiber started on the caller's stack runs on through it),
- * waited for in order when held, never lost to an interruption.
+ * services/internal/Permits: a permit taken in the step that asks for it when
+ * one is free (no suspension, so a fiber started on the caller's stack runs on
+ * through it), waited for in order when none is, never lost to an interruption.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -9,21 +9,21 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import * as Runtime from "effect/Runtime"
-import * as Lock from "../src/services/internal/Lock.js"
+import * as Permits from "../src/services/internal/Permits.js"
 
-describe("Lock", () => {
+describe("Permits", () => {
   it.effect("a free lock is taken without suspending: a fiber started at once has ended when it returns", () =>
     Effect.gen(function* () {
-      const lock = Lock.unsafeMake()
+      const lock = Permits.unsafeMake(1)
       const runtime = yield* Effect.runtime<never>()
       const fiber = Runtime.runFork(runtime)(Effect.zipRight(lock.take, Effect.zipRight(lock.release, Effect.succeed("done"))))
       expect(fiber.unsafePoll()?._tag).toBe("Success")
-      expect(lock.unsafeHeld()).toBe(false)
+      expect(lock.unsafeFree()).toBe(1)
     }))
 
   it.effect("waiters get the lock in the order they asked, each after the holder lets it go", () =>
     Effect.gen(function* () {
-      const lock = Lock.unsafeMake()
+      const lock = Permits.unsafeMake(1)
       const order: Array<string> = []
       yield* lock.take
       const waiter = (name: string) =>
@@ -33,16 +33,16 @@ describe("Lock", () => {
       const c = yield* waiter("c")
       yield* Effect.yieldNow()
       expect(order).toEqual([])
-      expect(lock.unsafeHeld()).toBe(true)
+      expect(lock.unsafeFree()).toBe(0)
       yield* lock.release
       yield* Fiber.joinAll([a, b, c])
       expect(order).toEqual(["a", "b", "c"])
-      expect(lock.unsafeHeld()).toBe(false)
+      expect(lock.unsafeFree()).toBe(1)
     }))
 
   it.effect("a waiter interrupted while it waits leaves the queue; the next one gets the lock", () =>
     Effect.gen(function* () {
-      const lock = Lock.unsafeMake()
+      const lock = Permits.unsafeMake(1)
       yield* lock.take
       const gone = yield* Effect.fork(lock.take)
       const next = yield* Effect.fork(Effect.zipRight(lock.take, Effect.succeed("next")))
@@ -50,14 +50,14 @@ describe("Lock", () => {
       yield* Fiber.interrupt(gone)
       yield* lock.release
       expect(yield* Fiber.join(next)).toBe("next")
-      expect(lock.unsafeHeld()).toBe(true)
+      expect(lock.unsafeFree()).toBe(0)
       yield* lock.release
-      expect(lock.unsafeHeld()).toBe(false)
+      expect(lock.unsafeFree()).toBe(1)
     }))
 
   it.effect("a waiter handed the lock and interrupted before it resumed passes the lock on", () =>
     Effect.gen(function* () {
-      const lock = Lock.unsafeMake()
+      const lock = Permits.unsafeMake(1)
       yield* lock.take
       const handed = yield* Effect.fork(lock.take)
       yield* Effect.yieldNow()
@@ -66,8 +66,26 @@ describe("Lock", () => {
       yield* lock.release
       expect(Exit.isInterrupted(yield* Fiber.await(handed))).toBe(true)
       // `handed` was interrupted: the lock is free again, not held by nobody forever
-      expect(lock.unsafeHeld()).toBe(false)
+      expect(lock.unsafeFree()).toBe(1)
       yield* lock.take
-      expect(lock.unsafeHeld()).toBe(true)
+      expect(lock.unsafeFree()).toBe(0)
+    }))
+
+  it.effect("of n permits, n are taken at once and the next taker waits for a release", () =>
+    Effect.gen(function* () {
+      const permits = Permits.unsafeMake(2)
+      yield* permits.take
+      yield* permits.take
+      expect(permits.unsafeFree()).toBe(0)
+      const third = yield* Effect.fork(permits.take)
+      yield* Effect.yieldNow()
+      expect(third.unsafePoll()).toBeNull()
+      yield* permits.release
+      yield* Fiber.join(third)
+      // handed over: still none free
+      expect(permits.unsafeFree()).toBe(0)
+      yield* permits.release
+      yield* permits.release
+      expect(permits.unsafeFree()).toBe(2)
     }))
 })
