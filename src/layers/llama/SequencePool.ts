@@ -123,7 +123,11 @@ export const make = <A>(
       Effect.uninterruptibleMask((restore) =>
         Effect.flatMap(restore(permits.take), () => {
           const slot = pick(sessionKey, affinity)
-          return Effect.ensuring(restore(use(slot)), release(slot))
+          // `ensuring` in this uninterruptible region (Effect's would open one more): the slot goes back however `use` ends
+          return Effect.matchCauseEffect(restore(use(slot)), {
+            onFailure: (cause) => Effect.zipRight(release(slot), Effect.failCause(cause)),
+            onSuccess: (b) => Effect.as(release(slot), b)
+          })
         })
       )
 
