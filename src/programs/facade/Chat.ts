@@ -19,6 +19,7 @@ import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
 import type { Logprobs } from "../../domain/Sampling.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
+import * as PromptProvider from "../../services/PromptProvider.js"
 import * as ConversationStore from "../../services/ConversationStore.js"
 import type * as Engine from "../../services/Engine.js"
 import * as AgentLoop from "../AgentLoop.js"
@@ -51,10 +52,12 @@ export const run = (
     const existing = yield* store.load(chat.sessionId)
     // the history the request brings seeds a session the store does not know yet
     const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
-    // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
-    const provided = chat.prior.some(Message.isSystem) ? Option.none() : yield* Prompts.systemPrompt(chat.sessionId)
-    // the loop on the request's services, with the staged session as its store (no context to provide it)
     const context = yield* Effect.context<Engine.Engine>()
+    // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
+    const provided = chat.prior.some(Message.isSystem)
+      ? Option.none()
+      : yield* Prompts.systemPromptOf(Context.getOption(context, PromptProvider.PromptProvider), chat.sessionId)
+    // the loop on the request's services, with the staged session as its store (no context to provide it)
     const services = Context.add(context, ConversationStore.ConversationStore, session.store)
     const agent = yield* AgentLoop.makeIn(services, {
       sessionId: chat.sessionId,

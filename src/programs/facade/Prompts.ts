@@ -14,7 +14,14 @@ import * as Prompt from "../internal/Prompt.js"
 
 /** The provider's system prompt for `sessionId`'s state (none without a provider), or why it cannot be built. */
 export const systemPrompt = (sessionId: string | undefined): Effect.Effect<Option.Option<string>, ConfigurationFailure> =>
-  Effect.flatMap(Prompt.provider, (prompts) => (Option.isNone(prompts) ? none : built(prompts.value, sessionId)))
+  Effect.flatMap(Prompt.provider, (prompts) => systemPromptOf(prompts, sessionId))
+
+/** `systemPrompt` of the provider the caller has looked up already. */
+export const systemPromptOf = (
+  prompts: Option.Option<PromptProvider.Service>,
+  sessionId: string | undefined
+): Effect.Effect<Option.Option<string>, ConfigurationFailure> =>
+  Option.isNone(prompts) ? none : built(prompts.value, sessionId)
 
 const none = Effect.succeed(Option.none<string>())
 
