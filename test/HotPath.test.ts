@@ -476,9 +476,9 @@ describe("message ids", { timeout: 30_000 }, () => {
       const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
       // 345 at the start of session 12, 260 after its changes, 246 once the request's fiber was started at once;
       // 206 once the request's tracker, engine wrapper and services were set in one region (session 14), 196 once
-      // its partial output was a cell and its recorder tapped only the Finish part; 129 in session 17 (the turn lock
+      // its partial output was a cell and its recorder tapped only the Finish part; 123 in session 17 (the turn lock
       // taken without suspending, the request's fiber started with its refs, the loop made on the services it holds)
-      expect(count).toBeLessThanOrEqual(135)
+      expect(count).toBeLessThanOrEqual(128)
     }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {
