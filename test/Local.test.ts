@@ -10,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
-import * as Option from "effect/Option"
 import * as Local from "../src/services/internal/Local.js"
 import { operations } from "./support/Operations.js"
 
@@ -94,41 +93,5 @@ describe("Local", () => {
       expect(serviceAgain).toBeLessThanOrEqual(1)
       expect(other).toBeGreaterThan(5)
       expect(yield* Local.provide(Name, Context.make(Name, "m")).pipe(Effect.provide(held))).toBe("m")
-    }))
-
-  it.effect("locallyAll sets several refs for the effect and each back however it ends, at the operations of one", () =>
-    Effect.gen(function* () {
-      const other = FiberRef.unsafeMake(0)
-      // (Name comes from the context the third setting makes: not in the effect's type)
-      const needsName = Effect.all([FiberRef.get(ref), FiberRef.get(other), Name]) as Effect.Effect<[string, number, string]>
-      const both = Local.locallyAll(needsName, [
-        [ref, (v: string) => `${v}+`],
-        [other, (n: number) => n + 1],
-        [FiberRef.currentContext, (parent: Context.Context<never>) => Context.add(parent, Name, "set")]
-      ])
-      expect(yield* both).toEqual(["outer+", 1, "set"])
-      const after = () => Effect.all([FiberRef.get(ref), FiberRef.get(other), Effect.serviceOption(Name)])
-      expect(yield* after()).toEqual(["outer", 0, Option.none()])
-      const failing = Local.locallyAll(Effect.fail("no"), [[ref, () => "inner"], [other, () => 5]])
-      expect(yield* Effect.exit(failing)).toEqual(Exit.fail("no"))
-      expect(yield* after()).toEqual(["outer", 0, Option.none()])
-      expect(Exit.isFailure(yield* Effect.exit(Local.locallyAll(Effect.dieMessage("boom"), [[ref, () => "inner"]])))).toBe(true)
-      expect(yield* FiberRef.get(ref)).toBe("outer")
-      // interrupted: set back before the caller's finalizers run
-      const seen = yield* Deferred.make<[string, number]>()
-      const started = yield* Deferred.make<void>()
-      const fiber = yield* Effect.fork(
-        Effect.ensuring(
-          Local.locallyAll(Effect.zipRight(Deferred.succeed(started, undefined), Effect.never), [[ref, () => "inner"], [other, () => 9]]),
-          Effect.flatMap(Effect.all([FiberRef.get(ref), FiberRef.get(other)]), (v) => Deferred.succeed(seen, v))
-        )
-      )
-      yield* Deferred.await(started)
-      yield* Fiber.interrupt(fiber)
-      expect(yield* Deferred.await(seen)).toEqual(["outer", 0])
-      // three refs in one region cost what one does
-      const three = yield* operations(Local.locallyAll(Effect.void, [[ref, () => "x"], [other, () => 1], [ref, () => "y"]]))
-      const one = yield* operations(Local.locallyWith(Effect.void, ref, () => "x"))
-      expect(three).toBe(one)
     }))
 })

@@ -45,7 +45,7 @@ export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Servi
   Effect.sync(() => unsafeMakeInMemory(options))
 
 /** `makeInMemory`, made now. */
-export const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
+const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
   const sessions = makeSessions<Map<string, StateEntry>>(options)
   const write = (sessionId: string, state: Map<string, StateEntry>, bytes: number) =>
     state.size === 0 ? sessions.remove(sessionId) : sessions.put(sessionId, state, bytes)

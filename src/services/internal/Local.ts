@@ -92,40 +92,6 @@ export const provideService = <A, E, R, I, S>(
       : locallyWith(effect, FiberRef.currentContext, (parent) => Context.add(parent, tag, service))
   ) as Effect.Effect<A, E, Exclude<R, I>>
 
-/** A fiber ref and what to set it to, given its value. */
-export type Setting = readonly [ref: FiberRef.FiberRef<any>, f: (current: any) => unknown]
-
-/**
- * `locallyWith` of several refs in one region: each ref set to its `f` of its
- * value (in order), `effect` run, and every ref set back (in reverse order)
- * however it ends. The same as nesting `locallyWith`s, at the operations of one.
- */
-export const locallyAll = <A, E, R>(effect: Effect.Effect<A, E, R>, settings: ReadonlyArray<Setting>): Effect.Effect<A, E, R> =>
-  Effect.uninterruptibleMask((restore) =>
-    Effect.withFiberRuntime<A, E, R>((fiber) => {
-      const olds = settings.map(([ref, f]) => {
-        const old: unknown = fiber.getFiberRef(ref)
-        setRef(fiber, ref, f(old))
-        return old
-      })
-      const back = (to: Fiber.RuntimeFiber<unknown, unknown>) => {
-        for (let i = settings.length - 1; i >= 0; i--) setRef(to, settings[i]![0], olds[i])
-      }
-      return Effect.matchCauseEffect(restore(effect), {
-        onFailure: (cause) =>
-          Effect.withFiberRuntime<never, E>((fiber) => {
-            back(fiber)
-            return Effect.failCause(cause)
-          }),
-        onSuccess: (a) =>
-          Effect.withFiberRuntime<A>((fiber) => {
-            back(fiber)
-            return Effect.succeed(a)
-          })
-      })
-    })
-  )
-
 /** Whether `current` has each service of `context`, the same value under the same tag. */
 export const holdsAll = (current: Context.Context<never>, context: Context.Context<unknown>): boolean => {
   if (context.unsafeMap.size > current.unsafeMap.size) return false
