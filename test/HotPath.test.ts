@@ -494,6 +494,63 @@ describe("message ids", { timeout: 30_000 }, () => {
     expect(run).toMatchObject({ id: "msg_1", role: "user", content: "hi" })
     expect(RunLoop.RunMessage.toDomain(run)).toBe(user)
   })
+
+  it("a run message keeps its domain message to itself: a spread copy with other content is converted anew", () => {
+    const run = RunLoop.RunMessage.buildFromDomain("msg_1", Message.user("hi"))
+    const first = RunLoop.RunMessage.toDomain(run)
+    // the kept message is no field: not enumerable, not copied
+    expect(Object.keys(run)).not.toContain("domain")
+    expect(Reflect.ownKeys(run).filter((k) => typeof k === "symbol" && Object.getOwnPropertyDescriptor(run, k)!.enumerable))
+      .toEqual([])
+    const edited = { ...run, content: "edited" } as RunLoop.RunMessage.RunMessage
+    expect(RunLoop.RunMessage.toDomain(edited)).toMatchObject({ _tag: "UserMessage", content: "edited" })
+    // converted once, then the same message each time it is sent
+    const built = RunLoop.RunMessage.build("msg_2", "assistant", "ok")
+    const converted = RunLoop.RunMessage.toDomain(built)
+    expect(RunLoop.RunMessage.toDomain(built)).toBe(converted)
+    expect(first).toMatchObject({ content: "hi" })
+    // a message somebody froze is converted each time, not refused
+    const frozen = Object.freeze(RunLoop.RunMessage.build("msg_3", "user", "cold"))
+    expect(RunLoop.RunMessage.toDomain(frozen)).toMatchObject({ _tag: "UserMessage", content: "cold" })
+  })
+
+  it("the model name a lazyModelName read is known at once afterwards, per effect (no shared table)", () => {
+    let asked = 0
+    const info = Effect.sync(() => {
+      asked++
+      return { name: "m1" }
+    })
+    const model = Spans.lazyModelName(info)
+    const other = Spans.lazyModelName(info)
+    expect(Spans.modelNameNow(model)).toBeUndefined()
+    expect(Effect.runSync(model)).toBe("m1")
+    expect(Spans.modelNameNow(model)).toBe("m1")
+    expect(Spans.modelNameNow(other)).toBeUndefined()
+    expect(Effect.runSync(model)).toBe("m1")
+    expect(asked).toBe(1)
+    // an engine's model info given as a value is known before any read
+    expect(Spans.modelNameNow(Spans.lazyModelName(Effect.succeed({ name: "m2" })))).toBe("m2")
+    // any other effect has none
+    expect(Spans.modelNameNow(Effect.succeed("x"))).toBeUndefined()
+  })
+
+  it.effect("an AgentLoop is a plain object of values: no accessors, no class (see AgentLoop.makeIn)", () =>
+    Effect.gen(function* () {
+      const agent = yield* AgentLoop.make({ sessionId: "s" })
+      expect(Object.getPrototypeOf(agent)).toBe(Object.prototype)
+      const accessors = Object.entries(Object.getOwnPropertyDescriptors(agent))
+        .filter(([, d]) => d.get !== undefined || d.set !== undefined)
+        .map(([k]) => k)
+      expect(accessors).toEqual([])
+      // its views still read the session as it is when they run
+      const messages = agent.messages
+      yield* agent.state.set("k", 1)
+      expect(yield* agent.state.snapshot).toEqual({ k: 1 })
+      expect(yield* messages).toEqual([])
+      // a caller may take a turn off the loop
+      const { chat } = agent
+      expect(typeof chat).toBe("function")
+    }).pipe(Effect.provide(ScriptedEngine.layer([ScriptedEngine.reply("ok")]))))
 })
 
 describe("Telemetry.layerInMemory and OpenTelemetry's context", { timeout: 30_000 }, () => {

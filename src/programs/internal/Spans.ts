@@ -201,6 +201,12 @@ const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, bool
  * The model's name, asked of `modelInfo` the first time it is read and kept
  * (two reads racing before the first answer may both ask; the name is the same);
  * known at once when `modelInfo` is a value (`Effect.succeed`).
+ *
+ * What it has read is kept on the effect itself (a non-enumerable property), not
+ * in a WeakMap keyed by it: a loop makes one per run, and V8's young-generation
+ * collector keeps every key of a WeakMap alive through a scavenge, so a WeakMap
+ * of per-call keys had each call's objects survive into the old generation (the
+ * AgentLoop turn's bench: 1.2-1.9 MB promoted per scavenge; see bench/README).
  */
 export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> => {
   // an engine's `Effect.succeed(info)` is its own value: read at once, nothing to run
@@ -208,15 +214,16 @@ export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }
   const model = Effect.suspend(() =>
     name !== undefined ? Effect.succeed(name) : Effect.map(modelInfo, (info) => (name = info.name))
   )
-  knownNames.set(model, () => name)
+  Object.defineProperty(model, nameNow, { value: () => name })
   return model
 }
 
-/** The names `lazyModelName`s have read, by the effect that reads them. */
-const knownNames = new WeakMap<Effect.Effect<string>, () => string | undefined>()
+/** The reader of the name a `lazyModelName` has read, on the effect itself. */
+const nameNow = Symbol("pagantic/Spans/nameNow")
 
 /** The model's name when `model` is a `lazyModelName` that has read it already: no step to run for it. */
-export const modelNameNow = (model: Effect.Effect<string>): string | undefined => knownNames.get(model)?.()
+export const modelNameNow = (model: Effect.Effect<string>): string | undefined =>
+  (model as { readonly [nameNow]?: () => string | undefined })[nameNow]?.()
 
 export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined

@@ -99,7 +99,7 @@ export const tool = (result: RunToolResult, fields: Fields = {}) =>
  */
 export const buildFromDomain = (id: string, message: Message.Message, fields: Omit<Fields, "id"> = {}): RunMessage => {
   const made = fromDomainWith(id, message, fields)
-  domainOf.set(made, message)
+  keepDomain(made, message)
   return made
 }
 
@@ -162,18 +162,29 @@ export const checkInput = (input: RunMessage, index: number): Either.Either<RunM
 export const shouldSend = (message: RunMessage): boolean => message.role !== "internal"
 
 /**
- * The domain message each run message was last turned into: a run message is
- * immutable, and a run sends its growing transcript once per model call, so
- * without this each call would rebuild every message before it.
+ * The domain message a run message was turned into, kept on the run message (a
+ * non-enumerable property: not a field, not copied by a spread, not compared): a
+ * run message is immutable, and a run sends its growing transcript once per
+ * model call, so without it each call would rebuild every message before it. Not
+ * a WeakMap keyed by the message: V8's young-generation collector keeps a
+ * WeakMap's keys alive through a scavenge, and a run makes messages by the turn.
  */
-const domainOf = new WeakMap<RunMessage, Message.Message>()
+const domainKey = Symbol("pagantic/RunMessage/domain")
+
+const domainOf = (message: RunMessage): Message.Message | undefined =>
+  (message as { readonly [domainKey]?: Message.Message })[domainKey]
+
+const keepDomain = (message: RunMessage, domain: Message.Message): void => {
+  // a message somebody froze is converted again when it is sent again
+  if (Object.isExtensible(message)) Object.defineProperty(message, domainKey, { value: domain })
+}
 
 /** The domain message an engine reads, or undefined for an internal message. */
 export const toDomain = (message: RunMessage): Message.Message | undefined => {
-  const known = domainOf.get(message)
+  const known = domainOf(message)
   if (known !== undefined) return known
   const converted = convert(message)
-  if (converted !== undefined) domainOf.set(message, converted)
+  if (converted !== undefined) keepDomain(message, converted)
   return converted
 }
 
