@@ -335,6 +335,19 @@ describe("requests the run loop builds", { timeout: 30_000 }, () => {
       expect(() => Request.make([], [], { ...settings, logprobs: "yes" as never })).toThrow(/logprobs/)
     }
   })
+
+  it("an object setting that passed is checked again once another object passed for its field", () => {
+    const good = ["\n\n"]
+    const other = ["END"]
+    expect(Request.make([], [], { stop: good }).stop).toBe(good)
+    expect(Request.make([], [], { stop: other }).stop).toBe(other)
+    // `good` is no longer the last stop list that passed: checked again, so a change to it is seen
+    ;(good as Array<string>).length = 0
+    expect(() => Request.make([], [], { stop: good })).toThrow(/stop/)
+    // and an invalid object never passes, however often it comes
+    const bad = [3]
+    for (let i = 0; i < 2; i++) expect(() => Request.make([], [], { stop: bad as never })).toThrow(/stop/)
+  })
 })
 
 const addTool = Tool.make({

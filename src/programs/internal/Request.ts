@@ -3,8 +3,9 @@
  * definitions are the loop's own values (typed, built by the library) is made
  * without re-validating them on every model call; its settings (maxTokens,
  * temperature, topP, seed, schema, grammar...), which come from options, are
- * still checked against InferenceRequest's own fields, field by field, each
- * value checked once: a run sends the same settings on every call.
+ * still checked against InferenceRequest's own fields, field by field, a value
+ * that passed not checked again (an object while it is the last one that passed
+ * for its field): a run sends the same settings on every call.
  */
 import * as Schema from "effect/Schema"
 import * as AST from "effect/SchemaAST"
@@ -42,10 +43,16 @@ const plainTypes: Readonly<Record<string, "string" | "boolean">> = Object.fromEn
   })
 )
 
-/** Values that passed, per field: primitives by value (bounded), objects by identity. */
+/**
+ * Values that passed, per field: primitives by value (bounded), and the last
+ * object that passed, by identity (a run sends the same settings object on every
+ * model call). Not a WeakMap of every object that passed: V8's young collector
+ * keeps a WeakMap's keys alive through a scavenge, and a server decodes new
+ * settings objects per request (bench/README, session 18).
+ */
 const passedPrimitives = new Map<string, Set<unknown>>()
 let primitivesKept = 0
-const passedObjects = new WeakMap<object, Set<string>>()
+const lastPassedObject = new Map<string, object>()
 const MAX_PRIMITIVES = 4096
 
 const checkField = (key: string, value: unknown): void => {
@@ -54,11 +61,9 @@ const checkField = (key: string, value: unknown): void => {
   const plain = plainTypes[key]
   if (plain !== undefined && (value === undefined || typeof value === plain)) return
   if (typeof value === "object" && value !== null) {
-    const passed = passedObjects.get(value)
-    if (passed?.has(key)) return
+    if (lastPassedObject.get(key) === value) return
     check({ [key]: value })
-    if (passed === undefined) passedObjects.set(value, new Set([key]))
-    else passed.add(key)
+    lastPassedObject.set(key, value)
     return
   }
   // by value (SameValueZero: 1 and "1" are different values, as they were different checks)
@@ -77,7 +82,7 @@ const checkField = (key: string, value: unknown): void => {
 
 /**
  * Checks the settings against InferenceRequest's fields (a value that passed
- * once is not checked again); throws a ParseError naming the field otherwise.
+ * is not checked again: see `checkField`); throws a ParseError naming the field otherwise.
  */
 export const checkSettings = (settings: Settings): Settings => {
   for (const key in settings) checkField(key, (settings as Record<string, unknown>)[key])
