@@ -21,6 +21,26 @@ describe("Permits", () => {
       expect(lock.unsafeFree()).toBe(1)
     }))
 
+  it.effect("unsafeTryTake takes a free permit at once, and none while all are taken (a waiter keeps its turn)", () =>
+    Effect.gen(function* () {
+      const lock = Permits.unsafeMake(1)
+      expect(lock.unsafeTryTake()).toBe(true)
+      expect(lock.unsafeFree()).toBe(0)
+      expect(lock.unsafeTryTake()).toBe(false)
+      const order: Array<string> = []
+      const waiter = yield* Effect.fork(Effect.zipRight(lock.take, Effect.sync(() => order.push("waiter"))))
+      yield* Effect.yieldNow()
+      // released now: the permit goes straight to the waiter, not to the next unsafeTryTake
+      lock.unsafeRelease()
+      expect(lock.unsafeTryTake()).toBe(false)
+      yield* Fiber.join(waiter)
+      expect(order).toEqual(["waiter"])
+      yield* lock.release
+      expect(lock.unsafeTryTake()).toBe(true)
+      lock.unsafeRelease()
+      expect(lock.unsafeFree()).toBe(1)
+    }))
+
   it.effect("waiters get the lock in the order they asked, each after the holder lets it go", () =>
     Effect.gen(function* () {
       const lock = Permits.unsafeMake(1)

@@ -83,6 +83,7 @@ import * as Tools from "./run/Tools.js"
 import * as ClientTools from "./agent/ClientTools.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
 import * as Construct from "../domain/Construct.js"
+import * as Local from "../services/internal/Local.js"
 
 export type {
   AgentEvent,
@@ -281,7 +282,8 @@ const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit,
  * uninterruptibly once the turn completes, before the lock is let go. One
  * uninterruptible region holds all of it: the lock's `withPermits`, a
  * `withCorrelation` and a masked commit would be three (about 55 operations a
- * turn, on a turn of about 300).
+ * turn, on a turn of about 300). A free lock is taken, and the correlation set,
+ * in the step that starts the turn; both are put back in one step at its end.
  */
 const withTurnScope = <A, E>(
   loop: Loop,
@@ -292,23 +294,33 @@ const withTurnScope = <A, E>(
     sessionId: loop.sessionId
   })(effect)
   const lock = loop.turnLock
-  return Effect.uninterruptibleMask((restore) =>
-    Effect.flatMap(restore(lock.take), () =>
-      Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
-        const outer = fiber.getFiberRef(currentCorrelation)
-        const correlate = (requestId: string) =>
-          FiberRef.set(currentCorrelation, Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId }))
-        // a turn outside a request is a request of its own, when somebody observes it (the id is read by events and spans only)
-        const correlated = outer.requestId === "unscoped" && Observed.listenedBy(fiber)
-          ? Effect.flatMap(loop.nextId("req"), correlate)
-          : correlate(outer.requestId)
-        const ran = Effect.zipRight(correlated, restore(body))
-        const release = Effect.zipRight(FiberRef.set(currentCorrelation, outer), lock.release)
-        return Effect.matchCauseEffect(commit === undefined ? ran : Effect.flatMap(ran, (a) => Effect.as(commit(a), a)), {
+  /** The turn, holding the lock: correlated, then the lock let go and the correlation put back, however it ends. */
+  const held = (restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>) =>
+    Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
+      const outer = fiber.getFiberRef(currentCorrelation)
+      const correlation = (requestId: string) =>
+        Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId })
+      const release = Effect.sync(() => {
+        Local.setRef(fiber, currentCorrelation, outer)
+        lock.unsafeRelease()
+      })
+      const ran = commit === undefined ? restore(body) : Effect.flatMap(restore(body), (a) => Effect.as(commit(a), a))
+      const guarded = (effect: Effect.Effect<A, E | Cancellation>) =>
+        Effect.matchCauseEffect(effect, {
           onFailure: (cause) => Effect.zipRight(release, Effect.failCause(cause)),
           onSuccess: (a) => Effect.as(release, a)
         })
-      }))
+      // a turn outside a request is a request of its own, when somebody observes it (the id is read by events and spans only)
+      if (outer.requestId === "unscoped" && Observed.listenedBy(fiber)) {
+        return guarded(Effect.flatMap(loop.nextId("req"), (id) => Effect.zipRight(FiberRef.set(currentCorrelation, correlation(id)), ran)))
+      }
+      // the fiber's own ref, set in this step (a FiberRef.set is a step of its own)
+      Local.setRef(fiber, currentCorrelation, correlation(outer.requestId))
+      return guarded(ran)
+    })
+  return Effect.uninterruptibleMask((restore) =>
+    // a free lock is taken in this step; a held one is waited for (interruptibly)
+    lock.unsafeTryTake() ? held(restore) : Effect.flatMap(restore(lock.take), () => held(restore))
   ).pipe(Observed.within(loop.observe))
 }
 

@@ -25,6 +25,14 @@ export interface Permits {
   readonly release: Effect.Effect<void>
   /** How many permits are free now. */
   readonly unsafeFree: () => number
+  /**
+   * Takes a permit now, if one is free (none is while anybody waits): true when
+   * taken (give it back with `release` or `unsafeRelease`), false when the
+   * caller must `take` (and wait its turn).
+   */
+  readonly unsafeTryTake: () => boolean
+  /** `release`, now: for a caller already in a step of its own (and uninterruptible). */
+  readonly unsafeRelease: () => void
 }
 
 /** `permits` permits, all free (one: a lock). */
@@ -66,6 +74,12 @@ export const unsafeMake = (permits: number): Permits => {
   return {
     take,
     release: Effect.sync(unsafeRelease),
-    unsafeFree: () => free
+    unsafeFree: () => free,
+    unsafeTryTake: () => {
+      if (free === 0) return false
+      free--
+      return true
+    },
+    unsafeRelease
   }
 }
