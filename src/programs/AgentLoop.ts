@@ -156,34 +156,42 @@ export const make = (options: Options = {}): Effect.Effect<AgentLoop, never, Eng
  * its staged session store), with no context to provide them.
  */
 export const makeIn = (services: Context.Context<Engine.Engine>, options: Options = {}): Effect.Effect<AgentLoop> =>
-  Effect.gen(function* () {
-    // the services the loop is made with, read once: the loop's, and what chatStructured runs with
-    const loop = yield* environment(options, services)
-    const constraint = Context.getOption(services, Constraint)
+  // the services the loop is made with, read once: the loop's, and what chatStructured runs with
+  Effect.flatMap(environment(options, services), (loop) => {
+    const made = agentOf(loop, services)
+    const { systemPrompt } = options
+    if (systemPrompt === undefined) return Effect.succeed(made)
     // a new session starts with the loop's system prompt (a session the store knows keeps its history)
-    if (options.systemPrompt !== undefined && (yield* loop.store.load(loop.sessionId)).length === 0) {
-      yield* loop.store.save(loop.sessionId, [Message.system(options.systemPrompt)])
-    }
-    return {
-      sessionId: loop.sessionId,
-      chat: (message, turn = {}) => chat(loop, { _tag: "User", text: message }, turn),
-      chatStream: (message, turn = {}) => chatStream(loop, { _tag: "User", text: message }, turn),
-      resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
-      resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
-      chatStructured: (schema, message, turn = {}) =>
-        Option.isNone(constraint)
-          ? Effect.dieMessage(
-            "AgentLoop.chatStructured needs the Constraint service: provide it (e.g. JsonConstraint.layer) where the loop is made"
-          )
-          : chatStructured(loop, Context.add(services, Constraint, constraint.value), schema, message, turn),
-      // read each time it is run (the store's history, the PromptProvider's prompt as it is then)
-      messages: Effect.suspend(() =>
-        Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
-          Effect.map(promptSystem(loop, history), (system) => [...system, ...history]))
-      ),
-      state: sessionView(loop)
-    } satisfies AgentLoop
+    return Effect.as(
+      Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
+        history.length === 0 ? loop.store.save(loop.sessionId, [Message.system(systemPrompt)]) : Effect.void),
+      made
+    )
   })
+
+/** The loop's methods over its environment. */
+const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoop => {
+  const constraint = Context.getOption(services, Constraint)
+  return {
+    sessionId: loop.sessionId,
+    chat: (message, turn = {}) => chat(loop, { _tag: "User", text: message }, turn),
+    chatStream: (message, turn = {}) => chatStream(loop, { _tag: "User", text: message }, turn),
+    resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
+    resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
+    chatStructured: (schema, message, turn = {}) =>
+      Option.isNone(constraint)
+        ? Effect.dieMessage(
+          "AgentLoop.chatStructured needs the Constraint service: provide it (e.g. JsonConstraint.layer) where the loop is made"
+        )
+        : chatStructured(loop, Context.add(services, Constraint, constraint.value), schema, message, turn),
+    // read each time it is run (the store's history, the PromptProvider's prompt as it is then)
+    messages: Effect.suspend(() =>
+      Effect.flatMap(loop.store.load(loop.sessionId), (history) =>
+        Effect.map(promptSystem(loop, history), (system) => [...system, ...history]))
+    ),
+    state: sessionView(loop)
+  } satisfies AgentLoop
+}
 
 /*
  * The loop is a plain object of closures: not an object literal with getters nor

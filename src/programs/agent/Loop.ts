@@ -56,62 +56,81 @@ const native = {
   required: nativeTools({ toolUsePolicy: "required" })
 }
 
-/** Takes the services from `services` (the context the loop is made in) and applies the defaults. */
-export const environment = (options: Options, services: Context.Context<Engine.Engine>): Effect.Effect<Loop> =>
-  Effect.gen(function* () {
-    const runtime = Run.runtimeOf(services)
-    const contextProvider = Context.getOption(services, ContextProvider.ContextProvider)
-    const storeOption = Context.getOption(services, ConversationStore.ConversationStore)
+/**
+ * Takes the services from `services` (the context the loop is made in) and
+ * applies the defaults. With a ConversationStore in the context and a session
+ * id given (a facade request's loop), there is nothing to run: the loop is a
+ * value (or a defect, for a tool choice that names no tool).
+ */
+export const environment = (options: Options, services: Context.Context<Engine.Engine>): Effect.Effect<Loop> => {
+  const runtime = Run.runtimeOf(services)
+  const storeOption = Context.getOption(services, ConversationStore.ConversationStore)
+  if (Option.isSome(storeOption) && options.sessionId !== undefined) {
+    return loopOf(options, services, runtime, storeOption.value, options.sessionId)
+  }
+  return Effect.gen(function* () {
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    const stateOption = Context.getOption(services, SessionState.SessionState)
-    // without a SessionState, one private to the loop, made if the loop ever uses it
-    const state = Option.isSome(stateOption) ? stateOption.value : SessionState.lazyInMemory()
     const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
-    const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
-    const client = options.clientTools ?? []
-    const unknown = ClientTools.unknownChoice(registered, client, options.toolChoice)
-    if (unknown !== undefined) {
-      return yield* Effect.dieMessage(`AgentLoop: toolChoice names "${unknown}", which is neither a registered tool nor a client tool`)
-    }
-    const offer = ClientTools.offer(registered, client, options.toolChoice)
-    const strategy = ClientTools.strategy(
-      native[offer.policy],
-      offer.clientNames,
-      options.parallelToolCalls ?? true
-    )
-    const settings: Run.Settings<string, never> = {
-      strategy,
-      // a tool round per model call, and one more call to answer the last round
-      maxIterations: Math.max(0, options.maxToolIterations ?? 20) + 1,
-      transformContext: Option.none(),
-      onEvent: Option.none(),
-      request: {},
-      allowTools: options.allowTools,
-      toolConcurrency: Math.max(1, options.toolConcurrency ?? 4),
-      toolTimeout: options.toolTimeout,
-      toolRetry: options.toolRetry ?? RetryPolicy.tool,
-      inferenceRetry: options.inferenceRetry ?? RetryPolicy.inference,
-      stopOnToolError: options.toolErrorMode === "fail",
-      tokenBudget: Option.fromNullable(options.turnTokenBudget),
-      costBudget: Option.none(),
-      abort: Option.none(),
-      abortedAlready: false,
-      definitions: offer.definitions,
-      steps: {}
-    }
-    return {
-      runtime,
-      settings,
-      contextProvider,
-      store,
-      prompts: Context.getOption(services, PromptProvider.PromptProvider),
-      state,
-      nextId: runtime.nextId,
-      observe: runtime.observe,
-      sessionId,
-      options,
-      clientNames: offer.clientNames,
-      maxTokens: options.maxTokens ?? 2048,
-      turnLock: Permits.unsafeMake(1)
-    }
+    return yield* loopOf(options, services, runtime, store, sessionId)
   })
+}
+
+/** The loop on its store and session, the defaults applied. */
+const loopOf = (
+  options: Options,
+  services: Context.Context<Engine.Engine>,
+  runtime: Run.Runtime,
+  store: ConversationStore.Service,
+  sessionId: string
+): Effect.Effect<Loop> => {
+  const stateOption = Context.getOption(services, SessionState.SessionState)
+  // without a SessionState, one private to the loop, made if the loop ever uses it
+  const state = Option.isSome(stateOption) ? stateOption.value : SessionState.lazyInMemory()
+  const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
+  const client = options.clientTools ?? []
+  const unknown = ClientTools.unknownChoice(registered, client, options.toolChoice)
+  if (unknown !== undefined) {
+    return Effect.dieMessage(`AgentLoop: toolChoice names "${unknown}", which is neither a registered tool nor a client tool`)
+  }
+  const offer = ClientTools.offer(registered, client, options.toolChoice)
+  const strategy = ClientTools.strategy(
+    native[offer.policy],
+    offer.clientNames,
+    options.parallelToolCalls ?? true
+  )
+  const settings: Run.Settings<string, never> = {
+    strategy,
+    // a tool round per model call, and one more call to answer the last round
+    maxIterations: Math.max(0, options.maxToolIterations ?? 20) + 1,
+    transformContext: Option.none(),
+    onEvent: Option.none(),
+    request: {},
+    allowTools: options.allowTools,
+    toolConcurrency: Math.max(1, options.toolConcurrency ?? 4),
+    toolTimeout: options.toolTimeout,
+    toolRetry: options.toolRetry ?? RetryPolicy.tool,
+    inferenceRetry: options.inferenceRetry ?? RetryPolicy.inference,
+    stopOnToolError: options.toolErrorMode === "fail",
+    tokenBudget: Option.fromNullable(options.turnTokenBudget),
+    costBudget: Option.none(),
+    abort: Option.none(),
+    abortedAlready: false,
+    definitions: offer.definitions,
+    steps: {}
+  }
+  return Effect.succeed({
+    runtime,
+    settings,
+    contextProvider: Context.getOption(services, ContextProvider.ContextProvider),
+    store,
+    prompts: Context.getOption(services, PromptProvider.PromptProvider),
+    state,
+    nextId: runtime.nextId,
+    observe: runtime.observe,
+    sessionId,
+    options,
+    clientNames: offer.clientNames,
+    maxTokens: options.maxTokens ?? 2048,
+    turnLock: Permits.unsafeMake(1)
+  })
+}
