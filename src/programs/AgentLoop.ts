@@ -48,18 +48,16 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import type { Cancellation, ValidationFailure } from "../domain/Failure.js"
+import type { ValidationFailure } from "../domain/Failure.js"
 import * as Message from "../domain/Message.js"
 import { Constraint } from "../services/Constraint.js"
 import type { OutputSchema } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
-import { CorrelationContext } from "../domain/System.js"
-import { currentCorrelation } from "../services/EventLog.js"
 import type { Emit, Loop } from "./agent/Loop.js"
 import { environment, noEmit } from "./agent/Loop.js"
+import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
   AgentLoopError,
@@ -70,7 +68,6 @@ import type {
   TurnOptions,
   TurnResult
 } from "./agent/Types.js"
-import * as Deadline from "./internal/Deadline.js"
 import * as EphemeralContext from "./internal/EphemeralContext.js"
 import * as EventStream from "./internal/EventStream.js"
 import * as Observed from "./internal/Observed.js"
@@ -82,8 +79,6 @@ import * as RunMessage from "./run/Message.js"
 import * as Tools from "./run/Tools.js"
 import * as ClientTools from "./agent/ClientTools.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
-import * as Construct from "../domain/Construct.js"
-import * as Local from "../services/internal/Local.js"
 
 export type {
   AgentEvent,
@@ -283,54 +278,6 @@ const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.P
 /** A turn, committed to the history only when it completes. */
 const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
   withTurnScope(loop, runTurn(loop, input, turn, emit, streaming), (result) => commit(loop, result))
-
-/**
- * One turn at a time (the turn lock), under the turn's deadline and correlation
- * ids, with the observability services; `commit`, given the turn's result, runs
- * uninterruptibly once the turn completes, before the lock is let go. One
- * uninterruptible region holds all of it: the lock's `withPermits`, a
- * `withCorrelation` and a masked commit would be three (about 55 operations a
- * turn, on a turn of about 300). A free lock is taken, and the correlation set,
- * in the step that starts the turn; both are put back in one step at its end.
- */
-const withTurnScope = <A, E>(
-  loop: Loop,
-  effect: Effect.Effect<A, E>,
-  commit?: (a: A) => Effect.Effect<void>
-): Effect.Effect<A, E | Cancellation> => {
-  const body = Deadline.bound(loop.options.turnTimeout, (duration) => `The turn exceeded its timeout of ${duration}`, {
-    sessionId: loop.sessionId
-  })(effect)
-  const lock = loop.turnLock
-  /** The turn, holding the lock: correlated, then the lock let go and the correlation put back, however it ends. */
-  const held = (restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>) =>
-    Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
-      const outer = fiber.getFiberRef(currentCorrelation)
-      const correlation = (requestId: string) =>
-        Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId })
-      const release = Effect.sync(() => {
-        Local.setRef(fiber, currentCorrelation, outer)
-        lock.unsafeRelease()
-      })
-      const ran = commit === undefined ? restore(body) : Effect.flatMap(restore(body), (a) => Effect.as(commit(a), a))
-      const guarded = (effect: Effect.Effect<A, E | Cancellation>) =>
-        Effect.matchCauseEffect(effect, {
-          onFailure: (cause) => Effect.zipRight(release, Effect.failCause(cause)),
-          onSuccess: (a) => Effect.as(release, a)
-        })
-      // a turn outside a request is a request of its own, when somebody observes it (the id is read by events and spans only)
-      if (outer.requestId === "unscoped" && Observed.listenedBy(fiber)) {
-        return guarded(Effect.flatMap(loop.nextId("req"), (id) => Effect.zipRight(FiberRef.set(currentCorrelation, correlation(id)), ran)))
-      }
-      // the fiber's own ref, set in this step (a FiberRef.set is a step of its own)
-      Local.setRef(fiber, currentCorrelation, correlation(outer.requestId))
-      return guarded(ran)
-    })
-  return Effect.uninterruptibleMask((restore) =>
-    // a free lock is taken in this step; a held one is waited for (interruptibly)
-    lock.unsafeTryTake() ? held(restore) : Effect.flatMap(restore(lock.take), () => held(restore))
-  ).pipe(Observed.within(loop.observe))
-}
 
 const commit = (loop: Loop, result: TurnResult) =>
   Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...kept(loop, result)]))
