@@ -51,11 +51,14 @@ export const unsafeMake = (permits: number): Permits => {
     next.value()
   }
 
+  const unsafeTryTake = () => {
+    if (free === 0) return false
+    free--
+    return true
+  }
+
   const take: Effect.Effect<void> = Effect.suspend(() => {
-    if (free > 0) {
-      free--
-      return Effect.void
-    }
+    if (unsafeTryTake()) return Effect.void
     return Effect.async<void>((resume) => {
       let handed = false
       const waiter = () => {
@@ -75,11 +78,7 @@ export const unsafeMake = (permits: number): Permits => {
     take,
     release: Effect.sync(unsafeRelease),
     unsafeFree: () => free,
-    unsafeTryTake: () => {
-      if (free === 0) return false
-      free--
-      return true
-    },
+    unsafeTryTake,
     unsafeRelease
   }
 }
