@@ -708,6 +708,38 @@ describe("LlamaEngine loading", () => {
       expect(chatWrapper.rendered).toBeGreaterThan(0)
     }).pipe(Effect.scoped))
 
+  it.live("a prompt is rendered once per generation: LlamaChat's render of it comes from memory (llama/RenderMemo)", () =>
+    Effect.gen(function*() {
+      class CountingWrapper extends PaganticChatWrapper {
+        rendered = 0
+        override generateContextState(options: ChatWrapperGenerateContextStateOptions) {
+          this.rendered++
+          return super.generateContextState(options)
+        }
+      }
+      const chatWrapper = new CountingWrapper()
+      const engine = yield* Layer.build(LlamaEngine.layer({ sequences: 2, chatWrapper })).pipe(
+        Effect.map((context) => Context.get(context, Engine))
+      )
+      const first = yield* engine.infer(request({ prompt: "Name a colour.", maxTokens: 6 }))
+      // the engine's plan renders it; LlamaChat asks for the same render and gets it from memory
+      expect(chatWrapper.rendered).toBe(1)
+      yield* engine.infer(request({ prompt: "Name a fruit.", maxTokens: 6 }))
+      expect(chatWrapper.rendered).toBe(2)
+      // the same prompt as new objects: rendered again, and the answer is the same (greedy)
+      const again = yield* engine.infer(request({ prompt: "Name a colour.", maxTokens: 6 }))
+      expect(chatWrapper.rendered).toBe(3)
+      expect(again.content).toBe(first.content)
+      // a tool call: the calls the model makes come back as before
+      const called = yield* engine.infer(new InferenceRequest({
+        messages: [Message.user("What is 12 plus 7?")],
+        tools: [calculator],
+        maxTokens: 24
+      }))
+      expect(chatWrapper.rendered).toBe(4)
+      expect(called.toolCalls.map((c) => c.name)).toEqual(["calculator"])
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("the config layer reads PAGANTIC_MODEL_PATH", () =>
     Effect.gen(function*() {
       const failure = yield* Effect.scoped(Layer.build(LlamaEngine.layerConfig())).pipe(

@@ -33,6 +33,7 @@ import * as Gguf from "./Gguf.js"
 import { BUNDLED_MODEL_NAME, PaganticChatWrapper } from "./PaganticChatWrapper.js"
 import * as PromptSharing from "./PromptSharing.js"
 import * as SequencePool from "./SequencePool.js"
+import * as RenderMemo from "./RenderMemo.js"
 import * as Tokens from "./Tokens.js"
 import { errorMessage } from "./Response.js"
 
@@ -220,7 +221,10 @@ export const acquire = Effect.fnUntraced(function*(settings: Settings) {
   const context = yield* createContext(model, settings)
 
   const modelName = modelNameOf(model, settings.modelPath)
-  const chatWrapper = chatWrapperOf(model, modelName, settings.chatWrapper)
+  // LlamaChat renders each prompt the engine has just rendered: from memory (./RenderMemo.ts)
+  const chatWrapper = RenderMemo.memoized(chatWrapperOf(model, modelName, settings.chatWrapper), {
+    capacity: Math.max(RenderMemo.DEFAULT_CAPACITY, 2 * settings.sequences)
+  })
   const workers = workersOf(context, settings.sequences, chatWrapper, settings.grammarSampling)
   const pool = yield* SequencePool.make(workers, {
     maxPinnedSessions: Math.max(0, settings.pinnedSessions ?? settings.sequences - 1)

@@ -20,6 +20,12 @@ import { Lru } from "./Lru.js"
 export const DEFAULT_CAPACITY = 1024
 export const DEFAULT_MAX_LENGTH = 4096
 
+const underlyingKey = Symbol.for("pagantic/Tokens/underlying")
+
+/** The model's own tokenizer behind `tokenizer` (itself, unless `memoized` made it): the same tokens either way. */
+export const underlying = (tokenizer: Tokenizer): Tokenizer =>
+  (tokenizer as unknown as { readonly [underlyingKey]?: Tokenizer })[underlyingKey] ?? tokenizer
+
 /** `tokenizer`, answering the runs it tokenized recently from memory. */
 export const memoized = (
   tokenizer: Tokenizer,
@@ -38,6 +44,7 @@ export const memoized = (
     return tokens
   }
   return Object.assign(tokenize, {
+    [underlyingKey]: underlying(tokenizer),
     detokenize: tokenizer.detokenize,
     isSpecialToken: (token: Token) => tokenizer.isSpecialToken(token),
     isEogToken: (token: Token) => tokenizer.isEogToken(token)
