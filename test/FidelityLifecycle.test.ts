@@ -12,7 +12,9 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import type { LifecycleState } from "../src/domain/Lifecycle.js"
+import * as InMemoryObserve from "../src/layers/InMemoryObserve.js"
 import * as Lifecycle from "../src/programs/Lifecycle.js"
+import { EventLog } from "../src/services/EventLog.js"
 
 type SeedState = Exclude<LifecycleState, "SUSPENDED">
 
@@ -67,5 +69,49 @@ describe("the seed's lifecycle table, pair by pair, on the tracker", { timeout: 
         }
       }
       expect(new Set(checked).size).toBe(64)
+    }))
+
+  it.effect("the same 64 pairs through the moves made inside a step (the facade's when nobody observes)", () =>
+    Effect.withFiberRuntime<void>((fiber) => {
+      let pairs = 0
+      for (const from of seedStates) {
+        for (const to of seedStates) {
+          const tracker = Lifecycle.unsafeMakeTracker(fiber)!
+          for (const step of pathTo[from]) expect(tracker.unsafeTransition(fiber, step)).toBe(true)
+          const before = tracker.unsafeState()
+          expect(before.current).toBe(from)
+          const moved = tracker.unsafeTransition(fiber, to)
+          const after = tracker.unsafeState()
+          const allowed = seedTable[from].includes(to)
+          expect({ from, to, moved }).toEqual({ from, to, moved: allowed })
+          expect({ from, to, now: after.current }).toEqual({ from, to, now: allowed ? to : from })
+          expect(after.attempt - before.attempt).toBe(from === "VALIDATE" && to === "EXECUTE" ? 1 : 0)
+          expect(tracker.unsafeHistory().length).toBe(pathTo[from].length + (allowed ? 1 : 0))
+          pairs++
+        }
+      }
+      expect(pairs).toBe(64)
+      return Effect.void
+    }))
+
+  it.effect("when somebody records, no move is made inside a step: moveThen moves as an effect, and the event is recorded", () =>
+    Effect.gen(function* () {
+      // made where nobody records; the move happens where an EventLog keeps events
+      const tracker = yield* Effect.withFiberRuntime((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)!))
+      const observed = Effect.gen(function* () {
+        expect(yield* Effect.withFiberRuntime((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)))).toBeUndefined()
+        expect(yield* Effect.withFiberRuntime((fiber) => Effect.succeed(tracker.unsafeTransition(fiber, "PREPARE")))).toBeUndefined()
+        expect((yield* tracker.state).current).toBe("INIT")
+        const after = yield* Lifecycle.moveThen(tracker, "PREPARE", "recorded", tracker.state)
+        expect(after.current).toBe("PREPARE")
+        const events = yield* Effect.flatMap(EventLog, (log) => log.events)
+        expect(events.map((e) => e._tag === "LifecycleTransition" ? `${e.fromState}->${e.toState} ${e.reason}` : e._tag))
+          .toEqual(["INIT->PREPARE recorded"])
+      })
+      yield* observed.pipe(Effect.provide(InMemoryObserve.layerMemory()))
+      // and where nobody records, moveThen moves inside the step that starts the effect
+      const executing = yield* Lifecycle.moveThen(tracker, "EXECUTE", "quiet", tracker.state)
+      expect(executing.current).toBe("EXECUTE")
+      expect(tracker.unsafeHistory()).toEqual([{ from: "INIT", to: "PREPARE" }, { from: "PREPARE", to: "EXECUTE" }])
     }))
 })

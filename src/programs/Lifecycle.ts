@@ -23,6 +23,7 @@ import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
 import type * as Tracer from "effect/Tracer"
@@ -52,7 +53,37 @@ export interface Tracker {
   readonly history: Effect.Effect<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>>
   /** Ends the open state's span, for a request interrupted before it reached a terminal state. */
   readonly interrupted: Effect.Effect<void>
+  /** `state`, read now (by a caller inside a step of its own). */
+  readonly unsafeState: () => ExecutionState
+  /** `history`, read now. */
+  readonly unsafeHistory: () => ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>
+  /**
+   * `transition`, made now inside the caller's step, for a tracker whose states
+   * are not spans (nobody observed when it was made): `undefined` when the move
+   * must be made as an effect (events are recorded or spans exported in
+   * `fiber`), else whether the machine moved.
+   */
+  readonly unsafeTransition: (
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    to: LifecycleState,
+    fields?: { readonly error?: SystemError | undefined }
+  ) => boolean | undefined
 }
+
+/**
+ * `effect` after the move to `to`: the move made in the step that starts
+ * `effect` when the tracker can make it there (no second step, see
+ * `Tracker.unsafeTransition`), else as the tracker's `transition` first.
+ */
+export const moveThen = <A, E, R>(
+  tracker: Tracker,
+  to: LifecycleState,
+  reason: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) =>
+    tracker.unsafeTransition(fiber, to) === undefined ? Effect.zipRight(tracker.transition(to, reason), effect) : effect
+  )
 
 /** The tracker of the request the fiber is serving, if any. */
 export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRef.unsafeMake<Option.Option<Tracker>>(
@@ -97,6 +128,23 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
 
 /** A tracker starting in INIT. */
 export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fiber) => {
+  const { attemptNow, move, quiet, readers } = machine(fiber)
+  // States are spans only when somebody observes (events recorded or spans exported), under the request's span.
+  if (!Observed.listenedBy(fiber)) return Effect.succeed(quiet)
+  return Effect.flatMap(Effect.option(Effect.currentParentSpan), (parent) =>
+    Option.isNone(parent) ? Effect.succeed(quiet) : observedTracker(parent.value, readers, move, attemptNow))
+})
+
+/**
+ * `makeTracker`, made now inside the caller's step when nobody observes in
+ * `fiber` (its states are then no spans); `undefined` when it must be made as an
+ * effect.
+ */
+export const unsafeMakeTracker = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Tracker | undefined =>
+  Observed.listenedBy(fiber) ? undefined : machine(fiber).quiet
+
+/** The machine in INIT: its moves, its readers, and the tracker of it whose states are no spans. */
+const machine = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
   // The machine's state lives in this closure as plain fields and moves in one synchronous step (atomic between
   // fibers): no Ref, no ExecutionState built per move (one is built when the state is read), and no lock unless state
   // spans must open and close in the order of the moves.
@@ -121,19 +169,22 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fibe
     return from
   }
 
+  // built from the fields the moves set, which are valid by construction: not validated again
+  const unsafeState = () =>
+    Construct.unchecked(ExecutionState, {
+      current,
+      enteredAt: DateTime.unsafeMake(enteredAt),
+      attempt,
+      totalSteps,
+      ...(lastError === undefined ? {} : { lastError }),
+      ...(lastStep === undefined ? {} : { lastStep })
+    })
+  const unsafeHistory = () => history.slice()
   const readers = {
-    // built from the fields the moves set, which are valid by construction: not validated again
-    state: Effect.sync(() =>
-      Construct.unchecked(ExecutionState, {
-        current,
-        enteredAt: DateTime.unsafeMake(enteredAt),
-        attempt,
-        totalSteps,
-        ...(lastError === undefined ? {} : { lastError }),
-        ...(lastStep === undefined ? {} : { lastStep })
-      })
-    ),
-    history: Effect.sync(() => history.slice()),
+    state: Effect.sync(unsafeState),
+    history: Effect.sync(unsafeHistory),
+    unsafeState,
+    unsafeHistory,
     stepCompleted: (name: string) =>
       Effect.sync(() => {
         totalSteps++
@@ -150,18 +201,20 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fibe
         const left = move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
         if (left === undefined) return Effect.succeed(false)
         return Observed.listenedBy(fiber) ? Effect.as(record(left, to, attempt, reason), true) : Effect.succeed(true)
-      })
+      }),
+    // the same move when nobody listens in `fiber` (then it records nothing: no effect to run)
+    unsafeTransition: (fiber, to, fields = {}) =>
+      Observed.listenedBy(fiber)
+        ? undefined
+        : move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error) !== undefined
   }
-  // States are spans only when somebody observes (events recorded or spans exported), under the request's span.
-  if (!Observed.listenedBy(fiber)) return Effect.succeed(quiet)
-  return Effect.flatMap(Effect.option(Effect.currentParentSpan), (parent) =>
-    Option.isNone(parent) ? Effect.succeed(quiet) : observedTracker(parent.value, readers, move, () => attempt))
-})
+  return { move, readers, quiet, attemptNow: () => attempt }
+}
 
 /** A tracker whose states are spans under `request` (somebody observes). */
 const observedTracker = (
   request: Tracer.AnySpan,
-  readers: Pick<Tracker, "state" | "history" | "stepCompleted">,
+  readers: Pick<Tracker, "state" | "history" | "stepCompleted" | "unsafeState" | "unsafeHistory">,
   move: (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined) => LifecycleState | undefined,
   attemptNow: () => number
 ): Effect.Effect<Tracker> => Effect.gen(function* () {
@@ -170,6 +223,8 @@ const observedTracker = (
   const lock = yield* Effect.makeSemaphore(1)
   return {
     ...readers,
+    // each move closes and opens spans, in order under the lock: always an effect
+    unsafeTransition: () => undefined,
     interrupted: Effect.suspend(() => {
       const span = open
       open = Option.none()

@@ -17,6 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
+import type { Failure } from "../../domain/Failure.js"
 import type { Logprobs } from "../../domain/Sampling.js"
 import * as ContextProvider from "../../services/ContextProvider.js"
 import * as PromptProvider from "../../services/PromptProvider.js"
@@ -25,7 +26,7 @@ import type * as Engine from "../../services/Engine.js"
 import * as AgentLoop from "../AgentLoop.js"
 import * as ClientTools from "../agent/ClientTools.js"
 import * as EphemeralContext from "../internal/EphemeralContext.js"
-import type * as Lifecycle from "../Lifecycle.js"
+import * as Lifecycle from "../Lifecycle.js"
 import * as Check from "./Check.js"
 import * as Confidence from "./Confidence.js"
 import type { Environment } from "./Environment.js"
@@ -44,94 +45,134 @@ export const run = (
   partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
-) =>
-  Effect.gen(function* () {
-    const { options, store } = env
-    const { tools } = chat.request
-    const hints = Hints.effective(chat.request.hints)
-    const existing = yield* store.load(chat.sessionId)
-    // the history the request brings seeds a session the store does not know yet
-    const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
-    const context = yield* Effect.context<Engine.Engine>()
-    // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
-    const provided = chat.prior.some(Message.isSystem)
-      ? Option.none()
-      : yield* Prompts.systemPromptOf(Context.getOption(context, PromptProvider.PromptProvider), chat.sessionId)
-    // the loop on the request's services, with the staged session as its store (no context to provide it)
-    const services = Context.add(context, ConversationStore.ConversationStore, session.store)
-    const agent = yield* AgentLoop.makeIn(services, {
-      sessionId: chat.sessionId,
-      systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
-      maxToolIterations: options.maxToolIterations,
-      toolConcurrency: options.toolConcurrency,
-      maxTokens: hints.maxTokens,
-      temperature: hints.temperature,
-      topP: hints.topP,
-      allowTools: tools.length === 0 ? undefined : tools,
-      clientTools: chat.request.clientTools,
-      toolChoice: chat.request.toolChoice,
-      parallelToolCalls: chat.request.parallelToolCalls
-    })
-    // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
-    const retrieved = yield* EphemeralContext.retrieveScored(
-      Context.getOption(context, ContextProvider.ContextProvider),
-      chat.user.content
-    )
-    // a request ending with tool results continues the calls its session is waiting on
-    const results = chat.toolResults.map((m) =>
-      new Message.ToolResult({ callId: m.toolCallId, name: m.name, content: m.content, isError: m.isError })
-    )
-    if (results.length > 0 && existing.length > 0) {
-      const answers = ClientTools.answers(existing, results)
-      if (answers._tag === "Unexpected") {
-        return yield* Check.invalid(
-          `messages: the tool result for call "${Text.excerpt(answers.callId)}" answers no call session "${
-            Text.excerpt(chat.sessionId)
-          }" is waiting on`
-        )
-      }
-    }
-    yield* tracker.transition("EXECUTE", "chat turn")
-    const report = runOptions.onProgress ?? silent
-    // the log-probabilities of the latest inference: the answer's, when the hints ask for them
-    let logprobs: Logprobs | undefined = undefined
-    // the turn's events are watched in its own fiber (no stream): partial output, progress, logprobs, each
-    // event's state kept in the step that sees it
-    const onEvent = (event: AgentLoop.AgentEvent): Effect.Effect<void> => {
-      switch (event._tag) {
-        case "TextDelta": {
-          const kept = Effect.sync(() => void (partial.text += event.text))
-          return report === silent ? kept : Effect.zipRight(kept, report({ _tag: "TextDelta", text: event.text }))
-        }
-        case "ToolCallRequested":
-          return report({ _tag: "ToolCallRequested", call: event.call })
-        case "ToolResultReady":
-          return report({ _tag: "ToolResultReady", record: event.record })
-        case "InferenceFinished":
-          return Effect.sync(() => {
-            logprobs = event.result.logprobs
-            // a new inference starts from scratch: partial output is the latest reply
-            if (event.result.toolCalls.length > 0) partial.text = ""
-          })
-        default:
-          return Effect.void
-      }
-    }
-    // the engine's request carries `options` only when the request has them
-    const turnOptions = {
-      context: retrieved.messages,
-      onEvent,
-      ...(hints.options === undefined ? {} : { request: { options: hints.options } })
-    }
-    const turn = yield* (results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions))
-    yield* session.commit
-    return {
-      content: turn.content,
-      toolCallsMade: turn.toolCalls,
-      usage: turn.usage,
-      stopReason: turn.stopReason,
-      ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
-      logprobs,
-      ...Confidence.retrieval(retrieved.scores)
-    } satisfies Outcome
+): Effect.Effect<Outcome, Failure, Engine.Engine> =>
+  // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
+  Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
+    Effect.withFiberRuntime((fiber) => {
+      const context = fiber.currentContext as Context.Context<Engine.Engine>
+      // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
+      const prompts = Context.getOption(context, PromptProvider.PromptProvider)
+      const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
+      return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
+        ? turn(Option.none())
+        : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
+    }))
+
+/** The turn, once the session is loaded and the system prompt known. */
+const withPrompt = (
+  env: Environment,
+  chat: Check.Chat,
+  partial: Partial.Partial,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions,
+  existing: ReadonlyArray<Message.Message>,
+  context: Context.Context<Engine.Engine>,
+  provided: Option.Option<string>
+): Effect.Effect<Outcome, Failure> => {
+  const { options, store } = env
+  const { tools } = chat.request
+  const hints = Hints.effective(chat.request.hints)
+  // the history the request brings seeds a session the store does not know yet
+  const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
+  // the loop on the request's services, with the staged session as its store (no context to provide it)
+  const services = Context.add(context, ConversationStore.ConversationStore, session.store)
+  const made = AgentLoop.makeIn(services, {
+    sessionId: chat.sessionId,
+    systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
+    maxToolIterations: options.maxToolIterations,
+    toolConcurrency: options.toolConcurrency,
+    maxTokens: hints.maxTokens,
+    temperature: hints.temperature,
+    topP: hints.topP,
+    allowTools: tools.length === 0 ? undefined : tools,
+    clientTools: chat.request.clientTools,
+    toolChoice: chat.request.toolChoice,
+    parallelToolCalls: chat.request.parallelToolCalls
   })
+  // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
+  const contexts = Context.getOption(context, ContextProvider.ContextProvider)
+  return Effect.flatMap(made, (agent) =>
+    Option.isNone(contexts)
+      ? turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, noContext)
+      : Effect.flatMap(
+        EphemeralContext.retrieveScored(contexts, chat.user.content),
+        (retrieved) => turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, retrieved)
+      ))
+}
+
+const noContext: ContextProvider.Scored = { messages: [], scores: [] }
+
+/** EXECUTE: the turn on the loop, its session committed when it answered. */
+const turnOf = (
+  chat: Check.Chat,
+  partial: Partial.Partial,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions,
+  existing: ReadonlyArray<Message.Message>,
+  hints: ReturnType<typeof Hints.effective>,
+  session: Session.StagedSession,
+  agent: AgentLoop.AgentLoop,
+  retrieved: ContextProvider.Scored
+): Effect.Effect<Outcome, Failure> => {
+  // a request ending with tool results continues the calls its session is waiting on
+  const results = chat.toolResults.map((m) =>
+    new Message.ToolResult({ callId: m.toolCallId, name: m.name, content: m.content, isError: m.isError })
+  )
+  if (results.length > 0 && existing.length > 0) {
+    const answers = ClientTools.answers(existing, results)
+    if (answers._tag === "Unexpected") {
+      return Effect.fail(Check.invalid(
+        `messages: the tool result for call "${Text.excerpt(answers.callId)}" answers no call session "${
+          Text.excerpt(chat.sessionId)
+        }" is waiting on`
+      ))
+    }
+  }
+  const report = runOptions.onProgress ?? silent
+  // the log-probabilities of the latest inference: the answer's, when the hints ask for them
+  let logprobs: Logprobs | undefined = undefined
+  // the turn's events are watched in its own fiber (no stream): partial output, progress, logprobs, each
+  // event's state kept in the step that sees it
+  const onEvent = (event: AgentLoop.AgentEvent): Effect.Effect<void> => {
+    switch (event._tag) {
+      case "TextDelta": {
+        const kept = Effect.sync(() => void (partial.text += event.text))
+        return report === silent ? kept : Effect.zipRight(kept, report({ _tag: "TextDelta", text: event.text }))
+      }
+      case "ToolCallRequested":
+        return report({ _tag: "ToolCallRequested", call: event.call })
+      case "ToolResultReady":
+        return report({ _tag: "ToolResultReady", record: event.record })
+      case "InferenceFinished":
+        return Effect.sync(() => {
+          logprobs = event.result.logprobs
+          // a new inference starts from scratch: partial output is the latest reply
+          if (event.result.toolCalls.length > 0) partial.text = ""
+        })
+      default:
+        return Effect.void
+    }
+  }
+  // the engine's request carries `options` only when the request has them
+  const turnOptions = {
+    context: retrieved.messages,
+    onEvent,
+    ...(hints.options === undefined ? {} : { request: { options: hints.options } })
+  }
+  const turn = results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions)
+  return Lifecycle.moveThen(
+    tracker,
+    "EXECUTE",
+    "chat turn",
+    Effect.flatMap(turn, (turn) =>
+      Effect.as(session.commit, {
+        content: turn.content,
+        toolCallsMade: turn.toolCalls,
+        usage: turn.usage,
+        stopReason: turn.stopReason,
+        ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
+        logprobs,
+        ...Confidence.retrieval(retrieved.scores)
+      } satisfies Outcome))
+  )
+}

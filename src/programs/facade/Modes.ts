@@ -3,7 +3,7 @@
  * PREPARE (reading `output.grammarFile` into `output.grammar`) to their runner.
  */
 import * as Effect from "effect/Effect"
-import type * as Either from "effect/Either"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { Failure } from "../../domain/Failure.js"
 import { ConfigurationFailure } from "../../domain/Failure.js"
@@ -12,7 +12,7 @@ import type { SystemRequest } from "../../domain/System.js"
 import { OutputContract, SystemRequest as SystemRequestClass } from "../../domain/System.js"
 import type { Constraint } from "../../services/Constraint.js"
 import * as Engine from "../../services/Engine.js"
-import type * as Lifecycle from "../Lifecycle.js"
+import * as Lifecycle from "../Lifecycle.js"
 import type * as Partial from "./Partial.js"
 import * as Chat from "./Chat.js"
 import type * as Check from "./Check.js"
@@ -58,21 +58,25 @@ const runMode = (
   partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
-): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> =>
-  Effect.gen(function* () {
-    if (checked.mode === "plan") return yield* Plan.run(env, checked, partial, tracker)
-    if (checked.mode === "task") return yield* TaskMode.run(env, checked, tracker)
-    yield* tracker.transition("PREPARE", `mode ${checked.mode}`)
-    const request = yield* resolveGrammar(env, checked.request)
+): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> => {
+  if (checked.mode === "plan") return Plan.run(env, checked, partial, tracker)
+  if (checked.mode === "task") return TaskMode.run(env, checked, tracker)
+  const prepared = (request: SystemRequest): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> => {
     switch (checked.mode) {
       case "chat":
-        return yield* Chat.run(env, { ...checked, request }, partial, tracker, runOptions)
+        return Chat.run(env, { ...checked, request }, partial, tracker, runOptions)
       case "structured":
-        return yield* Extraction.structured(env, { ...checked, request }, tracker)
+        return Extraction.structured(env, { ...checked, request }, tracker)
       case "redundant":
-        return yield* Extraction.redundant(env, { ...checked, request }, tracker)
+        return Extraction.redundant(env, { ...checked, request }, tracker)
     }
-  })
+  }
+  // a step of its own only for a grammar file to read
+  const body = checked.request.output.grammarFile === undefined
+    ? prepared(checked.request)
+    : Effect.flatMap(resolveGrammar(env, checked.request), prepared)
+  return Lifecycle.moveThen(tracker, "PREPARE", `mode ${checked.mode}`, body)
+}
 
 /** The request's checks raised, then its mode run on the engine the check found. */
 export const route = (
@@ -82,7 +86,8 @@ export const route = (
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Constraint> =>
-  Effect.flatMap(admitted, (checked) =>
-    checked.mode === "query"
-      ? QueryMode.run(env, checked, tracker, runOptions)
-      : Local.provideService(runMode(env, checked, partial, tracker, runOptions), Engine.Engine, checked.engine))
+  Either.isLeft(admitted)
+    ? Effect.fail(admitted.left)
+    : admitted.right.mode === "query"
+    ? QueryMode.run(env, admitted.right, tracker, runOptions)
+    : Local.provideService(runMode(env, admitted.right, partial, tracker, runOptions), Engine.Engine, admitted.right.engine)

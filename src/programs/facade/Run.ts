@@ -100,7 +100,7 @@ const executeChecked = (
   // the request's own state is made in the steps that read the clock and make the tracker (no step of its own each)
   Effect.withFiberRuntime((fiber) => {
     const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
-    return Effect.flatMap(Lifecycle.makeTracker, (tracker) => {
+    const withTracker = (tracker: Lifecycle.Tracker): Effect.Effect<Execution> => {
       const partial = Partial.make()
       const registration = cancellations.unsafeRegister(requestId, startedAt)
       // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
@@ -147,11 +147,17 @@ const executeChecked = (
           timeout,
           tracker.interrupted
         )
-      return Effect.flatMap(ran, (exit) => {
+      const to = { requestId, sessionId: admission.sessionId }
+      return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
         // the request is over: in this step, before its response is made
         cancellations.unsafeFinish(requestId)
+        // an answer nobody observes is made in this step: the move to COMPLETE, the response, the state read
+        if (Exit.isSuccess(exit) && tracker.unsafeTransition(fiber, "COMPLETE") !== undefined) {
+          const response = Response.answer(to, exit.value, spent)
+          return Effect.succeed({ response, state: tracker.unsafeState(), transitions: tracker.unsafeHistory() } satisfies Execution)
+        }
         return Effect.flatMap(
-          Response.respond({ requestId, sessionId: admission.sessionId }, exit, tracker, partial, spent),
+          Response.respond(to, exit, tracker, partial, spent),
           (response) =>
             Effect.zipRight(
               Response.observe(response, startedAt),
@@ -159,8 +165,11 @@ const executeChecked = (
                 Effect.map(tracker.history, (transitions) => ({ response, state, transitions }) satisfies Execution))
             )
         )
-      })
-    })
+      }))
+    }
+    // the tracker made in this step when nobody observes (its states are no spans then)
+    const quiet = Lifecycle.unsafeMakeTracker(fiber)
+    return quiet !== undefined ? withTracker(quiet) : Effect.flatMap(Lifecycle.makeTracker, withTracker)
   })
 
 /**
