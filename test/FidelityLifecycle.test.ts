@@ -97,10 +97,10 @@ describe("the seed's lifecycle table, pair by pair, on the tracker", { timeout: 
   it.effect("when somebody records, no move is made inside a step: moveThen moves as an effect, and the event is recorded", () =>
     Effect.gen(function* () {
       // made where nobody records; the move happens where an EventLog keeps events
-      const tracker = yield* Effect.withFiberRuntime((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)!))
+      const tracker = yield* Effect.withFiberRuntime<Lifecycle.Tracker>((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)!))
       const observed = Effect.gen(function* () {
-        expect(yield* Effect.withFiberRuntime((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)))).toBeUndefined()
-        expect(yield* Effect.withFiberRuntime((fiber) => Effect.succeed(tracker.unsafeTransition(fiber, "PREPARE")))).toBeUndefined()
+        expect(yield* Effect.withFiberRuntime<Lifecycle.Tracker | undefined>((fiber) => Effect.succeed(Lifecycle.unsafeMakeTracker(fiber)))).toBeUndefined()
+        expect(yield* Effect.withFiberRuntime<boolean | undefined>((fiber) => Effect.succeed(tracker.unsafeTransition(fiber, "PREPARE")))).toBeUndefined()
         expect((yield* tracker.state).current).toBe("INIT")
         const after = yield* Lifecycle.moveThen(tracker, "PREPARE", "recorded", tracker.state)
         expect(after.current).toBe("PREPARE")
