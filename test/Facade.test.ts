@@ -17,10 +17,12 @@ import * as Constraint from "../src/layers/JsonConstraint.js"
 import * as Observe from "../src/layers/InMemoryObserve.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as Registry from "../src/layers/InProcessToolRegistry.js"
+import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Engine from "../src/services/Engine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { EventLog } from "../src/services/EventLog.js"
+import { IdGenerator } from "../src/services/IdGenerator.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import { add } from "./support/tools.js"
 
@@ -124,6 +126,24 @@ describe("Facade", () => {
         const requests = yield* ScriptedEngine.requests
         expect(requests[1]!.messages.map((m) => m.content)).toEqual(["My name is Ada.", "Noted.", "What is my name?"])
       }).pipe(Effect.provide(base([ScriptedEngine.reply("Noted."), ScriptedEngine.reply("Ada.")])))
+    )
+
+    it.effect("a new session's id is random whatever the IdGenerator (a capability); request ids are the generator's", () =>
+      Effect.gen(function* () {
+        const uuid = /^session_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
+        // drawn by the generator's effect (a generator that cannot draw at once) and at once (IdGenerator.Test can)
+        for (const ids of [Layer.succeed(IdGenerator, { next: (prefix) => Effect.succeed(`${prefix}_fixed`) }), IdGenerator.Test]) {
+          const system = yield* facade.pipe(Effect.provide(ids))
+          const [first, second] = yield* Effect.all([system.run(chat("Hi.")), system.run(chat("Hi."))])
+          expect(first.requestId).toMatch(/^req_(fixed|1)$/)
+          expect(first.sessionId).toMatch(uuid)
+          expect(second.sessionId).toMatch(uuid)
+          expect(second.sessionId).not.toBe(first.sessionId)
+        }
+        // an AgentLoop made without a session id, on a shared store, too
+        const agent = yield* AgentLoop.make().pipe(Effect.provide(IdGenerator.Test))
+        expect(agent.sessionId).toMatch(uuid)
+      }).pipe(Effect.provide(base([ScriptedEngine.reply("Hello."), ScriptedEngine.reply("Hello."), ScriptedEngine.reply("Hello."), ScriptedEngine.reply("Hello.")])))
     )
 
     it.effect("passes hints through and enforces the tool whitelist (a tool outside it never runs)", () =>

@@ -16,7 +16,7 @@ import * as SessionState from "../../services/SessionState.js"
 import type * as Engine from "../../services/Engine.js"
 import * as RetryPolicy from "../../services/RetryPolicy.js"
 import * as Permits from "../../services/internal/Permits.js"
-import type * as Ids from "../internal/Ids.js"
+import * as Ids from "../internal/Ids.js"
 import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
 import * as ClientTools from "./ClientTools.js"
@@ -70,7 +70,8 @@ export const environment = (options: Options, services: Context.Context<Engine.E
   }
   return Effect.gen(function* () {
     const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    const sessionId = options.sessionId ?? (yield* runtime.nextId("session"))
+    // a capability: random, whatever the IdGenerator (internal/Ids)
+    const sessionId = options.sessionId ?? Ids.unsafeSessionId()
     return yield* loopOf(options, services, runtime, store, sessionId)
   })
 }

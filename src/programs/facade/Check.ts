@@ -20,6 +20,7 @@ import type { SystemRequest } from "../../domain/System.js"
 import type { TaskList } from "../../domain/Task.js"
 import * as Text from "../../domain/Text.js"
 import type * as Engine from "../../services/Engine.js"
+import * as Ids from "../internal/Ids.js"
 import type { Environment } from "./Environment.js"
 import * as QueryMode from "./Query.js"
 
@@ -252,23 +253,34 @@ const checkTask = (env: Environment, request: SystemRequest): Either.Either<Chec
  * Checks a request (INIT) and settles its session: a chat without a session id
  * gets a new one, so its response and events carry it even when a check fails.
  */
-export const check = (env: Environment, request: SystemRequest): Effect.Effect<Admission> => {
+export const check = (env: Environment, request: SystemRequest): Effect.Effect<Admission> =>
+  Effect.suspend(() => {
+    const now = checkNow(env, request)
+    if (now !== undefined) return Effect.succeed(now)
+    return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
+  })
+
+/**
+ * `check`, made now by a caller inside a step of its own: `undefined` when it
+ * needs an effect (a query's checks). A chat without a session id gets a new
+ * one, random whatever the IdGenerator (internal/Ids `unsafeSessionId`).
+ */
+export const checkNow = (env: Environment, request: SystemRequest): Admission | undefined => {
   const chatOnly = checkChatOnly(request)
-  if (Either.isLeft(chatOnly)) return Effect.succeed({ sessionId: request.sessionId, checked: Either.left(chatOnly.left) })
+  if (Either.isLeft(chatOnly)) return { sessionId: request.sessionId, checked: Either.left(chatOnly.left) }
   switch (request.mode) {
-    case "chat":
-      return Effect.map(
-        request.sessionId === undefined ? env.nextId("session") : Effect.succeed(request.sessionId),
-        (sessionId) => ({ sessionId, checked: checkChat(env, request, sessionId) })
-      )
+    case "chat": {
+      const sessionId = request.sessionId ?? Ids.unsafeSessionId()
+      return { sessionId, checked: checkChat(env, request, sessionId) }
+    }
     case "plan":
-      return Effect.succeed({ sessionId: request.sessionId, checked: checkPlan(env, request) })
+      return { sessionId: request.sessionId, checked: checkPlan(env, request) }
     case "structured":
     case "redundant":
-      return Effect.succeed({ sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) })
+      return { sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) }
     case "task":
-      return Effect.succeed({ sessionId: request.sessionId, checked: checkTask(env, request) })
+      return { sessionId: request.sessionId, checked: checkTask(env, request) }
     case "query":
-      return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
+      return undefined
   }
 }

@@ -97,80 +97,91 @@ const executeChecked = (
   admission: Check.Admission,
   runOptions: RunOptions
 ): Effect.Effect<Execution> =>
-  // the request's own state is made in the steps that read the clock and make the tracker (no step of its own each)
-  Effect.withFiberRuntime((fiber) => {
-    const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
-    const withTracker = (tracker: Lifecycle.Tracker): Effect.Effect<Execution> => {
-      const partial = Partial.make()
-      const registration = cancellations.unsafeRegister(requestId, startedAt)
-      // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
-      // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
-      const spent = Spent.unsafeMake()
-      const hints = Hints.effective(request.hints)
-      // an engine wrapped once for the request (most requests call one engine, at every inference)
-      let wrapped: readonly [Engine.Service, Engine.Service] | undefined
-      const inThisRequest = (engine: Engine.Service) => {
-        if (wrapped === undefined || wrapped[0] !== engine) {
-          wrapped = [engine, spent.engine(Hints.engine(Inferences.observed(engine), hints))]
-        }
-        return wrapped[1]
+  Effect.withFiberRuntime((fiber) => executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions))
+
+/** `executeChecked`, from inside a step of `fiber`. */
+const executeCheckedIn = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  env: Environment,
+  cancellations: Cancellations,
+  request: SystemRequest,
+  requestId: string,
+  admission: Check.Admission,
+  runOptions: RunOptions
+): Effect.Effect<Execution> => {
+  // the request's own state is made in the step that reads the clock and makes the tracker (no step of its own each)
+  const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
+  const withTracker = (tracker: Lifecycle.Tracker): Effect.Effect<Execution> => {
+    const partial = Partial.make()
+    const registration = cancellations.unsafeRegister(requestId, startedAt)
+    // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
+    // the request's own, and the engines services hold (Engine.inRequest), a query's responders' too
+    const spent = Spent.unsafeMake()
+    const hints = Hints.effective(request.hints)
+    // an engine wrapped once for the request (most requests call one engine, at every inference)
+    let wrapped: readonly [Engine.Service, Engine.Service] | undefined
+    const inThisRequest = (engine: Engine.Service) => {
+      if (wrapped === undefined || wrapped[0] !== engine) {
+        wrapped = [engine, spent.engine(Hints.engine(Inferences.observed(engine), hints))]
       }
-      const checked = Either.map(admission.checked, (c): Check.Checked =>
-        c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
-
-      const hinted = request.hints.timeout
-      const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
-      const body = Modes.route(env, checked, partial, tracker, runOptions)
-
-      // the request's whitelist holds in every mode and every step kind
-      const withTools = Option.isSome(env.registry)
-        ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
-        : env.context
-      // the engine a mode runs on (Modes.route provides it; here it is in the context already, one region less)
-      const context: Context.Context<never> = (Either.isRight(checked) && checked.right.mode !== "query"
-        ? Context.add(withTools, Engine.Engine, checked.right.engine)
-        : withTools) as Context.Context<never>
-      const ran: Effect.Effect<Exit.Exit<Outcome, Failure>> = registration.cancelledEarly
-        ? Effect.succeed(Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId })))
-        : cancellable(
-          // `body` needs the Constraint, which env.context holds
-          body as Effect.Effect<Outcome, Failure>,
-          // the request's fiber starts with its services, its engines' wrapper and its tracker (no region to set them)
-          (parent) => ({
-            context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
-              ? undefined
-              : Context.merge(parent.currentContext, context),
-            refs: [[Engine.currentRequest, inThisRequest], [Lifecycle.currentTracker, Option.some(tracker)]]
-          }),
-          registration,
-          requestId,
-          timeout,
-          tracker.interrupted
-        )
-      const to = { requestId, sessionId: admission.sessionId }
-      return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
-        // the request is over: in this step, before its response is made
-        cancellations.unsafeFinish(requestId)
-        // an answer nobody observes is made in this step: the move to COMPLETE, the response, the state read
-        if (Exit.isSuccess(exit) && tracker.unsafeTransition(fiber, "COMPLETE") !== undefined) {
-          const response = Response.answer(to, exit.value, spent)
-          return Effect.succeed({ response, state: tracker.unsafeState(), transitions: tracker.unsafeHistory() } satisfies Execution)
-        }
-        return Effect.flatMap(
-          Response.respond(to, exit, tracker, partial, spent),
-          (response) =>
-            Effect.zipRight(
-              Response.observe(response, startedAt),
-              Effect.flatMap(tracker.state, (state) =>
-                Effect.map(tracker.history, (transitions) => ({ response, state, transitions }) satisfies Execution))
-            )
-        )
-      }))
+      return wrapped[1]
     }
-    // the tracker made in this step when nobody observes (its states are no spans then)
-    const quiet = Lifecycle.unsafeMakeTracker(fiber)
-    return quiet !== undefined ? withTracker(quiet) : Effect.flatMap(Lifecycle.makeTracker, withTracker)
-  })
+    const checked = Either.map(admission.checked, (c): Check.Checked =>
+      c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
+
+    const hinted = request.hints.timeout
+    const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
+    const body = Modes.route(env, checked, partial, tracker, runOptions)
+
+    // the request's whitelist holds in every mode and every step kind
+    const withTools = Option.isSome(env.registry)
+      ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
+      : env.context
+    // the engine a mode runs on (Modes.route provides it; here it is in the context already, one region less)
+    const context: Context.Context<never> = (Either.isRight(checked) && checked.right.mode !== "query"
+      ? Context.add(withTools, Engine.Engine, checked.right.engine)
+      : withTools) as Context.Context<never>
+    const ran: Effect.Effect<Exit.Exit<Outcome, Failure>> = registration.cancelledEarly
+      ? Effect.succeed(Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId })))
+      : cancellable(
+        // `body` needs the Constraint, which env.context holds
+        body as Effect.Effect<Outcome, Failure>,
+        // the request's fiber starts with its services, its engines' wrapper and its tracker (no region to set them)
+        (parent) => ({
+          context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
+            ? undefined
+            : Context.merge(parent.currentContext, context),
+          refs: [[Engine.currentRequest, inThisRequest], [Lifecycle.currentTracker, Option.some(tracker)]]
+        }),
+        registration,
+        requestId,
+        timeout,
+        tracker.interrupted
+      )
+    const to = { requestId, sessionId: admission.sessionId }
+    return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
+      // the request is over: in this step, before its response is made
+      cancellations.unsafeFinish(requestId)
+      // an answer nobody observes is made in this step: the move to COMPLETE, the response, the state read
+      if (Exit.isSuccess(exit) && tracker.unsafeTransition(fiber, "COMPLETE") !== undefined) {
+        const response = Response.answer(to, exit.value, spent)
+        return Effect.succeed({ response, state: tracker.unsafeState(), transitions: tracker.unsafeHistory() } satisfies Execution)
+      }
+      return Effect.flatMap(
+        Response.respond(to, exit, tracker, partial, spent),
+        (response) =>
+          Effect.zipRight(
+            Response.observe(response, startedAt),
+            Effect.flatMap(tracker.state, (state) =>
+              Effect.map(tracker.history, (transitions) => ({ response, state, transitions }) satisfies Execution))
+          )
+      )
+    }))
+  }
+  // the tracker made in this step when nobody observes (its states are no spans then)
+  const quiet = Lifecycle.unsafeMakeTracker(fiber)
+  return quiet !== undefined ? withTracker(quiet) : Effect.flatMap(Lifecycle.makeTracker, withTracker)
+}
 
 /**
  * Runs a request to its Execution, under its correlation and its `Facade.run`
@@ -185,19 +196,29 @@ export const execute = (
   request: SystemRequest,
   runOptions: RunOptions
 ): Effect.Effect<Execution> => {
+  /** The admitted request, run from a step of `fiber`. */
+  const admittedIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>, requestId: string, admission: Check.Admission) => {
+    const observed = env.recording || Observed.listenedBy(fiber)
+    // nobody observes and no trace of its own: run from this very step
+    if (!observed && request.traceId === undefined) {
+      return executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions)
+    }
+    const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+    // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
+    const run = observed ? observedRun(env, request, requestId, admission.sessionId, executed) : executed
+    // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
+    return request.traceId === undefined ? run : Spans.inTrace(request.traceId)(run)
+  }
   const admitted = (requestId: string) =>
     Effect.flatMap(Check.check(env, request), (admission) =>
-      Effect.withFiberRuntime<Execution>((fiber) => {
-        const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
-        // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
-        const run = env.recording || Observed.listenedBy(fiber)
-          ? observedRun(env, request, requestId, admission.sessionId, executed)
-          : executed
-        // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
-        return request.traceId === undefined ? run : Spans.inTrace(request.traceId)(run)
-      }))
-  const given = request.requestId
-  return given !== undefined ? admitted(given) : Effect.flatMap(env.nextId("req"), admitted)
+      Effect.withFiberRuntime<Execution>((fiber) => admittedIn(fiber, requestId, admission)))
+  // its id drawn and its checks made in one step, when the IdGenerator draws ids at once (the default one does)
+  return Effect.withFiberRuntime((fiber) => {
+    const requestId = request.requestId ?? env.unsafeNextId?.("req")
+    if (requestId === undefined) return Effect.flatMap(env.nextId("req"), admitted)
+    const admission = Check.checkNow(env, request)
+    return admission === undefined ? admitted(requestId) : admittedIn(fiber, requestId, admission)
+  })
 }
 
 /** A request run under its correlation and span, in its trace (see `execute`). */

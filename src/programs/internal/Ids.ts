@@ -21,3 +21,11 @@ export type UnsafeNextId = (prefix: string) => string
 /** The synchronous draw of `context`'s IdGenerator, when it has one. */
 export const unsafeNextIdOf = (context: Context.Context<never>): UnsafeNextId | undefined =>
   Context.get(context, IdGenerator).unsafeNext
+
+/**
+ * A new session id: `session_` and a random UUID, whatever the IdGenerator. A
+ * session id is a capability (whoever knows it continues the conversation and
+ * reads its history), so it never comes from a generator a test or a user made
+ * sequential.
+ */
+export const unsafeSessionId = (): string => `session_${globalThis.crypto.randomUUID()}`
