@@ -1,5 +1,6 @@
 /**
- * Mode chat: one AgentLoop turn in the request's session, streamed.
+ * Mode chat: one AgentLoop turn in the request's session, streamed. Requests on
+ * one session take their turns one after another (./SessionLocks).
  *
  * The turn runs on a staged copy of its session (committed only when the turn is
  * answered), reports its text deltas, tool calls and tool results to the caller's
@@ -46,17 +47,26 @@ export const run = (
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Engine.Engine> =>
-  // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
-  Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
-    Effect.withFiberRuntime((fiber) => {
-      const context = fiber.currentContext as Context.Context<Engine.Engine>
-      // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
-      const prompts = Context.getOption(context, PromptProvider.PromptProvider)
-      const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
-      return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
-        ? turn(Option.none())
-        : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
-    }))
+  // the session held from its load to its commit: a request on it at the same time waits (./SessionLocks); a session
+  // new with this request is nobody else's until its id is answered
+  (chat.request.sessionId === undefined ? identity : lockedBy(env, chat.sessionId))(
+    // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
+    Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
+      Effect.withFiberRuntime((fiber) => {
+        const context = fiber.currentContext as Context.Context<Engine.Engine>
+        // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
+        const prompts = Context.getOption(context, PromptProvider.PromptProvider)
+        const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
+        return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
+          ? turn(Option.none())
+          : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
+      }))
+  )
+
+const identity = <A>(a: A): A => a
+
+const lockedBy = (env: Environment, sessionId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  env.sessionLocks.withSession(sessionId, effect)
 
 /** The turn, once the session is loaded and the system prompt known. */
 const withPrompt = (

@@ -22,6 +22,7 @@ import { Validator } from "../../services/Validator.js"
 import * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
 import * as PlanExecutor from "../PlanExecutor.js"
+import * as SessionLocks from "./SessionLocks.js"
 import type { Options } from "./Types.js"
 
 /** The services and settings every request of one facade shares. */
@@ -41,6 +42,8 @@ export interface Environment {
   readonly context: Context.Context<Constraint | ConversationStore.ConversationStore>
   /** Whether the facade's own services record what is observed (an EventLog that keeps events, Metrics). */
   readonly recording: boolean
+  /** One chat turn at a time per session, across the facade's requests. */
+  readonly sessionLocks: SessionLocks.SessionLocks
 }
 
 /** Takes the services once, from the context the facade is made in. */
@@ -83,6 +86,7 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       nextId,
       unsafeNextId,
       context: Context.add(context, ConversationStore.ConversationStore, store),
-      recording: yield* Observed.recording
+      recording: yield* Observed.recording,
+      sessionLocks: SessionLocks.make()
     }
   })
