@@ -163,16 +163,12 @@ const parts = Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
 /** Streams one generation: text deltas as they are decoded, then the tool calls and the finish. */
 const streamOf = (run: Run): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
-    Stream.unwrapScoped(Effect.gen(function*() {
-      const queue = yield* parts
-      yield* produce(run, queue)
-      return Stream.fromQueue(queue).pipe(Stream.flattenTake)
-    })),
+    // chains of steps, not generators: a generator function made per call costs V8 new maps (bench/README, session 19)
+    Stream.unwrapScoped(Effect.flatMap(parts, (queue) =>
+      Effect.as(produce(run, queue), Stream.fromQueue(queue).pipe(Stream.flattenTake)))),
     // the same parts by callback, each handed on as it is taken (Engine.runParts)
     (emit) =>
-      Effect.scoped(Effect.gen(function*() {
-        const queue = yield* parts
-        yield* produce(run, queue)
+      Effect.scoped(Effect.flatMap(parts, (queue) => {
         const drain = (): Effect.Effect<void, InferenceFailure | Effect.Effect.Error<ReturnType<typeof emit>>> =>
           Effect.flatMap(Queue.take(queue), (take) =>
             Take.match(take, {
@@ -180,7 +176,7 @@ const streamOf = (run: Run): Stream.Stream<StreamPart, InferenceFailure> =>
               onFailure: Effect.failCause,
               onSuccess: (chunk) => Effect.zipRight(Effect.forEach(chunk, emit, { discard: true }), Effect.suspend(drain))
             }))
-        return yield* drain()
+        return Effect.zipRight(produce(run, queue), drain())
       }))
   )
 

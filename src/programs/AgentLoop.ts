@@ -241,26 +241,29 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
 ): Effect.Effect<Structured.Result<A>, StructuredTurnError<EV>> =>
   withTurnScope(
     loop,
-    Effect.gen(function* () {
-      const base = yield* loop.store.load(loop.sessionId)
-      const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
-      const { context: _, ...options } = turn
-      const system = yield* promptSystem(loop, base)
-      const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), {
-        ...options,
-        schema,
-        grammar: turn.grammar ?? loop.options.grammar,
-        maxTokens: turn.maxTokens ?? loop.maxTokens,
-        topP: turn.topP ?? loop.options.topP,
-        inferenceRetry: turn.inferenceRetry ?? loop.options.inferenceRetry,
-        sessionKey: loop.sessionId
-      }).pipe(Effect.provide(services))
-      return yield* Effect.uninterruptibleMask((restore) =>
-        Effect.tap(restore(ask), (result) =>
-          loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
-      )
-    }).pipe(Observed.span("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
+    Effect.gen(() => chatStructuredSteps(loop, services, schema, message, turn)).pipe(Observed.span("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
   )
+
+/** The steps of a structured turn, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* chatStructuredSteps<A, EV extends ValidationFailure = never>(loop: Loop, services: Context.Context<Engine.Engine | Constraint>, schema: OutputSchema<A>, message: string, turn: StructuredTurnOptions<A, EV>) {
+  const base = yield* loop.store.load(loop.sessionId)
+  const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
+  const { context: _, ...options } = turn
+  const system = yield* promptSystem(loop, base)
+  const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), {
+    ...options,
+    schema,
+    grammar: turn.grammar ?? loop.options.grammar,
+    maxTokens: turn.maxTokens ?? loop.maxTokens,
+    topP: turn.topP ?? loop.options.topP,
+    inferenceRetry: turn.inferenceRetry ?? loop.options.inferenceRetry,
+    sessionKey: loop.sessionId
+  }).pipe(Effect.provide(services))
+  return yield* Effect.uninterruptibleMask((restore) =>
+    Effect.tap(restore(ask), (result) =>
+      loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
+  )
+}
 
 /**
  * The PromptProvider's system message for a history without one, built with the
@@ -292,57 +295,60 @@ const kept = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> =>
 
 /** The turn on the run loop: the native-tools strategy over the history and the user message. */
 const runTurn = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
-  Effect.gen(function* () {
-    const base = yield* loop.store.load(loop.sessionId)
-    const added = yield* turnMessages(base, input)
-    // a resumed turn retrieves context for the question it is still answering
-    const query = input._tag === "User" ? input.text : (base.filter(Message.isUser).at(-1)?.content ?? "")
-    const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, query))
-    const context = contextMessages.length === 0 ? [] : yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
-    const prompted = yield* promptSystem(loop, base)
-    const system = prompted.length === 0 ? [] : yield* Effect.forEach(prompted, (m) => RunMessage.fromDomain(m))
-    const placement = Prompt.placementOf(loop.prompts)
-    const settings: Run.Settings<string, never> = {
-      ...loop.settings,
-      request: requestDefaults(loop, turn),
-      // the provider's system prompt and the ephemeral context are in every request, never stored
-      transformContext: context.length === 0 && system.length === 0
-        ? Option.none()
-        : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
-      onEvent: eventsOf(loop, emit)
-    }
-    const result = yield* Run.execute(loop.runtime, settings, [...base, ...added], streaming).pipe(
-      Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
-    )
-    if (result.stopReason === "error" && Option.isSome(result.error)) {
-      const failure = result.error.value
-      return yield* failure._tag === "InferenceFailure" || failure._tag === "ToolFailure" ? Effect.fail(failure) : Effect.die(failure)
-    }
-    const transcript = RunMessage.toEngine(result.messages.slice(base.length))
-    const pending = ClientTools.pendingOf(transcript, loop.clientNames)
-    if (pending === undefined) {
-      return {
-        content: result.content,
-        stopReason: result.stopReason as StopReason,
-        toolCalls: result.toolCalls,
-        pendingToolCalls: [],
-        usage: result.usage,
-        inferences: result.iterations,
-        transcript
-      } satisfies TurnResult
-    }
-    // the registered tools the same reply called run now; the client calls wait for the caller
-    const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)
+  Effect.gen(() => runTurnSteps(loop, input, turn, emit, streaming))
+
+/** The steps of `runTurn`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) {
+  const base = yield* loop.store.load(loop.sessionId)
+  const added = yield* turnMessages(base, input)
+  // a resumed turn retrieves context for the question it is still answering
+  const query = input._tag === "User" ? input.text : (base.filter(Message.isUser).at(-1)?.content ?? "")
+  const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, query))
+  const context = contextMessages.length === 0 ? [] : yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
+  const prompted = yield* promptSystem(loop, base)
+  const system = prompted.length === 0 ? [] : yield* Effect.forEach(prompted, (m) => RunMessage.fromDomain(m))
+  const placement = Prompt.placementOf(loop.prompts)
+  const settings: Run.Settings<string, never> = {
+    ...loop.settings,
+    request: requestDefaults(loop, turn),
+    // the provider's system prompt and the ephemeral context are in every request, never stored
+    transformContext: context.length === 0 && system.length === 0
+      ? Option.none()
+      : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
+    onEvent: eventsOf(loop, emit)
+  }
+  const result = yield* Run.execute(loop.runtime, settings, [...base, ...added], streaming).pipe(
+    Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
+  )
+  if (result.stopReason === "error" && Option.isSome(result.error)) {
+    const failure = result.error.value
+    return yield* failure._tag === "InferenceFailure" || failure._tag === "ToolFailure" ? Effect.fail(failure) : Effect.die(failure)
+  }
+  const transcript = RunMessage.toEngine(result.messages.slice(base.length))
+  const pending = ClientTools.pendingOf(transcript, loop.clientNames)
+  if (pending === undefined) {
     return {
       content: result.content,
-      stopReason: "tool_calls",
-      toolCalls: [...result.toolCalls, ...served],
-      pendingToolCalls: pending.clientCalls,
+      stopReason: result.stopReason as StopReason,
+      toolCalls: result.toolCalls,
+      pendingToolCalls: [],
       usage: result.usage,
       inferences: result.iterations,
-      transcript: [...pending.transcript, ...served.map(ClientTools.resultMessage)]
+      transcript
     } satisfies TurnResult
-  })
+  }
+  // the registered tools the same reply called run now; the client calls wait for the caller
+  const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)
+  return {
+    content: result.content,
+    stopReason: "tool_calls",
+    toolCalls: [...result.toolCalls, ...served],
+    pendingToolCalls: pending.clientCalls,
+    usage: result.usage,
+    inferences: result.iterations,
+    transcript: [...pending.transcript, ...served.map(ClientTools.resultMessage)]
+  } satisfies TurnResult
+}
 
 /** The turn's new messages: the user message, or the caller's answers to the calls waiting in `base`. */
 const turnMessages = (base: ReadonlyArray<Message.Message>, input: TurnInput): Effect.Effect<ReadonlyArray<Message.Message>> => {
@@ -360,8 +366,8 @@ const runServerCalls = (loop: Loop, calls: ReadonlyArray<Message.ToolCall>, emit
   Effect.forEach(
     calls,
     (call) =>
-      Effect.gen(function* () {
-        const outcome = yield* Tools.run(
+      Effect.flatMap(
+        Tools.run(
           {
             registry: loop.runtime.registry,
             allowTools: loop.settings.allowTools,
@@ -371,11 +377,13 @@ const runServerCalls = (loop: Loop, calls: ReadonlyArray<Message.ToolCall>, emit
           call,
           "",
           Option.none()
-        )
-        yield* emit({ _tag: "ToolResultReady", record: outcome.record })
-        if (loop.options.onToolResult !== undefined) yield* loop.options.onToolResult(outcome.record)
-        return outcome.record
-      }),
+        ),
+        ({ record }) => {
+          const handed = loop.options.onToolResult
+          const emitted = emit({ _tag: "ToolResultReady", record })
+          return Effect.as(handed === undefined ? emitted : Effect.zipRight(emitted, handed(record)), record)
+        }
+      ),
     { concurrency: loop.settings.toolConcurrency }
   ).pipe(Observed.within(loop.observe))
 

@@ -19,6 +19,7 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
+import type * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -198,104 +199,107 @@ export const makeStart = (settings: Settings) =>
     const now = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
     return (body: unknown, context: StartContext): Effect.Effect<Started, ChatFailure> =>
-      Effect.gen(function* () {
-        const requestId = context.requestId
-        const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
-        const refuseField = (message: string, param: string | undefined, details: Record<string, unknown> = {}) =>
-          refuse(Edge.invalidRequest(message, param === undefined ? details : { ...details, param }))
-        const checked = Either.flatMap(
-          Guard.checkShape(body, settings.limits),
-          () => Guard.checkChat(body, settings.limits)
-        )
-        if (Either.isLeft(checked)) {
-          return yield* refuseField(`${checked.left.field}: ${checked.left.message}`, OpenAi.paramOf(checked.left.field), {
-            field: checked.left.field
-          })
-        }
-        const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body)
-        if (Either.isLeft(decoded)) {
-          const issues = Issues.describe(decoded.left, "a chat completion request object")
-          return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
-            issues
-          })
-        }
-        const unsupported = OpenAi.checkUnsupported(body)
-        if (Either.isLeft(unsupported)) return yield* refuseField(unsupported.left.message, unsupported.left.param)
-        const completion = decoded.right
-        const envelope = OpenAi.toEnvelope(completion, {
-          requestId,
-          traceId: traceIdOf(context.traceparent),
-          timeoutMs: settings.limitMs
-        })
-        if (Either.isLeft(envelope)) return yield* refuseField(envelope.left.message, envelope.left.param)
-        // decoded here rather than in the facade, so a problem names the client's field (max_tokens, not hints.maxTokens)
-        const choices = OpenAi.choicesOf(completion)
-        const requests: Array<SystemRequest> = []
-        for (let index = 0; index < choices; index++) {
-          const systemRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })(
-            OpenAi.choiceEnvelope(envelope.right, index)
-          )
-          if (Either.isLeft(systemRequest)) {
-            const issues = Issues.describe(systemRequest.left, "a chat completion request object", "the request", OpenAi.clientField)
-            return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
-              issues
-            })
-          }
-          requests.push(systemRequest.right)
-        }
-        const structured = OpenAi.isStructured(completion)
-        const logprobs = completion.logprobs === true
-        const meta = {
-          id: OpenAi.completionId(requestId),
-          model: (yield* engine.modelInfo).name,
-          created: yield* now
-        }
-
-        if (completion.stream !== true) {
-          const answer = (one: SystemRequest) =>
-            Effect.tap(Lifetime.runTied(system, one.requestId ?? requestId, system.run(one), settings.backstop), forget)
-          // one choice runs in this fiber; several at once
-          const responses = requests.length === 1
-            ? [yield* answer(requests[0]!)]
-            : yield* Effect.forEach(requests, answer, { concurrency: "unbounded" })
-          const failed = responses.find((response) => response.error !== undefined)
-          if (failed?.error !== undefined) return yield* refuse(failed.error)
-          return { _tag: "Completed" as const, responses, meta, structured, logprobs }
-        }
-
-        const queue = yield* Queue.unbounded<Item>()
-        const fibers = yield* Effect.forEach(requests, (one, index) =>
-          Effect.forkDaemon(
-            system
-              .run(one, {
-                onProgress: (p) =>
-                  p._tag === "TextDelta" ? Queue.offer(queue, { _tag: "Delta", index, text: p.text }) : Effect.void
-              })
-              .pipe(
-                Effect.tap(forget),
-                Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", index, response }))
-              )
-          ))
-        const stop = Effect.forEach(
-          fibers,
-          (fiber, index) => Lifetime.stopRun(system, requests[index]!.requestId ?? requestId, fiber),
-          { concurrency: "unbounded", discard: true }
-        )
-        const first = yield* Queue.take(queue).pipe(Effect.onInterrupt(() => stop))
-        if (first._tag === "Done" && first.response.error !== undefined) {
-          yield* stop
-          return yield* refuse(first.response.error)
-        }
-        const shape: StreamShape = {
-          choices,
-          structured,
-          logprobs,
-          includeUsage: completion.stream_options?.include_usage === true,
-          requestId
-        }
-        return { _tag: "Streaming" as const, first, rest: queue, stop, meta, shape }
-      })
+      Effect.gen(() => startSteps(settings, system, engine, forget, now, body, context))
   })
+
+/** The steps of a started chat completion, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* startSteps(settings: Settings, system: Context.Tag.Service<typeof PaganticSystem>, engine: Context.Tag.Service<typeof Engine>, forget: (response: SystemResponse) => Effect.Effect<void>, now: Effect.Effect<number>, body: unknown, context: StartContext) {
+  const requestId = context.requestId
+  const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
+  const refuseField = (message: string, param: string | undefined, details: Record<string, unknown> = {}) =>
+    refuse(Edge.invalidRequest(message, param === undefined ? details : { ...details, param }))
+  const checked = Either.flatMap(
+    Guard.checkShape(body, settings.limits),
+    () => Guard.checkChat(body, settings.limits)
+  )
+  if (Either.isLeft(checked)) {
+    return yield* refuseField(`${checked.left.field}: ${checked.left.message}`, OpenAi.paramOf(checked.left.field), {
+      field: checked.left.field
+    })
+  }
+  const decoded = Schema.decodeUnknownEither(ChatCompletionRequest, { errors: "all" })(body)
+  if (Either.isLeft(decoded)) {
+    const issues = Issues.describe(decoded.left, "a chat completion request object")
+    return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
+      issues
+    })
+  }
+  const unsupported = OpenAi.checkUnsupported(body)
+  if (Either.isLeft(unsupported)) return yield* refuseField(unsupported.left.message, unsupported.left.param)
+  const completion = decoded.right
+  const envelope = OpenAi.toEnvelope(completion, {
+    requestId,
+    traceId: traceIdOf(context.traceparent),
+    timeoutMs: settings.limitMs
+  })
+  if (Either.isLeft(envelope)) return yield* refuseField(envelope.left.message, envelope.left.param)
+  // decoded here rather than in the facade, so a problem names the client's field (max_tokens, not hints.maxTokens)
+  const choices = OpenAi.choicesOf(completion)
+  const requests: Array<SystemRequest> = []
+  for (let index = 0; index < choices; index++) {
+    const systemRequest = Schema.decodeUnknownEither(SystemRequest, { errors: "all" })(
+      OpenAi.choiceEnvelope(envelope.right, index)
+    )
+    if (Either.isLeft(systemRequest)) {
+      const issues = Issues.describe(systemRequest.left, "a chat completion request object", "the request", OpenAi.clientField)
+      return yield* refuseField(`Invalid chat completion request: ${issues.join("; ")}`, OpenAi.paramOfIssue(issues[0]), {
+        issues
+      })
+    }
+    requests.push(systemRequest.right)
+  }
+  const structured = OpenAi.isStructured(completion)
+  const logprobs = completion.logprobs === true
+  const meta = {
+    id: OpenAi.completionId(requestId),
+    model: (yield* engine.modelInfo).name,
+    created: yield* now
+  }
+
+  if (completion.stream !== true) {
+    const answer = (one: SystemRequest) =>
+      Effect.tap(Lifetime.runTied(system, one.requestId ?? requestId, system.run(one), settings.backstop), forget)
+    // one choice runs in this fiber; several at once
+    const responses = requests.length === 1
+      ? [yield* answer(requests[0]!)]
+      : yield* Effect.forEach(requests, answer, { concurrency: "unbounded" })
+    const failed = responses.find((response) => response.error !== undefined)
+    if (failed?.error !== undefined) return yield* refuse(failed.error)
+    return { _tag: "Completed" as const, responses, meta, structured, logprobs }
+  }
+
+  const queue = yield* Queue.unbounded<Item>()
+  const fibers = yield* Effect.forEach(requests, (one, index) =>
+    Effect.forkDaemon(
+      system
+        .run(one, {
+          onProgress: (p) =>
+            p._tag === "TextDelta" ? Queue.offer(queue, { _tag: "Delta", index, text: p.text }) : Effect.void
+        })
+        .pipe(
+          Effect.tap(forget),
+          Effect.flatMap((response) => Queue.offer(queue, { _tag: "Done", index, response }))
+        )
+    ))
+  const stop = Effect.forEach(
+    fibers,
+    (fiber, index) => Lifetime.stopRun(system, requests[index]!.requestId ?? requestId, fiber),
+    { concurrency: "unbounded", discard: true }
+  )
+  const first = yield* Queue.take(queue).pipe(Effect.onInterrupt(() => stop))
+  if (first._tag === "Done" && first.response.error !== undefined) {
+    yield* stop
+    return yield* refuse(first.response.error)
+  }
+  const shape: StreamShape = {
+    choices,
+    structured,
+    logprobs,
+    includeUsage: completion.stream_options?.include_usage === true,
+    requestId
+  }
+  return { _tag: "Streaming" as const, first, rest: queue, stop, meta, shape }
+}
 
 /** The handler of `/v1/chat/completions`. */
 export const make = (settings: Settings) =>
@@ -303,26 +307,29 @@ export const make = (settings: Settings) =>
     const start = yield* makeStart(settings)
     const newRequestId = yield* Lifetime.newRequestIds
     return (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.gen(function* () {
-        const requestId = yield* newRequestId
-        const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-        if (Either.isLeft(body)) {
-          return yield* Edge.refuseChat(Edge.invalidRequest(body.left.message), requestId, body.left.status)
-        }
-        const started = yield* start(body.right, { requestId, traceparent: request.headers["traceparent"] })
-        if (started._tag === "Completed") {
-          return OpenAi.toCompletion(started.responses, {
-            ...started.meta,
-            structured: started.structured,
-            logprobs: started.logprobs
-          })
-        }
-        return HttpServerResponse.stream(
-          events(started.first, started.rest, started.meta, started.shape).pipe(Stream.ensuring(started.stop)),
-          {
-            contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-request-id": requestId }
-          }
-        )
-      })
+      Effect.gen(() => handleSteps(settings, start, newRequestId, request))
   })
+
+/** The steps of a `/v1/chat/completions` request, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* handleSteps(settings: Settings, start: (body: unknown, context: StartContext) => Effect.Effect<Started, ChatFailure>, newRequestId: Effect.Effect<string>, request: HttpServerRequest.HttpServerRequest) {
+  const requestId = yield* newRequestId
+  const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+  if (Either.isLeft(body)) {
+    return yield* Edge.refuseChat(Edge.invalidRequest(body.left.message), requestId, body.left.status)
+  }
+  const started = yield* start(body.right, { requestId, traceparent: request.headers["traceparent"] })
+  if (started._tag === "Completed") {
+    return OpenAi.toCompletion(started.responses, {
+      ...started.meta,
+      structured: started.structured,
+      logprobs: started.logprobs
+    })
+  }
+  return HttpServerResponse.stream(
+    events(started.first, started.rest, started.meta, started.shape).pipe(Stream.ensuring(started.stop)),
+    {
+      contentType: "text/event-stream",
+      headers: { "cache-control": "no-cache", "x-request-id": requestId }
+    }
+  )
+}

@@ -400,12 +400,15 @@ export const readRunBody = (
   what: string,
   requestId: string
 ): Effect.Effect<Record<string, unknown>, RunFailure> =>
-  Effect.gen(function* () {
-    const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-    if (Either.isLeft(body)) return yield* refuseRun(invalidRequest(body.left.message), requestId, body.left.status)
-    const raw = body.right
-    const checked = Either.flatMap(Guard.checkShape(raw, settings.limits), () => check(raw, settings.limits))
-    if (Either.isLeft(checked)) return yield* refuseRun(fromProblem(checked.left), requestId)
-    if (!Json.isObject(raw)) return yield* refuseRun(invalidRequest(`the body must be a JSON object (${what})`), requestId)
-    return raw
-  })
+  Effect.gen(() => readRunBodySteps(request, settings, check, what, requestId))
+
+/** The steps of `readRunBody`, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* readRunBodySteps(request: HttpServerRequest.HttpServerRequest, settings: { readonly maxBodyBytes: number; readonly limits: Guard.Limits }, check: (body: unknown, limits: Guard.Limits) => Either.Either<void, Guard.Problem>, what: string, requestId: string) {
+  const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+  if (Either.isLeft(body)) return yield* refuseRun(invalidRequest(body.left.message), requestId, body.left.status)
+  const raw = body.right
+  const checked = Either.flatMap(Guard.checkShape(raw, settings.limits), () => check(raw, settings.limits))
+  if (Either.isLeft(checked)) return yield* refuseRun(fromProblem(checked.left), requestId)
+  if (!Json.isObject(raw)) return yield* refuseRun(invalidRequest(`the body must be a JSON object (${what})`), requestId)
+  return raw
+}

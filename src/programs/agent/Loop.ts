@@ -68,12 +68,14 @@ export const environment = (options: Options, services: Context.Context<Engine.E
   if (Option.isSome(storeOption) && options.sessionId !== undefined) {
     return loopOf(options, services, runtime, storeOption.value, options.sessionId)
   }
-  return Effect.gen(function* () {
-    const store = Option.isSome(storeOption) ? storeOption.value : yield* ConversationStore.makeInMemory()
-    // a capability: random, whatever the IdGenerator (internal/Ids)
-    const sessionId = options.sessionId ?? Ids.unsafeSessionId()
-    return yield* loopOf(options, services, runtime, store, sessionId)
-  })
+  // a new session's id, drawn when the loop is made (each run of the effect makes another): a capability, random
+  // whatever the IdGenerator (internal/Ids)
+  return Option.isSome(storeOption)
+    ? Effect.suspend(() => loopOf(options, services, runtime, storeOption.value, Ids.unsafeSessionId()))
+    : Effect.flatMap(
+      ConversationStore.makeInMemory(),
+      (store) => loopOf(options, services, runtime, store, options.sessionId ?? Ids.unsafeSessionId())
+    )
 }
 
 /** The loop on its store and session, the defaults applied. */

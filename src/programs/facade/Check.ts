@@ -219,35 +219,44 @@ const checkChatOnly = (request: SystemRequest): Either.Either<void, CheckFailure
     }))
 
 const checkPlan = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
-  Either.gen(function* () {
-    const engine = yield* needEngine(env)
-    yield* checkToolsAndHistory(env, request)
-    return { mode: "plan", request, engine } satisfies Plan
-  })
+  Either.gen(() => checkPlanSteps(env, request))
+
+/** The checks of a plan, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* checkPlanSteps(env: Environment, request: SystemRequest) {
+  const engine = yield* needEngine(env)
+  yield* checkToolsAndHistory(env, request)
+  return { mode: "plan", request, engine } satisfies Plan
+}
 
 const checkExtraction = (
   env: Environment,
   request: SystemRequest,
   mode: Extraction["mode"]
 ): Either.Either<Checked, CheckFailure> =>
-  Either.gen(function* () {
-    const engine = yield* needEngine(env)
-    const schema = yield* needSchema(request)
-    const user = yield* needUser(request)
-    yield* checkToolsAndHistory(env, request)
-    return { mode, request, engine, user, schema } satisfies Extraction
-  })
+  Either.gen(() => checkExtractionSteps(env, request, mode))
+
+/** The checks of an extraction, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* checkExtractionSteps(env: Environment, request: SystemRequest, mode: Extraction["mode"]) {
+  const engine = yield* needEngine(env)
+  const schema = yield* needSchema(request)
+  const user = yield* needUser(request)
+  yield* checkToolsAndHistory(env, request)
+  return { mode, request, engine, user, schema } satisfies Extraction
+}
 
 const checkTask = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
-  Either.gen(function* () {
-    const engine = yield* needEngine(env)
-    const given = request.task?.tasks
-    const work = given === undefined
-      ? { _tag: "Analyze" as const, user: yield* needUser(request) }
-      : { _tag: "Given" as const, tasks: given }
-    yield* checkToolsAndHistory(env, request)
-    return { mode: "task", request, engine, work } satisfies Task
-  })
+  Either.gen(() => checkTaskSteps(env, request))
+
+/** The checks of a task, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* checkTaskSteps(env: Environment, request: SystemRequest) {
+  const engine = yield* needEngine(env)
+  const given = request.task?.tasks
+  const work = given === undefined
+    ? { _tag: "Analyze" as const, user: yield* needUser(request) }
+    : { _tag: "Given" as const, tasks: given }
+  yield* checkToolsAndHistory(env, request)
+  return { mode: "task", request, engine, work } satisfies Task
+}
 
 /**
  * Checks a request (INIT) and settles its session: a chat without a session id

@@ -230,16 +230,7 @@ const observedRun = (
   executed: Effect.Effect<Execution>
 ): Effect.Effect<Execution> => {
     // the trace id and the correlation are read by events and spans only
-    const body = Effect.gen(function* () {
-      // without a trace id of its own the request is in its span's trace: events and spans name the same trace
-      const spanTrace = Option.filter(
-        Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
-        (id) => /^[0-9a-f]{32}$/.test(id)
-      )
-      const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
-      yield* Tracing.annotate({ traceId, [Spans.Pagantic.traceId]: traceId })
-      return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
-    })
+    const body = Effect.gen(() => observedSteps(env, request, requestId, sessionId, executed))
     return body.pipe(
       Tracing.withSpan("Facade.run", {
         attributes: {
@@ -253,3 +244,15 @@ const observedRun = (
       })
     )
   }
+
+/** The steps of an observed request, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* observedSteps(env: Environment, request: SystemRequest, requestId: string, sessionId: string | undefined, executed: Effect.Effect<Execution>) {
+  // without a trace id of its own the request is in its span's trace: events and spans name the same trace
+  const spanTrace = Option.filter(
+    Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
+    (id) => /^[0-9a-f]{32}$/.test(id)
+  )
+  const traceId = request.traceId ?? (Option.isSome(spanTrace) ? spanTrace.value : yield* env.nextId("trace"))
+  yield* Tracing.annotate({ traceId, [Spans.Pagantic.traceId]: traceId })
+  return yield* executed.pipe(withCorrelation({ requestId, traceId, ...(sessionId === undefined ? {} : { sessionId }) }))
+}

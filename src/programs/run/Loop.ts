@@ -68,45 +68,48 @@ export const execute = <Out, E>(
   input: ReadonlyArray<RunMessage.Input>,
   streaming: boolean
 ): Effect.Effect<LoopResult<Out>, E | ConfigurationFailure> =>
-  Effect.gen(function* () {
-    const messages = yield* takeInput(rt, input)
-    const state: State<Out> = {
-      messages,
-      add: adder(rt, messages),
-      records: [],
-      usage: TokenUsage.empty,
-      iterations: 0,
-      content: "",
-      output: Option.none(),
-      toolsRan: false,
-      round: Option.none()
-    }
-    const startCost = Option.isSome(rt.cost) ? yield* rt.cost.value.totalCost : 0
-    const spentCost = Option.isSome(rt.cost) ? Effect.map(rt.cost.value.totalCost, (t) => t - startCost) : Effect.succeed(0)
-    const emit = (event: LoopEvent<Out>) => (Option.isSome(settings.onEvent) ? settings.onEvent.value(event) : Effect.void)
+  Effect.gen(() => executeSteps(rt, settings, input, streaming)).pipe(Observed.within(rt.observe))
 
-    const body = loop(rt, settings, state, emit, spentCost, streaming)
-    const ended: Stop = settings.abortedAlready
-      ? stop("aborted")
-      : Option.isSome(settings.abort)
-      ? yield* Effect.raceFirst(body, Effect.as(settings.abort.value, stop("aborted")))
-      : yield* body
-    if (ended.reason === "aborted") yield* answerRound(state, "the run was aborted")
+/** The steps of `execute`: one generator function for every call (a generator function made per call costs V8 new maps, see bench/README session 19). */
+function* executeSteps<Out, E>(rt: Runtime, settings: Settings<Out, E>, input: ReadonlyArray<RunMessage.Input>, streaming: boolean) {
+  const messages = yield* takeInput(rt, input)
+  const state: State<Out> = {
+    messages,
+    add: adder(rt, messages),
+    records: [],
+    usage: TokenUsage.empty,
+    iterations: 0,
+    content: "",
+    output: Option.none(),
+    toolsRan: false,
+    round: Option.none()
+  }
+  const startCost = Option.isSome(rt.cost) ? yield* rt.cost.value.totalCost : 0
+  const spentCost = Option.isSome(rt.cost) ? Effect.map(rt.cost.value.totalCost, (t) => t - startCost) : Effect.succeed(0)
+  const emit = (event: LoopEvent<Out>) => (Option.isSome(settings.onEvent) ? settings.onEvent.value(event) : Effect.void)
 
-    const result: LoopResult<Out> = {
-      messages: state.messages.slice(),
-      output: state.output,
-      content: state.content,
-      stopReason: ended.reason,
-      iterations: state.iterations,
-      usage: state.usage,
-      cost: yield* spentCost,
-      toolCalls: state.records.slice(),
-      error: ended.error
-    }
-    yield* emit({ _tag: "LoopFinished", result })
-    return result
-  }).pipe(Observed.within(rt.observe))
+  const body = loop(rt, settings, state, emit, spentCost, streaming)
+  const ended: Stop = settings.abortedAlready
+    ? stop("aborted")
+    : Option.isSome(settings.abort)
+    ? yield* Effect.raceFirst(body, Effect.as(settings.abort.value, stop("aborted")))
+    : yield* body
+  if (ended.reason === "aborted") yield* answerRound(state, "the run was aborted")
+
+  const result: LoopResult<Out> = {
+    messages: state.messages.slice(),
+    output: state.output,
+    content: state.content,
+    stopReason: ended.reason,
+    iterations: state.iterations,
+    usage: state.usage,
+    cost: yield* spentCost,
+    toolCalls: state.records.slice(),
+    error: ended.error
+  }
+  yield* emit({ _tag: "LoopFinished", result })
+  return result
+}
 
 /**
  * The input as run messages: a run message is checked, a domain message gets an
@@ -130,17 +133,19 @@ const takeInput = (
     }
     return Effect.succeed(out)
   }
-  return Effect.gen(function* () {
-    const out: Array<RunMessage.RunMessage> = []
-    for (let i = 0; i < input.length; i++) {
-      const message = input[i]!
-      const id = RunMessage.isRunMessage(message) ? "" : yield* rt.nextId("msg")
+  // ids drawn by effect, one message after another
+  const from = (i: number, out: Array<RunMessage.RunMessage>): Effect.Effect<Array<RunMessage.RunMessage>, ConfigurationFailure> => {
+    if (i === input.length) return Effect.succeed(out)
+    const message = input[i]!
+    const next = (id: string) => {
       const checked = take(message, i, () => id)
-      if (Either.isLeft(checked)) return yield* invalid(checked.left)
+      if (Either.isLeft(checked)) return Effect.fail(invalid(checked.left))
       out.push(checked.right)
+      return from(i + 1, out)
     }
-    return out
-  })
+    return RunMessage.isRunMessage(message) ? next("") : Effect.flatMap(rt.nextId("msg"), next)
+  }
+  return Effect.suspend(() => from(0, []))
 }
 
 /**
@@ -188,106 +193,109 @@ const loop = <Out, E>(
   spentCost: Effect.Effect<number>,
   streaming: boolean
 ): Effect.Effect<Stop, E> =>
-  Effect.gen(function* () {
-    const { strategy } = settings
-    // with nobody listening to the run's events, and no CostTracker, there is nothing to emit or read
-    const listening = Option.isSome(settings.onEvent)
-    const costed = Option.isSome(rt.cost)
-    const last: Inference.LastCall = { inferenceId: "", span: Option.none() }
-    let iteration = 0
-    const inferenceEnv: Inference.InferenceEnv = {
-      engine: rt.engine,
-      observed: yield* Observed.listened,
-      model: rt.model,
-      nextId: rt.nextId,
-      inferenceRetry: settings.inferenceRetry,
-      onDelta: streaming ? Option.some((text: string) => emit({ _tag: "TextDelta", text, iteration })) : Option.none()
+  Effect.gen(() => loopSteps(rt, settings, state, emit, spentCost, streaming))
+
+/** The steps of `loop`, one generator function for every call (see `executeSteps`). */
+function* loopSteps<Out, E>(rt: Runtime, settings: Settings<Out, E>, state: State<Out>, emit: (event: LoopEvent<Out>) => Effect.Effect<void>, spentCost: Effect.Effect<number>, streaming: boolean) {
+  const { strategy } = settings
+  // with nobody listening to the run's events, and no CostTracker, there is nothing to emit or read
+  const listening = Option.isSome(settings.onEvent)
+  const costed = Option.isSome(rt.cost)
+  const last: Inference.LastCall = { inferenceId: "", span: Option.none() }
+  let iteration = 0
+  const inferenceEnv: Inference.InferenceEnv = {
+    engine: rt.engine,
+    observed: yield* Observed.listened,
+    model: rt.model,
+    nextId: rt.nextId,
+    inferenceRetry: settings.inferenceRetry,
+    onDelta: streaming ? Option.some((text: string) => emit({ _tag: "TextDelta", text, iteration })) : Option.none()
+  }
+  let index = 0
+  const { model: modelStep, request: rewrite } = settings.steps
+  const env = {
+    infer: (request: Engine.InferenceRequest) => {
+      const key = { iteration, index: index++ }
+      const call = Inference.infer(inferenceEnv, last, rewrite === undefined ? request : rewrite(key, request))
+      return modelStep === undefined ? call : modelStep(key, call)
     }
-    let index = 0
-    const { model: modelStep, request: rewrite } = settings.steps
-    const env = {
-      infer: (request: Engine.InferenceRequest) => {
-        const key = { iteration, index: index++ }
-        const call = Inference.infer(inferenceEnv, last, rewrite === undefined ? request : rewrite(key, request))
-        return modelStep === undefined ? call : modelStep(key, call)
+  }
+  const toolEnv: Tools.ToolEnv = {
+    registry: rt.registry,
+    allowTools: settings.allowTools,
+    toolTimeout: settings.toolTimeout,
+    toolRetry: settings.toolRetry
+  }
+  const { add } = state
+
+  while (true) {
+    iteration = state.iterations
+    index = 0
+    if (listening) yield* emit({ _tag: "IterationStarted", iteration })
+    const context = Option.isSome(settings.transformContext)
+      ? yield* settings.transformContext.value(state.messages)
+      : state.messages
+    const prepared = yield* either(
+      strategy.prepareRequest({ messages: RunMessage.toEngine(context), tools: settings.definitions, defaults: settings.request })
+    )
+    if (Either.isLeft(prepared)) return stop("error", prepared.left)
+    const called = yield* Effect.either(strategy.callModel(env, prepared.right))
+    if (Either.isLeft(called)) return stop("error", called.left)
+    const response = called.right
+    state.iterations++
+    state.usage = TokenUsage.combine(state.usage, response.usage)
+    state.content = response.content
+
+    const parsed = yield* either(strategy.parseResponse(response))
+    if (Either.isLeft(parsed)) {
+      if (listening) yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
+      yield* add((id) => RunMessage.build(id, "assistant", response.content))
+      if (response.finishReason === "length") return stop("length")
+      const failure = parsed.left
+      if (failure._tag === "ConstraintFailure" && failure.retryable && state.iterations < settings.maxIterations) {
+        yield* add((id) => RunMessage.build(id, "user", correctionPrompt(failure), { metadata: { correction: failure.code } }))
+        continue
       }
+      return stop("error", failure)
     }
-    const toolEnv: Tools.ToolEnv = {
-      registry: rt.registry,
-      allowTools: settings.allowTools,
-      toolTimeout: settings.toolTimeout,
-      toolRetry: settings.toolRetry
+    const action = parsed.right
+    yield* add((id) =>
+      RunMessage.build(id, "assistant", response.content, action.thought === "" ? {} : { metadata: { thought: action.thought } }, {
+        toolCalls: action.toolCalls
+      })
+    )
+    if (listening) {
+      yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
+      for (const call of action.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, iteration })
     }
-    const { add } = state
 
-    while (true) {
-      iteration = state.iterations
-      index = 0
-      if (listening) yield* emit({ _tag: "IterationStarted", iteration })
-      const context = Option.isSome(settings.transformContext)
-        ? yield* settings.transformContext.value(state.messages)
-        : state.messages
-      const prepared = yield* either(
-        strategy.prepareRequest({ messages: RunMessage.toEngine(context), tools: settings.definitions, defaults: settings.request })
-      )
-      if (Either.isLeft(prepared)) return stop("error", prepared.left)
-      const called = yield* Effect.either(strategy.callModel(env, prepared.right))
-      if (Either.isLeft(called)) return stop("error", called.left)
-      const response = called.right
-      state.iterations++
-      state.usage = TokenUsage.combine(state.usage, response.usage)
-      state.content = response.content
-
-      const parsed = yield* either(strategy.parseResponse(response))
-      if (Either.isLeft(parsed)) {
-        if (listening) yield* emit({ _tag: "ModelResponded", result: response, action: Option.none(), iteration })
-        yield* add((id) => RunMessage.build(id, "assistant", response.content))
-        if (response.finishReason === "length") return stop("length")
-        const failure = parsed.left
-        if (failure._tag === "ConstraintFailure" && failure.retryable && state.iterations < settings.maxIterations) {
-          yield* add((id) => RunMessage.build(id, "user", correctionPrompt(failure), { metadata: { correction: failure.code } }))
-          continue
-        }
-        return stop("error", failure)
+    const tokens = state.usage.totalTokens
+    if (!(yield* strategy.shouldContinue(action, iteration))) {
+      yield* answerAll(state, action.toolCalls, "the strategy ended the run")
+      if (action.stopReason !== undefined) return stop(action.stopReason)
+      if (
+        strategy.toolUsePolicy === "required" && !state.toolsRan && action.toolCalls.length === 0 &&
+        state.iterations < settings.maxIterations
+      ) {
+        const names = settings.definitions.map((d) => d.name).join(", ")
+        yield* add((id) => RunMessage.build(id, "user", `Use one of the tools (${names}) before answering.`, { metadata: { reminder: "toolUsePolicy" } }))
+        continue
       }
-      const action = parsed.right
-      yield* add((id) =>
-        RunMessage.build(id, "assistant", response.content, action.thought === "" ? {} : { metadata: { thought: action.thought } }, {
-          toolCalls: action.toolCalls
-        })
-      )
-      if (listening) {
-        yield* emit({ _tag: "ModelResponded", result: response, action: Option.some(action), iteration })
-        for (const call of action.toolCalls) yield* emit({ _tag: "ToolCallRequested", call, iteration })
-      }
-
-      const tokens = state.usage.totalTokens
-      if (!(yield* strategy.shouldContinue(action, iteration))) {
-        yield* answerAll(state, action.toolCalls, "the strategy ended the run")
-        if (action.stopReason !== undefined) return stop(action.stopReason)
-        if (
-          strategy.toolUsePolicy === "required" && !state.toolsRan && action.toolCalls.length === 0 &&
-          state.iterations < settings.maxIterations
-        ) {
-          const names = settings.definitions.map((d) => d.name).join(", ")
-          yield* add((id) => RunMessage.build(id, "user", `Use one of the tools (${names}) before answering.`, { metadata: { reminder: "toolUsePolicy" } }))
-          continue
-        }
-        state.output = action.result
-        return overBudget(settings, tokens, costed ? yield* spentCost : 0) ? stop("finish_over_budget") : stop("finish")
-      }
-
-      const limit = limitReached(settings, state.iterations, tokens, costed ? yield* spentCost : 0)
-      if (Option.isSome(limit)) {
-        yield* answerAll(state, action.toolCalls, limit.value[1])
-        return stop(limit.value[0])
-      }
-      if (action.toolCalls.length === 0) continue
-
-      const failed = yield* runRound(settings, toolEnv, state, action, last, emit, iteration)
-      if (Option.isSome(failed)) return stop("error", failed.value)
+      state.output = action.result
+      return overBudget(settings, tokens, costed ? yield* spentCost : 0) ? stop("finish_over_budget") : stop("finish")
     }
-  })
+
+    const limit = limitReached(settings, state.iterations, tokens, costed ? yield* spentCost : 0)
+    if (Option.isSome(limit)) {
+      yield* answerAll(state, action.toolCalls, limit.value[1])
+      return stop(limit.value[0])
+    }
+    if (action.toolCalls.length === 0) continue
+
+    const failed = yield* runRound(settings, toolEnv, state, action, last, emit, iteration)
+    if (Option.isSome(failed)) return stop("error", failed.value)
+  }
+}
 
 /**
  * `Effect.either`, with nothing to run for a value that is already a success
@@ -309,47 +317,56 @@ const runRound = <Out, E>(
   emit: (event: LoopEvent<Out>) => Effect.Effect<void>,
   iteration: number
 ): Effect.Effect<Option.Option<ToolFailure>> =>
-  Effect.gen(function* () {
-    const done = new Map<string, Tools.Outcome>()
-    state.round = Option.some({ calls: action.toolCalls, done })
-    state.toolsRan = true
-    const { inferenceId, span } = last
-    const toolStep = settings.steps.tool
-    const runCall = (call: DomainMessage.ToolCall, index: number) =>
-      Effect.gen(function* () {
-        const execution = Tools.run(toolEnv, call, inferenceId, span)
-        const o = yield* (toolStep === undefined ? execution : toolStep({ iteration, call, index }, execution))
+  Effect.gen(() => runRoundSteps(settings, toolEnv, state, action, last, emit, iteration))
+
+/** The steps of `runRound`, one generator function for every call (see `executeSteps`). */
+function* runRoundSteps<Out, E>(settings: Settings<Out, E>, toolEnv: Tools.ToolEnv, state: State<Out>, action: LoopAction<Out>, last: Inference.LastCall, emit: (event: LoopEvent<Out>) => Effect.Effect<void>, iteration: number) {
+  const done = new Map<string, Tools.Outcome>()
+  state.round = Option.some({ calls: action.toolCalls, done })
+  state.toolsRan = true
+  const { inferenceId, span } = last
+  const toolStep = settings.steps.tool
+  const runCall = (call: DomainMessage.ToolCall, index: number) =>
+    Effect.flatMap(
+      toolStep === undefined ? Tools.run(toolEnv, call, inferenceId, span) : toolStep({ iteration, call, index }, Tools.run(toolEnv, call, inferenceId, span)),
+      (o): Effect.Effect<void, ToolFailure> => {
         done.set(call.id, o)
-        if (Option.isSome(settings.onEvent)) yield* emit({ _tag: "ToolResultReady", record: o.record, iteration })
-        if (settings.stopOnToolError && Option.isSome(o.failure)) return yield* Effect.fail(o.failure.value)
-      })
-    const calls = action.toolCalls
-    const outcome = yield* Effect.either(
-      // one call runs in this fiber, as it is (no fiber pool, no forEach)
-      calls.length === 1
-        ? runCall(calls[0]!, 0)
-        : Effect.forEach(calls, runCall, { concurrency: settings.toolConcurrency, discard: true })
+        const failed = settings.stopOnToolError && Option.isSome(o.failure) ? Effect.fail(o.failure.value) : Effect.void
+        return Option.isSome(settings.onEvent)
+          ? Effect.zipRight(emit({ _tag: "ToolResultReady", record: o.record, iteration }), failed)
+          : failed
+      }
     )
-    yield* answerRound(state, "a sibling call failed and the run stopped")
-    return Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
-  })
+  const calls = action.toolCalls
+  const outcome = yield* Effect.either(
+    // one call runs in this fiber, as it is (no fiber pool, no forEach)
+    calls.length === 1
+      ? runCall(calls[0]!, 0)
+      : Effect.forEach(calls, runCall, { concurrency: settings.toolConcurrency, discard: true })
+  )
+  yield* answerRound(state, "a sibling call failed and the run stopped")
+  return Either.isLeft(outcome) ? Option.some(outcome.left) : Option.none()
+}
 
 /** Closes the round in flight: results that are in, in call order; the others answered "not executed". */
 const answerRound = <Out>(state: State<Out>, reason: string): Effect.Effect<void> =>
-  Effect.gen(function* () {
-    if (Option.isNone(state.round)) return
-    const { calls, done } = state.round.value
-    state.round = Option.none()
-    for (const call of calls) {
-      const o = done.get(call.id)
-      if (o !== undefined) {
-        state.records.push(o.record)
-        yield* state.add(toolMessage(o.result))
-      } else {
-        yield* state.add(toolMessage(Tools.notExecuted(call, reason).result))
-      }
+  Effect.gen(() => answerRoundSteps(state, reason))
+
+/** The steps of `answerRound`, one generator function for every call (see `executeSteps`). */
+function* answerRoundSteps<Out>(state: State<Out>, reason: string) {
+  if (Option.isNone(state.round)) return
+  const { calls, done } = state.round.value
+  state.round = Option.none()
+  for (const call of calls) {
+    const o = done.get(call.id)
+    if (o !== undefined) {
+      state.records.push(o.record)
+      yield* state.add(toolMessage(o.result))
+    } else {
+      yield* state.add(toolMessage(Tools.notExecuted(call, reason).result))
     }
-  })
+  }
+}
 
 /** Answers calls that will not run, so every call in the transcript has its result. */
 const answerAll = <Out>(

@@ -199,25 +199,28 @@ export const react = (): Strategy<string> => ({
 })
 
 const parseReact = (response: InferenceResult): Effect.Effect<LoopAction<string>, ConstraintFailure> =>
-  Effect.gen(function* () {
-    const decoded = decodeAction(response.content.trim())
-    if (decoded._tag === "Left") {
-      return yield* ConstraintFailure.schemaInvalid(
-        'The reply is not a ReAct action: {"thought", "tool", "arguments"} or {"thought", "finish"}',
-        { raw: response.content, violations: [decoded.left.message] }
-      )
-    }
-    const action = decoded.right
-    if ("finish" in action) {
-      return { toolCalls: [], thought: action.thought, result: Option.some(action.finish) }
-    }
-    const id = yield* Effect.flatMap(IdGenerator, (ids) => ids.next("call"))
-    return {
-      toolCalls: [new Message.ToolCall({ id, name: action.tool, arguments: action.arguments })],
-      thought: action.thought,
-      result: Option.none()
-    }
-  })
+  Effect.gen(() => parseReactSteps(response))
+
+/** The steps of `parseReact`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* parseReactSteps(response: InferenceResult) {
+  const decoded = decodeAction(response.content.trim())
+  if (decoded._tag === "Left") {
+    return yield* ConstraintFailure.schemaInvalid(
+      'The reply is not a ReAct action: {"thought", "tool", "arguments"} or {"thought", "finish"}',
+      { raw: response.content, violations: [decoded.left.message] }
+    )
+  }
+  const action = decoded.right
+  if ("finish" in action) {
+    return { toolCalls: [], thought: action.thought, result: Option.some(action.finish) }
+  }
+  const id = yield* Effect.flatMap(IdGenerator, (ids) => ids.next("call"))
+  return {
+    toolCalls: [new Message.ToolCall({ id, name: action.tool, arguments: action.arguments })],
+    thought: action.thought,
+    result: Option.none()
+  }
+}
 
 // ---------------------------------------------------------------------------
 // Structured
