@@ -14,7 +14,7 @@
  *   listed below with what it is keyed by; a new one fails here until it is
  *   listed, with its reason;
  * - on the hot path (the run loop, the AgentLoop's turn, the facade's chat
- *   request), no generator function is made per call: each `function*` is
+ *   request, their observed inferences and tool calls), no generator function is made per call: each `function*` is
  *   declared once, at the top of its module, and `Effect.gen(() => steps(...))`
  *   runs it. On Node 20 a generator function made and run per call cost about
  *   2.5 us and new maps in the old generation, which kept each call's objects
@@ -78,7 +78,9 @@ const hotPath = [
   "programs/facade/Check.ts",
   "programs/facade/Run.ts",
   "programs/facade/Session.ts",
-  "programs/facade/SessionLocks.ts"
+  "programs/facade/SessionLocks.ts",
+  "programs/internal/Observed.ts",
+  "programs/internal/Spans.ts"
 ]
 
 /** Whether `node` is inside a function (not at the top of its module). */

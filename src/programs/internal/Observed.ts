@@ -195,56 +195,59 @@ const recordedInference = <E extends { readonly code: string; readonly message: 
   name: string,
   options: InferenceOptions<E, R>
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
-  Effect.gen(function* () {
-    const { inferenceId, request } = options
-    const started = yield* Clock.currentTimeMillis
-    yield* recordEvent(
-      (base) =>
-        new Event.InferenceStart({
+  Effect.gen(() => recordedInferenceSteps(name, options))
+
+/** The steps of a recorded inference, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* recordedInferenceSteps<E extends { readonly code: string; readonly message: string }, R>(name: string, options: InferenceOptions<E, R>) {
+  const { inferenceId, request } = options
+  const started = yield* Clock.currentTimeMillis
+  yield* recordEvent(
+    (base) =>
+      new Event.InferenceStart({
+        ...base,
+        layer: "inference",
+        inferenceId,
+        messageCount: request.messages.length,
+        toolDefsCount: request.tools.length,
+        schemaPresent: request.schema !== undefined,
+        grammarPresent: request.grammar !== undefined,
+        ...(request.temperature === undefined ? {} : { temperature: request.temperature })
+      }, true)
+  )
+  const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
+  const durationMs = (yield* Clock.currentTimeMillis) - started
+  yield* recordEvent((base) =>
+    Exit.isSuccess(exit)
+      ? new Event.InferenceEnd({
           ...base,
           layer: "inference",
           inferenceId,
-          messageCount: request.messages.length,
-          toolDefsCount: request.tools.length,
-          schemaPresent: request.schema !== undefined,
-          grammarPresent: request.grammar !== undefined,
-          ...(request.temperature === undefined ? {} : { temperature: request.temperature })
+          durationMs,
+          tokensIn: exit.value[0].usage.promptTokens,
+          tokensOut: exit.value[0].usage.outputTokens,
+          finishReason: exit.value[0].finishReason,
+          toolCallCount: exit.value[0].toolCalls.length
         }, true)
+      : new Event.InferenceEnd({
+          ...base,
+          layer: "inference",
+          inferenceId,
+          durationMs,
+          tokensIn: 0,
+          tokensOut: 0,
+          finishReason: "error",
+          toolCallCount: 0,
+          ...errorFields(failureOf(exit.cause))
+        }, true)
+  )
+  yield* withMetrics((m) =>
+    Effect.zipRight(
+      m.recordLatency("inference", durationMs),
+      Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
     )
-    const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
-    const durationMs = (yield* Clock.currentTimeMillis) - started
-    yield* recordEvent((base) =>
-      Exit.isSuccess(exit)
-        ? new Event.InferenceEnd({
-            ...base,
-            layer: "inference",
-            inferenceId,
-            durationMs,
-            tokensIn: exit.value[0].usage.promptTokens,
-            tokensOut: exit.value[0].usage.outputTokens,
-            finishReason: exit.value[0].finishReason,
-            toolCallCount: exit.value[0].toolCalls.length
-          }, true)
-        : new Event.InferenceEnd({
-            ...base,
-            layer: "inference",
-            inferenceId,
-            durationMs,
-            tokensIn: 0,
-            tokensOut: 0,
-            finishReason: "error",
-            toolCallCount: 0,
-            ...errorFields(failureOf(exit.cause))
-          }, true)
-    )
-    yield* withMetrics((m) =>
-      Effect.zipRight(
-        m.recordLatency("inference", durationMs),
-        Exit.isSuccess(exit) ? m.recordTokens(exit.value[0].usage) : m.increment("inference_errors")
-      )
-    )
-    return yield* exit
-  })
+  )
+  return yield* exit
+}
 
 // ---------------------------------------------------------------------------
 // Tools
@@ -284,41 +287,44 @@ const recordedTool = <A, E extends { readonly code: string; readonly message: st
   options: ToolCallOptions<A, E, R>
 ): Effect.Effect<A, E, R> => {
   const { attempt, call, inferenceId } = options
-  return Effect.gen(function* () {
-    if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
-    const started = yield* Clock.currentTimeMillis
-    yield* recordEvent(
-      (base) =>
-        new Event.ToolStart({
-          ...base,
-          layer: "tool",
-          toolName: call.name,
-          toolCallId: call.id,
-          inferenceId,
-          argsHash: hashArgs(call.arguments),
-          attempt
-        }, true)
-    )
-    const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
-    const durationMs = (yield* Clock.currentTimeMillis) - started
-    const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
-    yield* recordEvent(
-      (base) =>
-        new Event.ToolEnd({
-          ...base,
-          layer: "tool",
-          toolName: call.name,
-          toolCallId: call.id,
-          durationMs,
-          success: Exit.isSuccess(exit),
-          ...errorFields(failure)
-        }, true)
-    )
-    yield* withMetrics((m) =>
-      Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))
-    )
-    return yield* exit
-  })
+  return Effect.gen(() => recordedToolSteps(options, attempt, call, inferenceId))
+}
+
+/** The steps of a recorded tool execution, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* recordedToolSteps<A, E extends { readonly code: string; readonly message: string }, R>(options: ToolCallOptions<A, E, R>, attempt: number, call: ToolCallOptions<A, E, R>["call"], inferenceId: ToolCallOptions<A, E, R>["inferenceId"]) {
+  if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
+  const started = yield* Clock.currentTimeMillis
+  yield* recordEvent(
+    (base) =>
+      new Event.ToolStart({
+        ...base,
+        layer: "tool",
+        toolName: call.name,
+        toolCallId: call.id,
+        inferenceId,
+        argsHash: hashArgs(call.arguments),
+        attempt
+      }, true)
+  )
+  const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
+  const durationMs = (yield* Clock.currentTimeMillis) - started
+  const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
+  yield* recordEvent(
+    (base) =>
+      new Event.ToolEnd({
+        ...base,
+        layer: "tool",
+        toolName: call.name,
+        toolCallId: call.id,
+        durationMs,
+        success: Exit.isSuccess(exit),
+        ...errorFields(failure)
+      }, true)
+  )
+  yield* withMetrics((m) =>
+    Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))
+  )
+  return yield* exit
 }
 
 // ---------------------------------------------------------------------------

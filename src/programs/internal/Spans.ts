@@ -258,15 +258,18 @@ export const inferenceInSpan = <E, R>(
   call: Effect.Effect<InferenceResult, E, R>,
   options: InferenceSpanOptions = {}
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
-  Effect.gen(function* () {
-    const [span, annotated] = yield* spanAndExporting
-    if (annotated) yield* annotateWith((current) => putRequest(current, name, request, options.inferenceId))
-    const result = yield* call
-    if (annotated) yield* annotateWith((current) => putResponse(current, name, result), false)
-    const cost = yield* Effect.serviceOption(CostTracker)
-    if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
-    return [result, span] as const
-  })
+  Effect.gen(() => inferenceInSpanSteps(name, request, call, options))
+
+/** The steps of `inferenceInSpan`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* inferenceInSpanSteps<E, R>(name: string, request: InferenceRequest, call: Effect.Effect<InferenceResult, E, R>, options: InferenceSpanOptions) {
+  const [span, annotated] = yield* spanAndExporting
+  if (annotated) yield* annotateWith((current) => putRequest(current, name, request, options.inferenceId))
+  const result = yield* call
+  if (annotated) yield* annotateWith((current) => putResponse(current, name, result), false)
+  const cost = yield* Effect.serviceOption(CostTracker)
+  if (Option.isSome(cost)) yield* cost.value.recordUsage(name, result.usage)
+  return [result, span] as const
+}
 
 /** `put` on the current span (with the correlation ids first, unless `correlated` is false), if attributes put there go anywhere. */
 const annotateWith = (put: (span: Tracer.Span) => void, correlated = true): Effect.Effect<void> =>
