@@ -42,6 +42,15 @@ import type { StreamPart } from "../src/services/Engine.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { writeTinyModel } from "./fixtures/llamaTinyModel.js"
 
+/** The bundled model's chat wrapper, counting its renders. */
+class CountingWrapper extends PaganticChatWrapper {
+  rendered = 0
+  override generateContextState(options: ChatWrapperGenerateContextStateOptions) {
+    this.rendered++
+    return super.generateContextState(options)
+  }
+}
+
 /** A grammar with no accepting end: generation can only stop at maxTokens or by interruption. */
 const ENDLESS = "root ::= [a-z] root"
 
@@ -693,13 +702,6 @@ describe("LlamaEngine loading", () => {
 
   it.live("an explicit chat wrapper is the one used", () =>
     Effect.gen(function*() {
-      class CountingWrapper extends PaganticChatWrapper {
-        rendered = 0
-        override generateContextState(options: ChatWrapperGenerateContextStateOptions) {
-          this.rendered++
-          return super.generateContextState(options)
-        }
-      }
       const chatWrapper = new CountingWrapper()
       const engine = yield* Layer.build(LlamaEngine.layer({ sequences: 1, chatWrapper })).pipe(
         Effect.map((context) => Context.get(context, Engine))
@@ -710,13 +712,6 @@ describe("LlamaEngine loading", () => {
 
   it.live("a prompt is rendered once per generation: LlamaChat's render of it comes from memory (llama/RenderMemo)", () =>
     Effect.gen(function*() {
-      class CountingWrapper extends PaganticChatWrapper {
-        rendered = 0
-        override generateContextState(options: ChatWrapperGenerateContextStateOptions) {
-          this.rendered++
-          return super.generateContextState(options)
-        }
-      }
       const chatWrapper = new CountingWrapper()
       const engine = yield* Layer.build(LlamaEngine.layer({ sequences: 2, chatWrapper })).pipe(
         Effect.map((context) => Context.get(context, Engine))

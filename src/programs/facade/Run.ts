@@ -89,17 +89,7 @@ const cancellable = <A>(
     })
   )
 
-const executeChecked = (
-  env: Environment,
-  cancellations: Cancellations,
-  request: SystemRequest,
-  requestId: string,
-  admission: Check.Admission,
-  runOptions: RunOptions
-): Effect.Effect<Execution> =>
-  Effect.withFiberRuntime((fiber) => executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions))
-
-/** `executeChecked`, from inside a step of `fiber`. */
+/** A checked request run to its Execution, from inside a step of `fiber`. */
 const executeCheckedIn = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   env: Environment,
@@ -203,7 +193,8 @@ export const execute = (
     if (!observed && request.traceId === undefined) {
       return executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions)
     }
-    const executed = executeChecked(env, cancellations, request, requestId, admission, runOptions)
+    const executed = Effect.withFiberRuntime<Execution>((inner) =>
+      executeCheckedIn(inner, env, cancellations, request, requestId, admission, runOptions))
     // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
     const run = observed ? observedRun(env, request, requestId, admission.sessionId, executed) : executed
     // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
