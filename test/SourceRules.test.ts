@@ -80,7 +80,9 @@ const hotPath = [
   "programs/facade/Session.ts",
   "programs/facade/SessionLocks.ts",
   "programs/internal/Observed.ts",
-  "programs/internal/Spans.ts"
+  "programs/internal/Spans.ts",
+  "programs/internal/ReplicaSampling.ts",
+  "programs/RedundantLoop.ts"
 ]
 
 /** Whether `node` is inside a function (not at the top of its module). */

@@ -174,6 +174,117 @@ export const runStream = <A>(
     (result): Progress<A> => ({ _tag: "Finished", result })
   )
 
+/** The steps of a run, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: number, quorum: number, concurrency: number, voting: VotingStrategy) {
+  const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
+  yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
+  const engine = yield* EngineTag
+  const draw = yield* ReplicaSampling.make(engine, n, options.seed, concurrency >= n)
+  // every reply's usage, in the order replies came (replicas add to it in one step each)
+  const spent: Array<TokenUsage.TokenUsage> = []
+  const onUsage = options.onUsage
+  const replicaOptions: Structured.Options<A, ValidationFailure> = {
+    ...options,
+    // a replica breaking a rule is a failed replica: it never votes with a partial result
+    strictValidation: true,
+    retry: options.retry ?? RetryPolicy.none,
+    onUsage: onUsage === undefined
+      ? (usage) => Effect.sync(() => void spent.push(usage))
+      : (usage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
+  }
+  // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
+  // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
+  const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {
+    const view = draw.engineFor(replica)
+    const call = Structured.run(messages, replicaOptions)
+    const outcome = Effect.match(
+      view === engine ? call : Local.provideService(call, EngineTag, view),
+      {
+        onFailure: (failure): Replica<A> => ({ _tag: "Failed", replica, failure }),
+        onSuccess: (result): Replica<A> => ({ _tag: "Valid", replica, result })
+      }
+    )
+    return draw.gathers ? Effect.ensuring(outcome, draw.ended(replica)) : outcome
+  }
+  const replicaOf = emit === undefined
+    ? settled
+    : (replica: number) => Effect.tap(settled(replica), (outcome) => emit({ _tag: "ReplicaFinished", outcome }))
+  // A replica's own moves are events only: the request's tracker sees the loop as a whole (set once, for
+  // all of them: the replicas' fibers inherit it).
+  const replicas = yield* Local.locally(
+    Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, { concurrency }),
+    Lifecycle.currentTracker,
+    Option.none()
+  )
+  const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
+  const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
+  const sampling = yield* draw.sampling
+  yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid (${sampling} sampling)`)
+
+  // below the quorum (at most n) some replica failed: the first failure is typed
+  const firstFailed = failed[0]
+  if (valid.length < quorum && firstFailed !== undefined) {
+    yield* OrchestrateEvent.record(
+      "vote",
+      { strategy: voting.name, quorum, sampling, replicas: replicas.map(describeReplica) },
+      { error: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}` }
+    )
+    // a broken rule is not the pattern's to emit: no replica left by the rules is no consensus
+    if (valid.length === 0 && firstFailed.failure._tag !== "ValidationFailure") return yield* firstFailed.failure
+    return yield* new OrchestrationFailure({
+      code: "ORCHESTRATION_NO_CONSENSUS",
+      retryable: false,
+      message: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}`,
+      details: { replicas: n, valid: valid.length, quorum, failures: failed.map(describeFailure) },
+      cause: firstFailed.failure
+    })
+  }
+
+  const candidates = valid.map((r) => r.result.content)
+  const vote = yield* voting.vote(candidates)
+  const winner = valid[vote.winner]
+  if (winner === undefined) {
+    return yield* Effect.dieMessage(
+      `${voting.name} voting returned candidate ${vote.winner} of ${candidates.length}: a bug in the strategy`
+    )
+  }
+  if (emit !== undefined) yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
+  yield* OrchestrateEvent.record("vote", () => ({
+    strategy: voting.name,
+    quorum,
+    winner: winner.replica,
+    confidence: vote.confidence,
+    sampling,
+    replicas: replicas.map(describeReplica)
+  }))
+  const repairAttempts =
+    valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
+    failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
+  const result: Result<A> = {
+    content: winner.result.content,
+    value: winner.result.value,
+    confidence: vote.confidence,
+    winner: winner.replica,
+    candidates,
+    replicas,
+    usage: TokenUsage.combineAll(spent),
+    sampling,
+    validation: Construct.unchecked(ValidationResult, {
+      passed: valid.length,
+      failed: failed.length,
+      repairAttempts,
+      violations: failed.flatMap((r) =>
+        r.failure._tag === "ConstraintFailure"
+          ? r.failure.violations.map((v) => `replica ${r.replica}: ${v}`)
+          : r.failure._tag === "ValidationFailure"
+          ? (r.failure.failedRules.length > 0 ? r.failure.failedRules : [r.failure.message]).map((v) => `replica ${r.replica}: ${v}`)
+          : []
+      )
+    }) // counts and the replicas' own violations: nothing to check again
+  }
+  return result
+}
+
 const runWith = <A>(
   prompt: string,
   options: Options<A>,
@@ -184,115 +295,7 @@ const runWith = <A>(
   const concurrency = Math.max(1, Math.floor(options.concurrency ?? n))
   const voting = options.voting ?? MajorityVoting
 
-  const body = Effect.gen(function* () {
-    const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
-    yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)
-    const engine = yield* EngineTag
-    const draw = yield* ReplicaSampling.make(engine, n, options.seed, concurrency >= n)
-    // every reply's usage, in the order replies came (replicas add to it in one step each)
-    const spent: Array<TokenUsage.TokenUsage> = []
-    const onUsage = options.onUsage
-    const replicaOptions: Structured.Options<A, ValidationFailure> = {
-      ...options,
-      // a replica breaking a rule is a failed replica: it never votes with a partial result
-      strictValidation: true,
-      retry: options.retry ?? RetryPolicy.none,
-      onUsage: onUsage === undefined
-        ? (usage) => Effect.sync(() => void spent.push(usage))
-        : (usage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
-    }
-    // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
-    // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
-    const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {
-      const view = draw.engineFor(replica)
-      const call = Structured.run(messages, replicaOptions)
-      const outcome = Effect.match(
-        view === engine ? call : Local.provideService(call, EngineTag, view),
-        {
-          onFailure: (failure): Replica<A> => ({ _tag: "Failed", replica, failure }),
-          onSuccess: (result): Replica<A> => ({ _tag: "Valid", replica, result })
-        }
-      )
-      return draw.gathers ? Effect.ensuring(outcome, draw.ended(replica)) : outcome
-    }
-    const replicaOf = emit === undefined
-      ? settled
-      : (replica: number) => Effect.tap(settled(replica), (outcome) => emit({ _tag: "ReplicaFinished", outcome }))
-    // A replica's own moves are events only: the request's tracker sees the loop as a whole (set once, for
-    // all of them: the replicas' fibers inherit it).
-    const replicas = yield* Local.locally(
-      Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, { concurrency }),
-      Lifecycle.currentTracker,
-      Option.none()
-    )
-    const valid = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Valid" }> => r._tag === "Valid")
-    const failed = replicas.filter((r): r is Extract<Replica<A>, { _tag: "Failed" }> => r._tag === "Failed")
-    const sampling = yield* draw.sampling
-    yield* Lifecycle.transition("EXECUTE", "VALIDATE", 1, `${valid.length} of ${n} replicas valid (${sampling} sampling)`)
-
-    // below the quorum (at most n) some replica failed: the first failure is typed
-    const firstFailed = failed[0]
-    if (valid.length < quorum && firstFailed !== undefined) {
-      yield* OrchestrateEvent.record(
-        "vote",
-        { strategy: voting.name, quorum, sampling, replicas: replicas.map(describeReplica) },
-        { error: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}` }
-      )
-      // a broken rule is not the pattern's to emit: no replica left by the rules is no consensus
-      if (valid.length === 0 && firstFailed.failure._tag !== "ValidationFailure") return yield* firstFailed.failure
-      return yield* new OrchestrationFailure({
-        code: "ORCHESTRATION_NO_CONSENSUS",
-        retryable: false,
-        message: `only ${valid.length} of ${n} replicas produced a valid candidate; the quorum is ${quorum}`,
-        details: { replicas: n, valid: valid.length, quorum, failures: failed.map(describeFailure) },
-        cause: firstFailed.failure
-      })
-    }
-
-    const candidates = valid.map((r) => r.result.content)
-    const vote = yield* voting.vote(candidates)
-    const winner = valid[vote.winner]
-    if (winner === undefined) {
-      return yield* Effect.dieMessage(
-        `${voting.name} voting returned candidate ${vote.winner} of ${candidates.length}: a bug in the strategy`
-      )
-    }
-    if (emit !== undefined) yield* emit({ _tag: "VoteCast", strategy: voting.name, winner: winner.replica, confidence: vote.confidence, candidates })
-    yield* OrchestrateEvent.record("vote", () => ({
-      strategy: voting.name,
-      quorum,
-      winner: winner.replica,
-      confidence: vote.confidence,
-      sampling,
-      replicas: replicas.map(describeReplica)
-    }))
-    const repairAttempts =
-      valid.reduce((k, r) => k + r.result.repairAttempts, 0) +
-      failed.filter((r) => r.failure.details.repaired === true || r.failure.details.repairAttempted === true).length
-    const result: Result<A> = {
-      content: winner.result.content,
-      value: winner.result.value,
-      confidence: vote.confidence,
-      winner: winner.replica,
-      candidates,
-      replicas,
-      usage: TokenUsage.combineAll(spent),
-      sampling,
-      validation: Construct.unchecked(ValidationResult, {
-        passed: valid.length,
-        failed: failed.length,
-        repairAttempts,
-        violations: failed.flatMap((r) =>
-          r.failure._tag === "ConstraintFailure"
-            ? r.failure.violations.map((v) => `replica ${r.replica}: ${v}`)
-            : r.failure._tag === "ValidationFailure"
-            ? (r.failure.failedRules.length > 0 ? r.failure.failedRules : [r.failure.message]).map((v) => `replica ${r.replica}: ${v}`)
-            : []
-        )
-      }) // counts and the replicas' own violations: nothing to check again
-    }
-    return result
-  })
+  const body = Effect.gen(() => runSteps(prompt, options, emit, n, quorum, concurrency, voting))
   return SpecializedLoop.withTimeout(options.timeout, "the redundant call")(body)
 })
 

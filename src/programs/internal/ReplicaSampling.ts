@@ -41,6 +41,70 @@ const seeded = (request: Engine.InferenceRequest, seed: number | undefined, inde
 /** What two requests must share to be samples of one: everything but the seed. */
 const sampleKey = (request: Engine.InferenceRequest): string => JSON.stringify({ ...request, seed: undefined })
 
+/** The gathering views, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* gatheringSteps(engine: Engine.Service, n: number, seed: number | undefined) {
+  const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
+  const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())
+  let settled = false
+  let sampling: Sampling = "independent"
+
+  const deliver = (outcomes: ReadonlyArray<Option.Option<Outcome>>) =>
+    Effect.forEach(replies, (reply, i) => Deferred.succeed(reply, outcomes[i] ?? Option.none()), { discard: true })
+
+  // Run by the replica whose arrival (or end) completes the set.
+  const settle: Effect.Effect<void> = Effect.suspend(() => {
+    if (settled || first.some((r) => r === undefined)) return Effect.void
+    settled = true
+    const requests = first.filter((r): r is Engine.InferenceRequest => r !== "absent")
+    const key = requests.length === n ? sampleKey(requests[0]!) : undefined
+    if (key === undefined || requests.some((r) => sampleKey(r) !== key)) {
+      return deliver(first.map(() => Option.none()))
+    }
+    sampling = "tree"
+    return Engine.sampleMany(engine, seeded(requests[0]!, seed, 0), n).pipe(
+      Effect.either,
+      Effect.flatMap((drawn) =>
+        deliver(first.map((_, i) =>
+          Option.some<Outcome>(
+            Either.isLeft(drawn)
+              ? Either.left(drawn.left)
+              : drawn.right[i] ??
+                Either.left(InferenceFailure.engineError(`sampleMany returned ${drawn.right.length} samples of ${n}`, {}))
+          )
+        ))
+      ),
+      // interrupted while drawing: the waiting replicas are interrupted too, never left waiting
+      Effect.onInterrupt(() => Effect.forEach(replies, Deferred.interrupt, { discard: true }))
+    )
+  })
+
+  const engineFor = (index: number): Engine.Service => ({
+    infer: (request) =>
+      Effect.suspend(() => {
+        if (first[index] !== undefined) return engine.infer(seeded(request, seed, index))
+        first[index] = request
+        return settle.pipe(
+          Effect.zipRight(Deferred.await(replies[index]!)),
+          Effect.flatMap(Option.match({
+            onNone: () => engine.infer(seeded(request, seed, index)),
+            onSome: (outcome) => outcome
+          }))
+        )
+      }),
+    stream: (request) => engine.stream(seeded(request, seed, index)),
+    modelInfo: engine.modelInfo
+  })
+
+  const ended = (index: number) =>
+    Effect.suspend(() => {
+      if (first[index] !== undefined) return Effect.void
+      first[index] = "absent"
+      return settle
+    })
+
+  return { engineFor, ended, gathers: true, sampling: Effect.sync(() => sampling) }
+}
+
 /**
  * The replicas' views of `engine`. With `together` (all N start at once), the
  * first requests are gathered and drawn by one `sampleMany` when they agree.
@@ -66,66 +130,5 @@ export const make = (
       sampling: Effect.succeed("independent")
     })
   }
-  return Effect.gen(function* () {
-    const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
-    const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())
-    let settled = false
-    let sampling: Sampling = "independent"
-
-    const deliver = (outcomes: ReadonlyArray<Option.Option<Outcome>>) =>
-      Effect.forEach(replies, (reply, i) => Deferred.succeed(reply, outcomes[i] ?? Option.none()), { discard: true })
-
-    // Run by the replica whose arrival (or end) completes the set.
-    const settle: Effect.Effect<void> = Effect.suspend(() => {
-      if (settled || first.some((r) => r === undefined)) return Effect.void
-      settled = true
-      const requests = first.filter((r): r is Engine.InferenceRequest => r !== "absent")
-      const key = requests.length === n ? sampleKey(requests[0]!) : undefined
-      if (key === undefined || requests.some((r) => sampleKey(r) !== key)) {
-        return deliver(first.map(() => Option.none()))
-      }
-      sampling = "tree"
-      return Engine.sampleMany(engine, seeded(requests[0]!, seed, 0), n).pipe(
-        Effect.either,
-        Effect.flatMap((drawn) =>
-          deliver(first.map((_, i) =>
-            Option.some<Outcome>(
-              Either.isLeft(drawn)
-                ? Either.left(drawn.left)
-                : drawn.right[i] ??
-                  Either.left(InferenceFailure.engineError(`sampleMany returned ${drawn.right.length} samples of ${n}`, {}))
-            )
-          ))
-        ),
-        // interrupted while drawing: the waiting replicas are interrupted too, never left waiting
-        Effect.onInterrupt(() => Effect.forEach(replies, Deferred.interrupt, { discard: true }))
-      )
-    })
-
-    const engineFor = (index: number): Engine.Service => ({
-      infer: (request) =>
-        Effect.suspend(() => {
-          if (first[index] !== undefined) return engine.infer(seeded(request, seed, index))
-          first[index] = request
-          return settle.pipe(
-            Effect.zipRight(Deferred.await(replies[index]!)),
-            Effect.flatMap(Option.match({
-              onNone: () => engine.infer(seeded(request, seed, index)),
-              onSome: (outcome) => outcome
-            }))
-          )
-        }),
-      stream: (request) => engine.stream(seeded(request, seed, index)),
-      modelInfo: engine.modelInfo
-    })
-
-    const ended = (index: number) =>
-      Effect.suspend(() => {
-        if (first[index] !== undefined) return Effect.void
-        first[index] = "absent"
-        return settle
-      })
-
-    return { engineFor, ended, gathers: true, sampling: Effect.sync(() => sampling) }
-  })
+  return Effect.gen(() => gatheringSteps(engine, n, seed))
 }
