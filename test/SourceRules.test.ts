@@ -74,6 +74,7 @@ const hotPath = [
   "programs/agent/",
   "programs/run/",
   "programs/facade/Chat.ts",
+  "programs/facade/Extraction.ts",
   "programs/facade/Modes.ts",
   "programs/facade/Check.ts",
   "programs/facade/Run.ts",

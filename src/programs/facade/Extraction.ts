@@ -35,88 +35,94 @@ const systemPromptOf = (env: Environment, checked: Check.Extraction) => {
 
 /** Mode structured: one call, with a tool phase only when the request names its tools. */
 export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
-  Effect.gen(function* () {
-    const { output, tools } = checked.request
-    const hints = Hints.effective(checked.request.hints)
-    const validator = yield* Effect.serviceOption(Validator)
-    yield* tracker.transition("EXECUTE", "structured call")
-    const result = yield* SpecializedLoop.call(checked.user.content, {
-      schema: checked.schema,
-      repairAllowed: output.repairAllowed,
-      // the Validator's rules on the value that passed the schema: a failure is re-prompted like a
-      // schema violation; when none is left, strictValidation says whether it fails the request
-      validate: Option.isSome(validator)
-        ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
-        : undefined,
-      strictValidation: output.strictValidation,
-      grammar: output.grammar,
-      systemPrompt: yield* systemPromptOf(env, checked),
-      maxTokens: hints.maxTokens,
-      temperature: hints.temperature,
-      topP: hints.topP,
-      options: hints.options,
-      // An empty list means no tools here, so a plain extraction is never preceded
-      // by a tool round the caller did not ask for.
-      useTools: tools.length > 0,
-      allowTools: tools.length === 0 ? undefined : tools,
-      maxToolIterations: env.options.maxToolIterations
-    })
-    yield* tracker.transition("VALIDATE", "output validated against the schema")
-    return {
-      content: result.raw,
-      structuredOutput: result.value,
-      toolCallsMade: result.toolCalls,
-      // the share of the replies that passed validation (1 when the first did)
-      confidence: result.validation.passed / Math.max(1, result.validation.passed + result.validation.failed),
-      confidenceSource: "validation",
-      validationResult: result.validation,
-      usage: result.usage,
-      stopReason: "finish"
-    } satisfies Outcome
+  Effect.gen(() => structuredSteps(env, checked, tracker))
+
+/** The steps of mode structured, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
+  const { output, tools } = checked.request
+  const hints = Hints.effective(checked.request.hints)
+  const validator = yield* Effect.serviceOption(Validator)
+  yield* tracker.transition("EXECUTE", "structured call")
+  const result = yield* SpecializedLoop.call(checked.user.content, {
+    schema: checked.schema,
+    repairAllowed: output.repairAllowed,
+    // the Validator's rules on the value that passed the schema: a failure is re-prompted like a
+    // schema violation; when none is left, strictValidation says whether it fails the request
+    validate: Option.isSome(validator)
+      ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
+      : undefined,
+    strictValidation: output.strictValidation,
+    grammar: output.grammar,
+    systemPrompt: yield* systemPromptOf(env, checked),
+    maxTokens: hints.maxTokens,
+    temperature: hints.temperature,
+    topP: hints.topP,
+    options: hints.options,
+    // An empty list means no tools here, so a plain extraction is never preceded
+    // by a tool round the caller did not ask for.
+    useTools: tools.length > 0,
+    allowTools: tools.length === 0 ? undefined : tools,
+    maxToolIterations: env.options.maxToolIterations
   })
+  yield* tracker.transition("VALIDATE", "output validated against the schema")
+  return {
+    content: result.raw,
+    structuredOutput: result.value,
+    toolCallsMade: result.toolCalls,
+    // the share of the replies that passed validation (1 when the first did)
+    confidence: result.validation.passed / Math.max(1, result.validation.passed + result.validation.failed),
+    confidenceSource: "validation",
+    validationResult: result.validation,
+    usage: result.usage,
+    stopReason: "finish"
+  } satisfies Outcome
+}
 
 /** Mode redundant: replicas that vote; the vote is annotated on the request's span and counted. */
 export const redundant = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
-  Effect.gen(function* () {
-    const { output, redundancy } = checked.request
-    const hints = Hints.effective(checked.request.hints)
-    const validator = yield* Effect.serviceOption(Validator)
-    yield* tracker.transition("EXECUTE", "redundant replicas")
-    const result = yield* RedundantLoop.run(checked.user.content, {
-      schema: checked.schema,
-      repairAllowed: output.repairAllowed,
-      // the Validator's rules on each replica's value: a replica that breaks one does not vote
-      validate: Option.isSome(validator)
-        ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
-        : undefined,
-      voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
-      n: redundancy?.n,
-      quorum: redundancy?.quorum,
-      grammar: output.grammar,
-      systemPrompt: yield* systemPromptOf(env, checked),
-      maxTokens: hints.maxTokens,
-      temperature: hints.temperature,
-      topP: hints.topP,
-      options: hints.options,
-      // replica i samples with seed + i: replicas differ, and the vote replays exactly
-      seed: hints.seed
-    })
-    yield* tracker.transition("VALIDATE", "replicas voted")
-    yield* Tracing.annotate({
-      "pagantic.vote.confidence": result.confidence,
-      "pagantic.vote.winner": result.winner,
-      "pagantic.vote.candidates": result.candidates.length,
-      "pagantic.vote.replicas": result.replicas.length
-    })
-    yield* withMetrics((m) => Effect.zipRight(m.increment("votes"), m.increment("vote_candidates", result.candidates.length)))
-    return {
-      content: result.content,
-      structuredOutput: result.value,
-      candidates: result.candidates,
-      confidence: result.confidence,
-      confidenceSource: "voting",
-      validationResult: result.validation,
-      usage: result.usage,
-      stopReason: "finish"
-    } satisfies Outcome
+  Effect.gen(() => redundantSteps(env, checked, tracker))
+
+/** The steps of mode redundant, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+function* redundantSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
+  const { output, redundancy } = checked.request
+  const hints = Hints.effective(checked.request.hints)
+  const validator = yield* Effect.serviceOption(Validator)
+  yield* tracker.transition("EXECUTE", "redundant replicas")
+  const result = yield* RedundantLoop.run(checked.user.content, {
+    schema: checked.schema,
+    repairAllowed: output.repairAllowed,
+    // the Validator's rules on each replica's value: a replica that breaks one does not vote
+    validate: Option.isSome(validator)
+      ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
+      : undefined,
+    voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
+    n: redundancy?.n,
+    quorum: redundancy?.quorum,
+    grammar: output.grammar,
+    systemPrompt: yield* systemPromptOf(env, checked),
+    maxTokens: hints.maxTokens,
+    temperature: hints.temperature,
+    topP: hints.topP,
+    options: hints.options,
+    // replica i samples with seed + i: replicas differ, and the vote replays exactly
+    seed: hints.seed
   })
+  yield* tracker.transition("VALIDATE", "replicas voted")
+  yield* Tracing.annotate({
+    "pagantic.vote.confidence": result.confidence,
+    "pagantic.vote.winner": result.winner,
+    "pagantic.vote.candidates": result.candidates.length,
+    "pagantic.vote.replicas": result.replicas.length
+  })
+  yield* withMetrics((m) => Effect.zipRight(m.increment("votes"), m.increment("vote_candidates", result.candidates.length)))
+  return {
+    content: result.content,
+    structuredOutput: result.value,
+    candidates: result.candidates,
+    confidence: result.confidence,
+    confidenceSource: "voting",
+    validationResult: result.validation,
+    usage: result.usage,
+    stopReason: "finish"
+  } satisfies Outcome
+}
