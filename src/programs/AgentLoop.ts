@@ -79,6 +79,7 @@ import * as RunMessage from "./run/Message.js"
 import * as Tools from "./run/Tools.js"
 import * as ClientTools from "./agent/ClientTools.js"
 import type { LoopEvent, RequestDefaults } from "./run/Types.js"
+import { kept } from "../services/internal/Kept.js"
 
 export type {
   AgentEvent,
@@ -169,8 +170,8 @@ const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoo
   const constraint = Context.getOption(services, Constraint)
   return {
     sessionId: loop.sessionId,
-    chat: (message, turn = {}) => chat(loop, { _tag: "User", text: message }, turn),
-    chatStream: (message, turn = {}) => chatStream(loop, { _tag: "User", text: message }, turn),
+    chat: (message, turn = {}) => chat(loop, kept({ _tag: "User", text: message }), turn),
+    chatStream: (message, turn = {}) => chatStream(loop, kept({ _tag: "User", text: message }), turn),
     resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
     resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
     chatStructured: (schema, message, turn = {}) =>
@@ -283,10 +284,10 @@ const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit,
   withTurnScope(loop, runTurn(loop, input, turn, emit, streaming), (result) => commit(loop, result))
 
 const commit = (loop: Loop, result: TurnResult) =>
-  Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...kept(loop, result)]))
+  Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...joined(loop, result)]))
 
 /** What of a turn joins the history: all of it, or (compact) the user message and the final answer. */
-const kept = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> => {
+const joined = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> => {
   // calls waiting on the caller stay whole: the next turn answers them
   if (loop.options.history !== "compact" || result.pendingToolCalls.length > 0) return result.transcript
   const user = result.transcript.find(Message.isUser)

@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import { approximateBytes, SLOT_BYTES } from "../domain/Size.js"
 import type { InMemoryOptions } from "./internal/Sessions.js"
 import { makeSessions } from "./internal/Sessions.js"
+import { kept } from "./internal/Kept.js"
 
 export { type InMemoryOptions, inMemoryDefaults } from "./internal/Sessions.js"
 
@@ -85,13 +86,13 @@ const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
 export const lazyInMemory = (options: InMemoryOptions = {}): Service => {
   let made: Service | undefined
   const state = () => (made ??= unsafeMakeInMemory(options))
-  return {
+  return kept({
     get: (sessionId, key) => Effect.suspend(() => state().get(sessionId, key)),
     set: (sessionId, key, value) => Effect.suspend(() => state().set(sessionId, key, value)),
     delete: (sessionId, key) => Effect.suspend(() => state().delete(sessionId, key)),
     snapshot: (sessionId) => Effect.suspend(() => state().snapshot(sessionId)),
     list: (sessionId) => Effect.suspend(() => state().list(sessionId)),
     clear: (sessionId) => Effect.suspend(() => state().clear(sessionId))
-  }
+  })
 }
 

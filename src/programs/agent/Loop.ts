@@ -21,6 +21,7 @@ import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
 import * as ClientTools from "./ClientTools.js"
 import type { AgentEvent, Options } from "./Types.js"
+import { kept } from "../../services/internal/Kept.js"
 
 /** What every turn of a loop runs with: its services, taken once in `make`, and its settings. */
 export interface Loop {
@@ -101,7 +102,7 @@ const loopOf = (
     offer.clientNames,
     options.parallelToolCalls ?? true
   )
-  const settings: Run.Settings<string, never> = {
+  const settings: Run.Settings<string, never> = kept({
     strategy,
     // a tool round per model call, and one more call to answer the last round
     maxIterations: Math.max(0, options.maxToolIterations ?? 20) + 1,
@@ -120,8 +121,8 @@ const loopOf = (
     abortedAlready: false,
     definitions: offer.definitions,
     steps: {}
-  }
-  return Effect.succeed({
+  })
+  return Effect.succeed(kept({
     runtime,
     settings,
     contextProvider: Context.getOption(services, ContextProvider.ContextProvider),
@@ -135,5 +136,5 @@ const loopOf = (
     clientNames: offer.clientNames,
     maxTokens: options.maxTokens ?? 2048,
     turnLock: Permits.unsafeMake(1)
-  })
+  }))
 }

@@ -21,6 +21,7 @@ import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
 import * as RunMessage from "./Message.js"
 import { nativeTools } from "./Strategies.js"
+import { kept } from "../../services/internal/Kept.js"
 import type {
   AbortTrigger,
   LoopConfig,
@@ -48,7 +49,7 @@ export const runtime: Effect.Effect<Runtime, never, Engine.Engine> = Effect.cont
 /** The run's services, read from `context` in one step. */
 export const runtimeOf = (context: Context.Context<Engine.Engine>): Runtime => {
   const engine = Context.get(context, Engine.Engine)
-  return {
+  return kept({
     engine,
     registry: Context.getOption(context, ToolRegistry.ToolRegistry),
     cost: Context.getOption(context, CostTracker),
@@ -56,7 +57,7 @@ export const runtimeOf = (context: Context.Context<Engine.Engine>): Runtime => {
     nextId: Ids.nextIdOf(context as Context.Context<never>),
     unsafeNextId: Ids.unsafeNextIdOf(context as Context.Context<never>),
     observe: Observed.servicesOf(context as Context.Context<never>)
-  }
+  })
 }
 
 /** A LoopConfig checked, defaults applied. */

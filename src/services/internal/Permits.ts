@@ -17,6 +17,7 @@
  * permit leaves the queue; one interrupted after it was handed one passes it on.
  */
 import * as Effect from "effect/Effect"
+import { kept } from "./Kept.js"
 
 export interface Permits {
   /** Waits for a permit and takes it. */
@@ -74,11 +75,11 @@ export const unsafeMake = (permits: number): Permits => {
     })
   })
 
-  return {
+  return kept({
     take,
     release: Effect.sync(unsafeRelease),
     unsafeFree: () => free,
     unsafeTryTake,
     unsafeRelease
-  }
+  })
 }

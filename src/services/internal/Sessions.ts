@@ -3,6 +3,7 @@
  * least recently written dropped first: the store behind the in-memory
  * ConversationStore and SessionState.
  */
+import { kept } from "./Kept.js"
 
 export interface InMemoryOptions {
   /**
@@ -41,17 +42,17 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
     total -= old.bytes
     sessions.delete(sessionId)
   }
-  return {
+  return kept({
     get: (sessionId: string): A | undefined => sessions.get(sessionId)?.value,
     bytes: (sessionId: string): number => sessions.get(sessionId)?.bytes ?? 0,
     put: (sessionId: string, value: A, bytes: number) => {
       remove(sessionId)
       if (bytes > maxBytes) return
-      sessions.set(sessionId, { value, bytes })
+      sessions.set(sessionId, kept({ value, bytes }))
       total += bytes
       while (sessions.size > maxSessions || total > maxBytes) remove(sessions.keys().next().value!)
     },
     remove,
     ids: (): Array<string> => [...sessions.keys()]
-  }
+  })
 }

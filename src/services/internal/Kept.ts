@@ -1,0 +1,32 @@
+/**
+ * A record a call builds and keeps for its whole length (a loop's environment
+ * and settings, a request's state, a store's service object): built as an
+ * instance of a class, not kept as the object literal that describes it.
+ *
+ * Why: V8 allocates an object literal at an *allocation site* (one per literal
+ * in the source), watches how many of the objects a site made are still alive
+ * at each young collection, and when most are, decides to allocate all later
+ * objects of that site in the old generation directly (allocation-site
+ * pretenuring). A record that lives for a whole turn is alive at a collection
+ * that happens during the turn, so its site can be pretenured; from then on
+ * each call's record is old garbage the young collector cannot free, and it
+ * points at the call's young objects, which are kept through young collections
+ * as if alive (copied, then promoted). Those objects' own sites then look
+ * long-lived too, and are pretenured in turn: in the bench's AgentLoop turn,
+ * about a dozen of the library's literal sites and Effect's own ended up
+ * allocating in the old generation, and garbage collection took 16% of the
+ * turn's CPU time (6% with V8's `--no-allocation-site-pretenuring`, which a
+ * library cannot set for its users). `new` of a class has no allocation site:
+ * the same records built with `kept` keep the turn's objects young (GC 5-7%,
+ * bench/README, session 20).
+ *
+ * The literal given to `kept` is garbage at once (never alive at a collection,
+ * so its site is never pretenured); the record is a `Kept` with the same own
+ * properties, in the same order.
+ */
+
+/** The class of every record `kept` builds: no methods, `Object.prototype` behind it. */
+export class Kept {}
+
+/** `fields` as a record of its own (an instance of `Kept`, see the module header). */
+export const kept = <A extends object>(fields: A): A => Object.assign(new Kept(), fields)
