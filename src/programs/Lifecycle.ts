@@ -37,6 +37,7 @@ import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
+import { kept, keptArray } from "../services/internal/Kept.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -155,7 +156,7 @@ const machine = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
   let totalSteps = 0
   let lastStep: string | undefined = undefined
   let lastError: SystemError | undefined = undefined
-  const history: Array<{ readonly from: LifecycleState; readonly to: LifecycleState }> = []
+  const history = keptArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>()
 
   /** Moves the machine now, if it may: the state left, or undefined. */
   const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): LifecycleState | undefined => {
@@ -165,7 +166,7 @@ const machine = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
     current = to
     enteredAt = clock.unsafeCurrentTimeMillis()
     if (error !== undefined) lastError = error
-    history.push({ from, to })
+    history.push(kept({ from, to }))
     return from
   }
 

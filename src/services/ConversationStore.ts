@@ -76,5 +76,5 @@ export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Servi
       save: (sessionId, messages) => Effect.sync(() => sessions.put(sessionId, messages.slice(), historyBytes(messages))),
       clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId)),
       sessions: Effect.sync(() => sessions.ids())
-    }) satisfies Service
+    } satisfies Service)
   })

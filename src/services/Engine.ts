@@ -23,6 +23,7 @@ import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
 import type { ModelInfo } from "../domain/ModelInfo.js"
 import { Logprobs, Penalty, StopTexts, TopLogprobs } from "../domain/Sampling.js"
 import { TokenUsage } from "../domain/TokenUsage.js"
+import { kept } from "./internal/Kept.js"
 
 /** What one inference call asks of the engine. */
 export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceRequest")({
@@ -259,7 +260,7 @@ const followsRequest: unique symbol = Symbol.for("pagantic/Engine/followsRequest
  */
 export const inRequest = (engine: Service): Service => {
   if (followsRequest in engine) return engine
-  const following: Service & { readonly [followsRequest]: true } = {
+  const following: Service & { readonly [followsRequest]: true } = kept({
     [followsRequest]: true,
     // the request's wrapper read and applied in one step
     infer: (request) => Effect.withFiberRuntime((fiber) => fiber.getFiberRef(currentRequest)(engine).infer(request)),
@@ -270,6 +271,6 @@ export const inRequest = (engine: Service): Service => {
       sampleMany: (request: InferenceRequest, n: number) =>
         Effect.withFiberRuntime((fiber) => sampleMany(fiber.getFiberRef(currentRequest)(engine), request, n))
     })
-  }
+  })
   return following
 }

@@ -19,6 +19,7 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import { kept } from "../../services/internal/Kept.js"
 
 export interface Options {
   /** How long a cancel that came before its request stays pending. */
@@ -71,18 +72,18 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     }
 
     const unsafeRegister = (requestId: string, now: number): Registration => {
-      const entry: Running = { cancelled: false, interrupt: undefined }
+      const entry: Running = kept({ cancelled: false, interrupt: undefined })
       running.set(requestId, entry)
       finished.delete(requestId)
       const until = pending.get(requestId)
       pending.delete(requestId)
-      return {
+      return kept({
         cancelledEarly: until !== undefined && until >= now,
         onCancel: (interrupt) => {
           if (entry.cancelled) interrupt()
           else entry.interrupt = interrupt
         }
-      }
+      })
     }
 
     const register = (requestId: string) =>

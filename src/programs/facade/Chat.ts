@@ -36,6 +36,7 @@ import type * as Partial from "./Partial.js"
 import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
+import { kept } from "../../services/internal/Kept.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
@@ -86,7 +87,7 @@ const withPrompt = (
   const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
   // the loop on the request's services, with the staged session as its store (no context to provide it)
   const services = Context.add(context, ConversationStore.ConversationStore, session.store)
-  const made = AgentLoop.makeIn(services, {
+  const made = AgentLoop.makeIn(services, kept({
     sessionId: chat.sessionId,
     systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
     maxToolIterations: options.maxToolIterations,
@@ -98,7 +99,7 @@ const withPrompt = (
     clientTools: chat.request.clientTools,
     toolChoice: chat.request.toolChoice,
     parallelToolCalls: chat.request.parallelToolCalls
-  })
+  }))
   // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
   const contexts = Context.getOption(context, ContextProvider.ContextProvider)
   return Effect.flatMap(made, (agent) =>
@@ -164,18 +165,18 @@ const turnOf = (
     }
   }
   // the engine's request carries `options` only when the request has them
-  const turnOptions = {
+  const turnOptions = kept({
     context: retrieved.messages,
     onEvent,
     ...(hints.options === undefined ? {} : { request: { options: hints.options } })
-  }
+  })
   const turn = results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions)
   return Lifecycle.moveThen(
     tracker,
     "EXECUTE",
     "chat turn",
     Effect.flatMap(turn, (turn) =>
-      Effect.as(session.commit, {
+      Effect.as(session.commit, kept({
         content: turn.content,
         toolCallsMade: turn.toolCalls,
         usage: turn.usage,
@@ -183,6 +184,6 @@ const turnOf = (
         ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
         logprobs,
         ...Confidence.retrieval(retrieved.scores)
-      } satisfies Outcome))
+      } satisfies Outcome)))
   )
 }

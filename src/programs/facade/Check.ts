@@ -23,6 +23,7 @@ import type * as Engine from "../../services/Engine.js"
 import * as Ids from "../internal/Ids.js"
 import type { Environment } from "./Environment.js"
 import * as QueryMode from "./Query.js"
+import { kept } from "../../services/internal/Kept.js"
 
 interface Common {
   readonly request: SystemRequest
@@ -143,13 +144,15 @@ const needUser = (request: SystemRequest): Either.Either<Message.UserMessage, Ch
 const checkToolsAndHistory = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> =>
   Either.flatMap(checkToolNames(env, request), () => checkToolMessages(request.messages))
 
+const noResults: ReadonlyArray<Message.ToolMessage> = []
+
 /** The tool messages a chat request ends with, when they answer calls of the assistant message before them. */
 const trailingToolResults = (request: SystemRequest): Either.Either<ReadonlyArray<Message.ToolMessage>, CheckFailure> => {
   const { messages } = request
   let at = messages.length
   while (at > 0 && Message.isTool(messages[at - 1]!)) at--
   const results = messages.slice(at) as ReadonlyArray<Message.ToolMessage>
-  if (results.length === 0) return Either.right([])
+  if (results.length === 0) return Either.right(noResults)
   const before = messages[at - 1]
   const calls = before !== undefined && Message.isAssistant(before) ? before.toolCalls.map((c) => c.id) : []
   const stray = results.findIndex((m) => !calls.includes(m.toolCallId))
@@ -206,7 +209,7 @@ const checkChat = (env: Environment, request: SystemRequest, sessionId: string):
   const choice = checkToolChoice(env, request)
   if (Either.isLeft(choice)) return Either.left(choice.left)
   const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.right.length))
-  return Either.right({ mode: "chat", request, engine: engine.right, user, toolResults: toolResults.right, prior, sessionId } satisfies Chat)
+  return Either.right(kept({ mode: "chat", request, engine: engine.right, user, toolResults: toolResults.right, prior, sessionId } satisfies Chat))
 }
 
 /** The caller's own tools and the tool choice are a chat's: another mode would silently ignore them. */
@@ -280,7 +283,7 @@ export const checkNow = (env: Environment, request: SystemRequest): Admission | 
   switch (request.mode) {
     case "chat": {
       const sessionId = request.sessionId ?? Ids.unsafeSessionId()
-      return { sessionId, checked: checkChat(env, request, sessionId) }
+      return kept({ sessionId, checked: checkChat(env, request, sessionId) })
     }
     case "plan":
       return { sessionId: request.sessionId, checked: checkPlan(env, request) }

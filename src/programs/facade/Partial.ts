@@ -7,9 +7,10 @@
  * fibers (one step is atomic between fibers, as a Ref's update is), so the
  * turn's events update it in the step that sees them.
  */
+import { kept } from "../../services/internal/Kept.js"
 export interface Partial {
   text: string
 }
 
 /** An empty partial output. */
-export const make = (): Partial => ({ text: "" })
+export const make = (): Partial => (kept({ text: "" }))

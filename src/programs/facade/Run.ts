@@ -34,6 +34,7 @@ import type { Execution, Outcome, RunOptions } from "./Types.js"
 import * as Local from "../../services/internal/Local.js"
 import * as Start from "../../services/internal/Start.js"
 import * as Tracing from "../../services/internal/Tracing.js"
+import { kept } from "../../services/internal/Kept.js"
 
 /**
  * Runs `effect` in a fiber of its own, which a cancel of the request or its
@@ -109,12 +110,14 @@ const executeCheckedIn = (
     const spent = Spent.unsafeMake()
     const hints = Hints.effective(request.hints)
     // an engine wrapped once for the request (most requests call one engine, at every inference)
-    let wrapped: readonly [Engine.Service, Engine.Service] | undefined
+    let wrappedOf: Engine.Service | undefined
+    let wrapped: Engine.Service | undefined
     const inThisRequest = (engine: Engine.Service) => {
-      if (wrapped === undefined || wrapped[0] !== engine) {
-        wrapped = [engine, spent.engine(Hints.engine(Inferences.observed(engine), hints))]
+      if (wrapped === undefined || wrappedOf !== engine) {
+        wrappedOf = engine
+        wrapped = spent.engine(Hints.engine(Inferences.observed(engine), hints))
       }
-      return wrapped[1]
+      return wrapped
     }
     const checked = Either.map(admission.checked, (c): Check.Checked =>
       c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
@@ -148,7 +151,7 @@ const executeCheckedIn = (
         timeout,
         tracker.interrupted
       )
-    const to = { requestId, sessionId: admission.sessionId }
+    const to = kept({ requestId, sessionId: admission.sessionId })
     return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
       // the request is over: in this step, before its response is made
       cancellations.unsafeFinish(requestId)

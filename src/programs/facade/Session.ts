@@ -9,6 +9,7 @@
 import * as Effect from "effect/Effect"
 import type * as Message from "../../domain/Message.js"
 import type * as ConversationStore from "../../services/ConversationStore.js"
+import { kept } from "../../services/internal/Kept.js"
 
 export interface StagedSession {
   /** The store the turn runs with. */
@@ -32,15 +33,15 @@ export const staged = (
       : store.load(id)
   const save = (id: string, messages: ReadonlyArray<Message.Message>): Effect.Effect<void> =>
     id === sessionId ? Effect.sync(() => void (copy = messages.slice())) : store.save(id, messages)
-  return {
-    store: {
+  return kept({
+    store: kept({
       load,
       save,
       append: (id, messages) =>
         id === sessionId ? Effect.flatMap(load(id), (base) => save(id, [...base, ...messages])) : store.append(id, messages),
       clear: (id) => (id === sessionId ? Effect.sync(() => void (copy = [])) : store.clear(id)),
       sessions: store.sessions
-    },
+    }),
     commit: Effect.suspend(() => (copy === undefined ? Effect.void : store.save(sessionId, copy)))
-  }
+  })
 }

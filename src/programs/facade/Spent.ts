@@ -24,6 +24,7 @@ import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Construct from "../../domain/Construct.js"
+import { kept } from "../../services/internal/Kept.js"
 
 export interface Spent {
   /** `engine`, recording the usage of every inference it answers. */
@@ -51,7 +52,7 @@ export const unsafeMake = (): Spent => {
 
   const engine = (inner: Engine.Service): Engine.Service => {
     const sampleMany = inner.sampleMany
-    return {
+    return kept({
       infer: (request) => Effect.tap(inner.infer(request), used),
       stream: (request) =>
         Engine.tapParts(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : undefined)),
@@ -62,7 +63,7 @@ export const unsafeMake = (): Spent => {
           Effect.tap(sampleMany(request, n), (samples) =>
             Effect.forEach(samples, (sample) => (Either.isRight(sample) ? used(sample.right) : Effect.void), { discard: true }))
       })
-    }
+    })
   }
 
   const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => ({
@@ -80,13 +81,13 @@ export const unsafeMake = (): Spent => {
           })))
   })
 
-  return {
+  return kept({
     engine,
     registry,
     usage: Effect.sync(() => usage),
     toolCalls: Effect.sync(() => Array.from(calls.values())),
     unsafeSoFar: () => ({ usage, toolCalls: Array.from(calls.values()) })
-  }
+  })
 }
 
 // built from the call the loop checked and a measured duration: not validated again

@@ -30,3 +30,13 @@ export class Kept {}
 
 /** `fields` as a record of its own (an instance of `Kept`, see the module header). */
 export const kept = <A extends object>(fields: A): A => Object.assign(new Kept(), fields)
+
+const none: ReadonlyArray<never> = []
+
+/**
+ * A new empty array a call keeps for its length and pushes to (a request's
+ * lifecycle moves): an array literal, even `[]`, has an allocation site V8 may
+ * pretenure as an object literal's (see the module header); a copy of an empty
+ * array made by `slice` has none.
+ */
+export const keptArray = <A>(): Array<A> => none.slice()
