@@ -218,7 +218,7 @@ type TurnInput =
 
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
   turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
-    Observed.span(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", { attributes: sessionAttributes(loop) })
+    Observed.span(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", kept({ attributes: sessionAttributes(loop) }))
   )
 
 const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>
@@ -277,7 +277,10 @@ const promptSystem = (loop: Loop, history: ReadonlyArray<Message.Message>): Effe
     : Effect.flatMap(loop.state.snapshot(loop.sessionId), (state) =>
       Prompt.defaultSystem(loop.prompts, Prompt.variablesOf(state, loop.options.promptVariables)))
 
-const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
+/** The calls a turn that answered waits on: none (one array for every turn: nobody writes to it). */
+const noCalls: ReadonlyArray<Message.ToolCall> = Object.freeze([])
+
+const sessionAttributes = (loop: Loop) => kept({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
 
 /** A turn, committed to the history only when it completes. */
 const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
@@ -328,15 +331,15 @@ function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Em
   const transcript = RunMessage.toEngine(result.messages.slice(base.length))
   const pending = ClientTools.pendingOf(transcript, loop.clientNames)
   if (pending === undefined) {
-    return {
+    return kept({
       content: result.content,
       stopReason: result.stopReason as StopReason,
       toolCalls: result.toolCalls,
-      pendingToolCalls: [],
+      pendingToolCalls: noCalls,
       usage: result.usage,
       inferences: result.iterations,
       transcript
-    } satisfies TurnResult
+    } satisfies TurnResult)
   }
   // the registered tools the same reply called run now; the client calls wait for the caller
   const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)

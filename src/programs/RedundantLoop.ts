@@ -67,6 +67,7 @@ import type { VotingStrategy } from "./Voting.js"
 import { MajorityVoting } from "./Voting.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
+import { kept, keptArray } from "../services/internal/Kept.js"
 
 export const defaultReplicas = 3
 
@@ -181,7 +182,7 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
   const engine = yield* EngineTag
   const draw = yield* ReplicaSampling.make(engine, n, options.seed, concurrency >= n)
   // every reply's usage, in the order replies came (replicas add to it in one step each)
-  const spent: Array<TokenUsage.TokenUsage> = []
+  const spent = keptArray<TokenUsage.TokenUsage>()
   const onUsage = options.onUsage
   const replicaOptions: Structured.Options<A, ValidationFailure> = {
     ...options,
@@ -199,10 +200,10 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
     const call = Structured.run(messages, replicaOptions)
     const outcome = Effect.match(
       view === engine ? call : Local.provideService(call, EngineTag, view),
-      {
-        onFailure: (failure): Replica<A> => ({ _tag: "Failed", replica, failure }),
-        onSuccess: (result): Replica<A> => ({ _tag: "Valid", replica, result })
-      }
+      kept({
+        onFailure: (failure: InferenceFailure | ConstraintFailure | ValidationFailure): Replica<A> => kept({ _tag: "Failed", replica, failure }),
+        onSuccess: (result: Structured.Result<A>): Replica<A> => kept({ _tag: "Valid", replica, result })
+      })
     )
     return draw.gathers ? Effect.ensuring(outcome, draw.ended(replica)) : outcome
   }
@@ -212,7 +213,7 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
   // A replica's own moves are events only: the request's tracker sees the loop as a whole (set once, for
   // all of them: the replicas' fibers inherit it).
   const replicas = yield* Local.locally(
-    Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, { concurrency }),
+    Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, kept({ concurrency })),
     Lifecycle.currentTracker,
     Option.none()
   )

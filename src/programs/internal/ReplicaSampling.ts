@@ -17,6 +17,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { InferenceFailure } from "../../domain/Failure.js"
 import * as Engine from "../../services/Engine.js"
+import { kept } from "../../services/internal/Kept.js"
 
 /** How the replicas' first replies were drawn: by the engine's own `sampleMany`, or by independent calls. */
 export type Sampling = "tree" | "independent"
@@ -123,12 +124,12 @@ export const make = (
         stream: (request) => engine.stream(seeded(request, seed, index)),
         modelInfo: engine.modelInfo
       })
-    return Effect.succeed({
+    return Effect.succeed(kept({
       engineFor: (index) => views[index] ?? engine,
       ended: () => Effect.void,
       gathers: false,
       sampling: Effect.succeed("independent")
-    })
+    }))
   }
   return Effect.gen(() => gatheringSteps(engine, n, seed))
 }
