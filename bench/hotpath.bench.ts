@@ -53,6 +53,7 @@ import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } fro
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as PlainFacade from "./plainFacade.js"
 import { plainPlanEquivalent } from "./plainPlan.js"
+import { profiled, summarize } from "./Gc.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
 
@@ -371,6 +372,48 @@ export const baseCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void
     Effect.map(Effect.provide(PlainFacade.make, c), (endpoint) => plainFacadeCall(endpoint)))
 }
 
+/** Profiles per side in a GC row, alternating, and calls per profile. */
+const GC_PROFILES = 3
+const GC_CALLS = 10_000
+
+/**
+ * The GC share of a row's CPU time (V8's sampling profile of GC_CALLS calls, after
+ * 300 warm-up calls; the median of GC_PROFILES profiles, alternating with the
+ * plain-Effect baseline's), against a goal on our share alone: bench/Gc.ts.
+ */
+const gcRow = (key: string, name: string, goal: number | undefined): Effect.Effect<Row> =>
+  Effect.scoped(Effect.gen(function* () {
+    const ours = yield* ourCalls[key]!
+    const base = yield* baseCalls[key]!
+    const shares: Array<number> = []
+    const baseShares: Array<number> = []
+    const busy: Array<number> = []
+    for (let i = 0; i < GC_PROFILES; i++) {
+      const o = summarize((yield* Effect.orDie(profiled(ours, GC_CALLS))).profile)
+      const b = summarize((yield* Effect.orDie(profiled(base, GC_CALLS))).profile)
+      shares.push(o.gcShare)
+      busy.push(o.busyMs)
+      baseShares.push(b.gcShare)
+    }
+    const share = median(shares)
+    const pct = (x: number) => `${(100 * x).toFixed(1)}%`
+    return {
+      name,
+      ours: `GC ${pct(share)} of ${(median(busy) / GC_CALLS * 1000).toFixed(0)} us CPU`,
+      baseline: `plain Effect: GC ${pct(median(baseShares))}`,
+      ratio: share,
+      spread: `${pct(Math.min(...shares))}-${pct(Math.max(...shares))}`,
+      goal: goal === undefined ? "(reference)" : `< ${goal}`,
+      met: goal === undefined || share < goal
+    } satisfies Row
+  }))
+
+/** The GC rows: the AgentLoop turn's (the issue's goal, GC under 10%) and the facade request's, for reference. */
+const gcRows: ReadonlyArray<readonly [string, Effect.Effect<Row>]> = [
+  ["gcAgent", gcRow("agent", "GC share of an AgentLoop turn's CPU time (sampling profile)", 0.1)],
+  ["gcFacade", gcRow("facade", "GC share of a Facade chat request's CPU time (sampling profile)", undefined)]
+]
+
 const only = process.env.HOTPATH_BENCH_ONLY ?? ""
 
 const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> = [
@@ -437,7 +480,13 @@ export const comparisonsRun: Effect.Effect<ReadonlyArray<Comparison>> = Effect.f
   ([, c]) => c
 )
 
-export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.map(comparisonsRun, (cs) => cs.map(rowOf))
+/** The GC rows picked (HOTPATH_BENCH_ONLY, as the comparisons), measured first: in a process that ran nothing else yet. */
+const gcRowsRun: Effect.Effect<ReadonlyArray<Row>> = Effect.forEach(
+  gcRows.filter(([key]) => only === "" || only.split(",").some((o) => key.includes(o))),
+  ([, r]) => r
+)
+
+export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.zipWith(gcRowsRun, comparisonsRun, (gc, cs) => [...cs.map(rowOf), ...gc])
 
 /**
  * The rows measured in a process of their own (this file run by node, as compiled,
@@ -462,11 +511,9 @@ if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.
   NodeRuntime.runMain(Effect.flatMap(run, (rows) => Console.log(`HOTPATH_ROWS ${JSON.stringify(rows)}`)))
 } else if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
   NodeRuntime.runMain(
-    Effect.flatMap(comparisonsRun, (cs) =>
-      Effect.forEach(cs, (c) => {
-        const r = rowOf(c)
-        return Console.log(`${r.name}: ${r.ours} / ${r.baseline} = ${r.ratio.toFixed(2)} (IQR ${r.spread}, goal ${r.goal}${r.met ? "" : ", NOT MET"})`)
-      })
+    Effect.flatMap(run, (rows) =>
+      Effect.forEach(rows, (r) =>
+        Console.log(`${r.name}: ${r.ours} / ${r.baseline} = ${r.ratio.toFixed(2)} (IQR ${r.spread}, goal ${r.goal}${r.met ? "" : ", NOT MET"})`))
     )
   )
 }

@@ -14,40 +14,14 @@
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
-import * as inspector from "node:inspector/promises"
+import { type Profile, profiled, summarize } from "./Gc.js"
 import { baseCalls, ourCalls } from "./hotpath.bench.js"
-
-interface ProfileNode {
-  readonly id: number
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number }
-  readonly children?: ReadonlyArray<number>
-}
-interface Profile {
-  readonly nodes: ReadonlyArray<ProfileNode>
-  readonly samples: ReadonlyArray<number>
-  readonly timeDeltas: ReadonlyArray<number>
-}
 
 const summary = (file: string) => {
   const profile = JSON.parse(fs.readFileSync(file, "utf8")) as Profile
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]))
-  const self = new Map<string, number>()
-  let total = 0
-  let idle = 0
-  profile.samples.forEach((id, i) => {
-    const dt = profile.timeDeltas[i] ?? 0
-    const node = byId.get(id)!
-    const { functionName, lineNumber, url } = node.callFrame
-    if (functionName === "(idle)") {
-      idle += dt
-      return
-    }
-    total += dt
-    const key = `${functionName || "(anonymous)"} ${url.replace(/^.*node_modules\//, "").replace(/^.*\/work\/main\//, "")}:${lineNumber + 1}`
-    self.set(key, (self.get(key) ?? 0) + dt)
-  })
-  const gc = [...self.entries()].filter(([k]) => k.startsWith("(garbage collector)")).reduce((a, [, v]) => a + v, 0)
-  console.log(`busy ${(total / 1000).toFixed(0)} ms (idle ${(idle / 1000).toFixed(0)} ms); GC ${((100 * gc) / total).toFixed(1)}% of busy samples`)
+  const { busyMs, gcShare, idleMs, self } = summarize(profile)
+  const total = busyMs * 1000
+  console.log(`busy ${busyMs.toFixed(0)} ms (idle ${idleMs.toFixed(0)} ms); GC ${(100 * gcShare).toFixed(1)}% of busy samples`)
   const byFile = new Map<string, number>()
   for (const [k, v] of self) {
     const f = k.split(" ").at(-1)!.replace(/:\d+$/, "")
@@ -72,19 +46,12 @@ if (process.argv[2] === "--summary") {
   const named = process.argv[4] ?? "agent"
   const base = named.startsWith("base:")
   const which = base ? named.slice("base:".length) : named
-  const session = new inspector.Session()
-  session.connect()
-  const program = Effect.scoped(Effect.flatMap((base ? baseCalls : ourCalls)[which]!, (call) => profiled(call, turns)))
-  const profiled = (call: Effect.Effect<void, unknown>, n: number) =>
-    Effect.gen(function* () {
-      yield* Effect.repeatN(call, 299)
-      yield* Effect.promise(() => session.post("Profiler.enable").then(() => session.post("Profiler.start")))
-      const started = performance.now()
-      yield* Effect.repeatN(call, n - 1)
-      const ms = (performance.now() - started) / n
-      const { profile } = yield* Effect.promise(() => session.post("Profiler.stop"))
-      fs.writeFileSync(out, JSON.stringify(profile))
-      return ms
-    })
+  const program = Effect.scoped(
+    Effect.flatMap((base ? baseCalls : ourCalls)[which]!, (call) =>
+      Effect.map(profiled(call, turns), ({ msPerCall, profile }) => {
+        fs.writeFileSync(out, JSON.stringify(profile))
+        return msPerCall
+      }))
+  )
   Effect.runPromise(program).then((ms) => console.log(`${turns} calls (${named}), ${(ms * 1000).toFixed(0)} us wall per call; profile in ${out}`))
 }
