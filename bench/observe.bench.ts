@@ -103,6 +103,45 @@ const compare = <T>(
     } satisfies Row
   })
 
+/**
+ * New sessions into full stores: each write drops the least recently written
+ * session. WRITES new sessions timed on a store full at the default 10,000
+ * sessions that has dropped FULL_DROPS already, against one full at 1,000: the
+ * write must not grow with the sessions kept or dropped (a Map's oldest entry
+ * found by `keys().next()` did: services/internal/Sessions).
+ */
+const FULL_DROPS = 30_000
+const fullStores = Effect.gen(function*() {
+  const large = yield* makeInMemoryConversationStore()
+  const small = yield* makeInMemoryConversationStore({ maxSessions: 1_000 })
+  let next = 0
+  const fresh = (store: typeof large) => () => store.save(`new${next++}`, turn)
+  yield* repeat(10_000 + FULL_DROPS, fresh(large))
+  yield* repeat(1_000 + FULL_DROPS, fresh(small))
+  const ratios: Array<number> = []
+  const smallMs: Array<number> = []
+  const largeMs: Array<number> = []
+  for (let round = 0; round < ROUNDS; round++) {
+    const first = round % 2 === 0
+    const x = yield* timeMs(repeat(WRITES, fresh(first ? small : large)))
+    const y = yield* timeMs(repeat(WRITES, fresh(first ? large : small)))
+    const [s, l] = first ? [x, y] : [y, x]
+    smallMs.push(s)
+    largeMs.push(l)
+    ratios.push(l / s)
+  }
+  const ratio = median(ratios)
+  return {
+    name: `conversation store: ${WRITES.toLocaleString("en-US")} new sessions into a full store, 10,000 sessions vs 1,000 (each after ${FULL_DROPS.toLocaleString("en-US")} dropped)`,
+    ours: `${median(largeMs).toFixed(2)} ms at 10,000`,
+    baseline: `${median(smallMs).toFixed(2)} ms at 1,000`,
+    ratio,
+    spread: `${quantile(ratios, 0.25).toFixed(2)}-${quantile(ratios, 0.75).toFixed(2)}`,
+    goal: `<= ${GOAL}`,
+    met: ratio <= GOAL
+  } satisfies Row
+})
+
 export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.all([
   compare(
     `event log: ${WRITES.toLocaleString("en-US")} records, log holding 200k vs 10k`,
@@ -144,7 +183,8 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.all([
     WRITES,
     10_000,
     "ratio"
-  )
+  ),
+  fullStores
 ])
 
 if (process.argv[1] !== undefined && fileURLToPath(import.meta.url) === process.argv[1]) {
