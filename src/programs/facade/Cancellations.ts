@@ -20,11 +20,12 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import { kept } from "../../services/internal/Kept.js"
+import { makeSessions } from "../../services/internal/Sessions.js"
 
 export interface Options {
   /** How long a cancel that came before its request stays pending. */
   readonly pendingWindow: Duration.DurationInput
-  /** At most this many pending cancels and finished ids are remembered (oldest dropped first). Default 1024. */
+  /** At most this many pending cancels and finished ids are remembered (oldest dropped first; at least 1). Default 1024. */
   readonly maxRemembered?: number | undefined
 }
 
@@ -61,22 +62,18 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     const windowMs = Duration.toMillis(options.pendingWindow)
     const limit = options.maxRemembered ?? defaultMaxRemembered
     const running = new Map<string, Running>()
+    // bounded, the least recently written dropped first: as the in-memory sessions are (a Map's own oldest entry
+    // costs V8 a step over every entry deleted before it, and every request drops one finished id)
     /** id -> expiry (ms) */
-    const pending = new Map<string, number>()
-    const finished = new Set<string>()
-    const bound = (remembered: Map<string, number> | Set<string>) => {
-      for (const id of remembered.keys()) {
-        if (remembered.size <= limit) break
-        remembered.delete(id)
-      }
-    }
+    const pending = makeSessions<number>({ maxSessions: Math.max(1, limit) })
+    const finished = makeSessions<true>({ maxSessions: Math.max(1, limit) })
 
     const unsafeRegister = (requestId: string, now: number): Registration => {
       const entry: Running = kept({ cancelled: false, interrupt: undefined })
       running.set(requestId, entry)
-      finished.delete(requestId)
+      finished.remove(requestId)
       const until = pending.get(requestId)
-      pending.delete(requestId)
+      pending.remove(requestId)
       return kept({
         cancelledEarly: until !== undefined && until >= now,
         onCancel: (interrupt) => {
@@ -91,10 +88,8 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
 
     const unsafeFinish = (requestId: string): void => {
       running.delete(requestId)
-      pending.delete(requestId)
-      finished.delete(requestId)
-      finished.add(requestId)
-      bound(finished)
+      pending.remove(requestId)
+      finished.put(requestId, true, 0)
     }
 
     const finish = (requestId: string) => Effect.sync(() => unsafeFinish(requestId))
@@ -109,10 +104,9 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
             entry.interrupt?.()
             return Effect.succeed(true)
           }
-          if (!finished.has(requestId)) {
-            for (const [id, expiry] of pending) if (expiry < now) pending.delete(id)
-            pending.set(requestId, now + windowMs)
-            bound(pending)
+          if (finished.get(requestId) === undefined) {
+            for (const id of pending.ids()) if (pending.get(id)! < now) pending.remove(id)
+            pending.put(requestId, now + windowMs, 0)
           }
           return Effect.succeed(false)
         }))
