@@ -15,6 +15,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import * as Text from "../../domain/Text.js"
@@ -50,21 +51,34 @@ export const run = (
 ): Effect.Effect<Outcome, Failure, Engine.Engine> =>
   // the session held from its load to its commit: a request on it at the same time waits (./SessionLocks); a session
   // new with this request is nobody else's until its id is answered
-  (chat.request.sessionId === undefined ? identity : lockedBy(env, chat.sessionId))(
-    // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
-    Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
-      Effect.withFiberRuntime((fiber) => {
-        const context = fiber.currentContext as Context.Context<Engine.Engine>
-        // a PromptProvider's system prompt (built by the loop each turn) is checked here, at PREPARE
-        const prompts = Context.getOption(context, PromptProvider.PromptProvider)
-        const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
-        return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
-          ? turn(Option.none())
-          : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
-      }))
-  )
+  chat.request.sessionId === undefined
+    // a session new with this request: its id was drawn for it (random), so the store holds nothing under it yet
+    ? Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, noHistory))
+    : lockedBy(env, chat.sessionId)(
+      // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
+      Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
+        Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, existing)))
+    )
 
-const identity = <A>(a: A): A => a
+const noHistory: ReadonlyArray<Message.Message> = Object.freeze([])
+
+/** The turn on the session's history as loaded: a PromptProvider's system prompt (built by the loop each turn) checked first, at PREPARE. */
+const loaded = (
+  env: Environment,
+  chat: Check.Chat,
+  partial: Partial.Partial,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions,
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  existing: ReadonlyArray<Message.Message>
+): Effect.Effect<Outcome, Failure> => {
+  const context = fiber.currentContext as Context.Context<Engine.Engine>
+  const prompts = Context.getOption(context, PromptProvider.PromptProvider)
+  const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
+  return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
+    ? turn(Option.none())
+    : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
+}
 
 const lockedBy = (env: Environment, sessionId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   env.sessionLocks.withSession(sessionId, effect)
