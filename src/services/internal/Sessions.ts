@@ -3,7 +3,7 @@
  * least recently written dropped first: the store behind the in-memory
  * ConversationStore and SessionState.
  */
-import { kept } from "./Kept.js"
+import { kept, keptArray } from "./Kept.js"
 
 export interface InMemoryOptions {
   /**
@@ -53,8 +53,8 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
   let total = 0
   let writes = 0
   // the write order: ids[i] written by write number stamps[i]; entries before `head` are gone
-  let ids: Array<string> = []
-  let stamps: Array<number> = []
+  let ids = keptArray<string>()
+  let stamps = keptArray<number>()
   let head = 0
   const remove = (sessionId: string) => {
     const old = sessions.get(sessionId)
@@ -69,8 +69,8 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
   const compact = () => {
     const queued = ids.length - head
     if (queued > 2 * sessions.size + 64) {
-      ids = []
-      stamps = []
+      ids = keptArray()
+      stamps = keptArray()
       head = 0
       for (const [id, entry] of sessions) {
         ids.push(id)
