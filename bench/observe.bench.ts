@@ -62,9 +62,42 @@ const repeat = (n: number, write: (i: number) => Effect.Effect<void>) =>
   Effect.forEach(Array.from({ length: n }, (_, i) => i), write, { discard: true })
 
 /**
- * `WRITES` writes timed on a target prepared with `small` writes against one
- * prepared with `large`, ROUNDS times; the large side's time over the small's.
+ * `WRITES` writes timed on the small side against the large side, `rounds` times
+ * (alternating which runs first); the large side's time over the small's.
  */
+const sideBySide = (
+  name: string,
+  small: { readonly label: string; readonly write: (i: number) => Effect.Effect<void> },
+  large: { readonly label: string; readonly write: (i: number) => Effect.Effect<void> },
+  goal: "ratio" | "reference",
+  rounds: number = ROUNDS
+) =>
+  Effect.gen(function*() {
+    const ratios: Array<number> = []
+    const smallMs: Array<number> = []
+    const largeMs: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      const first = round % 2 === 0
+      const x = yield* timeMs(repeat(WRITES, first ? small.write : large.write))
+      const y = yield* timeMs(repeat(WRITES, first ? large.write : small.write))
+      const [s, l] = first ? [x, y] : [y, x]
+      smallMs.push(s)
+      largeMs.push(l)
+      ratios.push(l / s)
+    }
+    const ratio = median(ratios)
+    return {
+      name,
+      ours: `${median(largeMs).toFixed(2)} ms at ${large.label}`,
+      baseline: `${median(smallMs).toFixed(2)} ms at ${small.label}`,
+      ratio,
+      spread: `${quantile(ratios, 0.25).toFixed(2)}-${quantile(ratios, 0.75).toFixed(2)}`,
+      goal: goal === "reference" ? "(reference)" : `<= ${GOAL}`,
+      met: goal === "reference" || ratio <= GOAL
+    } satisfies Row
+  })
+
+/** `sideBySide` on a target prepared with `small` writes against one prepared with `large`. */
 const compare = <T>(
   name: string,
   make: Effect.Effect<T>,
@@ -79,28 +112,13 @@ const compare = <T>(
     const b = yield* make
     yield* repeat(small, (i) => write(a, i))
     yield* repeat(large, (i) => write(b, i))
-    const ratios: Array<number> = []
-    const smallMs: Array<number> = []
-    const largeMs: Array<number> = []
-    for (let round = 0; round < rounds; round++) {
-      const first = round % 2 === 0
-      const x = yield* timeMs(repeat(WRITES, (i) => write(first ? a : b, i)))
-      const y = yield* timeMs(repeat(WRITES, (i) => write(first ? b : a, i)))
-      const [s, l] = first ? [x, y] : [y, x]
-      smallMs.push(s)
-      largeMs.push(l)
-      ratios.push(l / s)
-    }
-    const ratio = median(ratios)
-    return {
+    return yield* sideBySide(
       name,
-      ours: `${median(largeMs).toFixed(2)} ms at ${large.toLocaleString("en-US")}`,
-      baseline: `${median(smallMs).toFixed(2)} ms at ${small.toLocaleString("en-US")}`,
-      ratio,
-      spread: `${quantile(ratios, 0.25).toFixed(2)}-${quantile(ratios, 0.75).toFixed(2)}`,
-      goal: goal === "reference" ? "(reference)" : `<= ${GOAL}`,
-      met: goal === "reference" || ratio <= GOAL
-    } satisfies Row
+      { label: small.toLocaleString("en-US"), write: (i) => write(a, i) },
+      { label: large.toLocaleString("en-US"), write: (i) => write(b, i) },
+      goal,
+      rounds
+    )
   })
 
 /**
@@ -118,28 +136,12 @@ const fullStores = Effect.gen(function*() {
   const fresh = (store: typeof large) => () => store.save(`new${next++}`, turn)
   yield* repeat(10_000 + FULL_DROPS, fresh(large))
   yield* repeat(1_000 + FULL_DROPS, fresh(small))
-  const ratios: Array<number> = []
-  const smallMs: Array<number> = []
-  const largeMs: Array<number> = []
-  for (let round = 0; round < ROUNDS; round++) {
-    const first = round % 2 === 0
-    const x = yield* timeMs(repeat(WRITES, fresh(first ? small : large)))
-    const y = yield* timeMs(repeat(WRITES, fresh(first ? large : small)))
-    const [s, l] = first ? [x, y] : [y, x]
-    smallMs.push(s)
-    largeMs.push(l)
-    ratios.push(l / s)
-  }
-  const ratio = median(ratios)
-  return {
-    name: `conversation store: ${WRITES.toLocaleString("en-US")} new sessions into a full store, 10,000 sessions vs 1,000 (each after ${FULL_DROPS.toLocaleString("en-US")} dropped)`,
-    ours: `${median(largeMs).toFixed(2)} ms at 10,000`,
-    baseline: `${median(smallMs).toFixed(2)} ms at 1,000`,
-    ratio,
-    spread: `${quantile(ratios, 0.25).toFixed(2)}-${quantile(ratios, 0.75).toFixed(2)}`,
-    goal: `<= ${GOAL}`,
-    met: ratio <= GOAL
-  } satisfies Row
+  return yield* sideBySide(
+    `conversation store: ${WRITES.toLocaleString("en-US")} new sessions into a full store, 10,000 sessions vs 1,000 (each after ${FULL_DROPS.toLocaleString("en-US")} dropped)`,
+    { label: "1,000", write: fresh(small) },
+    { label: "10,000", write: fresh(large) },
+    "ratio"
+  )
 })
 
 export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.all([
