@@ -495,8 +495,9 @@ describe("message ids", { timeout: 30_000 }, () => {
       // 112 in session 18 (a free turn lock taken, and the turn's correlation set, in the step that starts the turn), 109 once
       // a loop on a given store and session was made in one step; 88 in session 19 (the mode and chat steps a chain
       // without generators, the lifecycle's moves, the tracker and the answer made inside the steps around them), 81
-      // once its ids were drawn and its checks made in the step that starts it
-      expect(count).toBeLessThanOrEqual(82)
+      // once its ids were drawn and its checks made in the step that starts it; 77 in session 20 (a new session not
+      // loaded from the store, `run` building the response alone, no lifecycle state nor moves)
+      expect(count).toBeLessThanOrEqual(77)
     }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {

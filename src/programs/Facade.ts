@@ -48,11 +48,14 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
     const cancellations = yield* Cancellations.make({
       pendingWindow: options.pendingCancelWindow ?? defaultPendingCancelWindow
     })
-    const execute: Facade["execute"] = (request, runOptions = {}) => Run.execute(env, cancellations, request, runOptions)
+    const execute: Facade["execute"] = (request, runOptions = {}) =>
+      Run.execute(env, cancellations, request, runOptions, Run.toExecution)
+    // the response alone: no lifecycle state nor moves built for a caller that reads neither
+    const run: Facade["run"] = (request, runOptions = {}) => Run.execute(env, cancellations, request, runOptions, Run.toResponse)
 
     const runUnknown: Facade["runUnknown"] = (input, runOptions = {}) =>
       Effect.flatMap(Effect.either(Schema.decodeUnknown(SystemRequest, { errors: "all" })(input)), (decoded) => {
-        if (decoded._tag === "Right") return Effect.map(execute(decoded.right, runOptions), (e) => e.response)
+        if (decoded._tag === "Right") return run(decoded.right, runOptions)
         const raw = typeof input === "object" && input !== null ? (input as Record<string, unknown>) : {}
         return Effect.gen(function* () {
           const generated = yield* env.nextId("req")
@@ -71,7 +74,7 @@ export const make = (options: Options = {}): Effect.Effect<Facade, never, Constr
             admission.checked._tag === "Left" ? toSystemError(admission.checked.left) : undefined))
 
     return {
-      run: (request, runOptions) => Effect.map(execute(request, runOptions), (e) => e.response),
+      run,
       runUnknown,
       check,
       execute,

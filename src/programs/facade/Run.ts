@@ -14,7 +14,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
-import type { SystemRequest } from "../../domain/System.js"
+import type { SystemRequest, SystemResponse } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
 import { withCorrelation } from "../../services/EventLog.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
@@ -90,19 +90,43 @@ const cancellable = <A>(
     })
   )
 
-/** A checked request run to its Execution, from inside a step of `fiber`. */
-const executeCheckedIn = (
+/**
+ * What a request ends with, made from its response and its tracker (in COMPLETE, ERROR or CANCELLED): the
+ * Execution (`Facade.execute`), or the response alone (`Facade.run`, which builds no state nor transitions).
+ * `now` when nobody observes the tracker (read in the step that ends the request), `read` otherwise.
+ */
+export interface Finish<A> {
+  readonly now: (response: SystemResponse, tracker: Lifecycle.Tracker) => A
+  readonly read: (response: SystemResponse, tracker: Lifecycle.Tracker) => Effect.Effect<A>
+}
+
+/** The request's Execution: its response, its lifecycle state and moves. */
+export const toExecution: Finish<Execution> = {
+  now: (response, tracker) => ({ response, state: tracker.unsafeState(), transitions: tracker.unsafeHistory() }),
+  read: (response, tracker) =>
+    Effect.flatMap(tracker.state, (state) => Effect.map(tracker.history, (transitions) => ({ response, state, transitions })))
+}
+
+/** The request's response alone. */
+export const toResponse: Finish<SystemResponse> = {
+  now: (response) => response,
+  read: (response) => Effect.succeed(response)
+}
+
+/** A checked request run to its end (`finish`), from inside a step of `fiber`. */
+const executeCheckedIn = <A>(
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   env: Environment,
   cancellations: Cancellations,
   request: SystemRequest,
   requestId: string,
   admission: Check.Admission,
-  runOptions: RunOptions
-): Effect.Effect<Execution> => {
+  runOptions: RunOptions,
+  finish: Finish<A>
+): Effect.Effect<A> => {
   // the request's own state is made in the step that reads the clock and makes the tracker (no step of its own each)
   const startedAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
-  const withTracker = (tracker: Lifecycle.Tracker): Effect.Effect<Execution> => {
+  const withTracker = (tracker: Lifecycle.Tracker): Effect.Effect<A> => {
     const partial = Partial.make()
     const registration = cancellations.unsafeRegister(requestId, startedAt)
     // every inference the request causes carries its hints, is observed once and is recorded, whichever engine makes it:
@@ -157,17 +181,11 @@ const executeCheckedIn = (
       cancellations.unsafeFinish(requestId)
       // an answer nobody observes is made in this step: the move to COMPLETE, the response, the state read
       if (Exit.isSuccess(exit) && tracker.unsafeTransition(fiber, "COMPLETE") !== undefined) {
-        const response = Response.answer(to, exit.value, spent)
-        return Effect.succeed({ response, state: tracker.unsafeState(), transitions: tracker.unsafeHistory() } satisfies Execution)
+        return Effect.succeed(finish.now(Response.answer(to, exit.value, spent), tracker))
       }
       return Effect.flatMap(
         Response.respond(to, exit, tracker, partial, spent),
-        (response) =>
-          Effect.zipRight(
-            Response.observe(response, startedAt),
-            Effect.flatMap(tracker.state, (state) =>
-              Effect.map(tracker.history, (transitions) => ({ response, state, transitions }) satisfies Execution))
-          )
+        (response) => Effect.zipRight(Response.observe(response, startedAt), finish.read(response, tracker))
       )
     }))
   }
@@ -183,21 +201,22 @@ const executeCheckedIn = (
  * opened when somebody observes: the facade's services or the caller's context
  * record events or metrics, or a tracer exports.
  */
-export const execute = (
+export const execute = <A>(
   env: Environment,
   cancellations: Cancellations,
   request: SystemRequest,
-  runOptions: RunOptions
-): Effect.Effect<Execution> => {
+  runOptions: RunOptions,
+  finish: Finish<A>
+): Effect.Effect<A> => {
   /** The admitted request, run from a step of `fiber`. */
   const admittedIn = (fiber: Fiber.RuntimeFiber<unknown, unknown>, requestId: string, admission: Check.Admission) => {
     const observed = env.recording || Observed.listenedBy(fiber)
     // nobody observes and no trace of its own: run from this very step
     if (!observed && request.traceId === undefined) {
-      return executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions)
+      return executeCheckedIn(fiber, env, cancellations, request, requestId, admission, runOptions, finish)
     }
-    const executed = Effect.withFiberRuntime<Execution>((inner) =>
-      executeCheckedIn(inner, env, cancellations, request, requestId, admission, runOptions))
+    const executed = Effect.withFiberRuntime<A>((inner) =>
+      executeCheckedIn(inner, env, cancellations, request, requestId, admission, runOptions, finish))
     // the request's span only when somebody observes (see internal/Observed): else its id would stamp nothing
     const run = observed ? observedRun(env, request, requestId, admission.sessionId, executed) : executed
     // a trace id of its own is the request's OpenTelemetry trace, as a traceparent's is
@@ -205,7 +224,7 @@ export const execute = (
   }
   const admitted = (requestId: string) =>
     Effect.flatMap(Check.check(env, request), (admission) =>
-      Effect.withFiberRuntime<Execution>((fiber) => admittedIn(fiber, requestId, admission)))
+      Effect.withFiberRuntime<A>((fiber) => admittedIn(fiber, requestId, admission)))
   // its id drawn and its checks made in one step, when the IdGenerator draws ids at once (the default one does)
   return Effect.withFiberRuntime((fiber) => {
     const requestId = request.requestId ?? env.unsafeNextId?.("req")
@@ -216,13 +235,13 @@ export const execute = (
 }
 
 /** A request run under its correlation and span, in its trace (see `execute`). */
-const observedRun = (
+const observedRun = <A>(
   env: Environment,
   request: SystemRequest,
   requestId: string,
   sessionId: string | undefined,
-  executed: Effect.Effect<Execution>
-): Effect.Effect<Execution> => {
+  executed: Effect.Effect<A>
+): Effect.Effect<A> => {
     // the trace id and the correlation are read by events and spans only
     const body = Effect.gen(() => observedSteps(env, request, requestId, sessionId, executed))
     return body.pipe(
@@ -240,7 +259,7 @@ const observedRun = (
   }
 
 /** The steps of an observed request, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
-function* observedSteps(env: Environment, request: SystemRequest, requestId: string, sessionId: string | undefined, executed: Effect.Effect<Execution>) {
+function* observedSteps<A>(env: Environment, request: SystemRequest, requestId: string, sessionId: string | undefined, executed: Effect.Effect<A>) {
   // without a trace id of its own the request is in its span's trace: events and spans name the same trace
   const spanTrace = Option.filter(
     Option.map(yield* Effect.option(Effect.currentSpan), (span) => span.traceId),
