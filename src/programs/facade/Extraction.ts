@@ -13,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
 import { withMetrics } from "../../services/Metrics.js"
-import { Validator } from "../../services/Validator.js"
+import { type Service as ValidatorService, Validator } from "../../services/Validator.js"
 import type * as Lifecycle from "../Lifecycle.js"
 import * as RedundantLoop from "../RedundantLoop.js"
 import * as SpecializedLoop from "../SpecializedLoop.js"
@@ -33,6 +33,29 @@ const systemPromptOf = (env: Environment, checked: Check.Extraction) => {
     : Effect.map(Prompts.systemPrompt(undefined), Option.getOrElse(() => env.options.defaultSystemPrompt))
 }
 
+/**
+ * What a structured call and a vote's replicas are asked the same way: the schema and its repair, the
+ * Validator's rules on a value that passed the schema (a failure is re-prompted like a schema violation), the
+ * grammar, the system prompt and the request's sampling hints.
+ */
+const commonOptions = (checked: Check.Extraction, validator: Option.Option<ValidatorService>, systemPrompt: string | undefined) => {
+  const { output } = checked.request
+  const hints = Hints.effective(checked.request.hints)
+  return {
+    schema: checked.schema,
+    repairAllowed: output.repairAllowed,
+    validate: Option.isSome(validator)
+      ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
+      : undefined,
+    grammar: output.grammar,
+    systemPrompt,
+    maxTokens: hints.maxTokens,
+    temperature: hints.temperature,
+    topP: hints.topP,
+    options: hints.options
+  }
+}
+
 /** Mode structured: one call, with a tool phase only when the request names its tools. */
 export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
   Effect.gen(() => structuredSteps(env, checked, tracker))
@@ -40,24 +63,12 @@ export const structured = (env: Environment, checked: Check.Extraction, tracker:
 /** The steps of mode structured, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
 function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
   const { output, tools } = checked.request
-  const hints = Hints.effective(checked.request.hints)
   const validator = yield* Effect.serviceOption(Validator)
   yield* tracker.transition("EXECUTE", "structured call")
   const result = yield* SpecializedLoop.call(checked.user.content, {
-    schema: checked.schema,
-    repairAllowed: output.repairAllowed,
-    // the Validator's rules on the value that passed the schema: a failure is re-prompted like a
-    // schema violation; when none is left, strictValidation says whether it fails the request
-    validate: Option.isSome(validator)
-      ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
-      : undefined,
+    ...commonOptions(checked, validator, yield* systemPromptOf(env, checked)),
+    // when no retry is left for the Validator's rules, strictValidation says whether it fails the request
     strictValidation: output.strictValidation,
-    grammar: output.grammar,
-    systemPrompt: yield* systemPromptOf(env, checked),
-    maxTokens: hints.maxTokens,
-    temperature: hints.temperature,
-    topP: hints.topP,
-    options: hints.options,
     // An empty list means no tools here, so a plain extraction is never preceded
     // by a tool round the caller did not ask for.
     useTools: tools.length > 0,
@@ -84,28 +95,17 @@ export const redundant = (env: Environment, checked: Check.Extraction, tracker: 
 
 /** The steps of mode redundant, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
 function* redundantSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
-  const { output, redundancy } = checked.request
-  const hints = Hints.effective(checked.request.hints)
+  const { redundancy } = checked.request
   const validator = yield* Effect.serviceOption(Validator)
   yield* tracker.transition("EXECUTE", "redundant replicas")
   const result = yield* RedundantLoop.run(checked.user.content, {
-    schema: checked.schema,
-    repairAllowed: output.repairAllowed,
-    // the Validator's rules on each replica's value: a replica that breaks one does not vote
-    validate: Option.isSome(validator)
-      ? (value: unknown) => Effect.asVoid(validator.value.validate(JSON.stringify(value)))
-      : undefined,
+    ...commonOptions(checked, validator, yield* systemPromptOf(env, checked)),
+    // a replica whose value breaks one of the Validator's rules does not vote
     voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
     n: redundancy?.n,
     quorum: redundancy?.quorum,
-    grammar: output.grammar,
-    systemPrompt: yield* systemPromptOf(env, checked),
-    maxTokens: hints.maxTokens,
-    temperature: hints.temperature,
-    topP: hints.topP,
-    options: hints.options,
     // replica i samples with seed + i: replicas differ, and the vote replays exactly
-    seed: hints.seed
+    seed: Hints.effective(checked.request.hints).seed
   })
   yield* tracker.transition("VALIDATE", "replicas voted")
   yield* Tracing.annotate({
