@@ -37,7 +37,7 @@ import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
-import { kept, keptArray } from "../services/internal/Kept.js"
+import { keptArray } from "../services/internal/Kept.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -129,11 +129,11 @@ const endSpan = (span: Tracer.Span): Effect.Effect<void> =>
 
 /** A tracker starting in INIT. */
 export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fiber) => {
-  const { attemptNow, move, quiet, readers } = machine(fiber)
+  const machine = new Machine(fiber)
   // States are spans only when somebody observes (events recorded or spans exported), under the request's span.
-  if (!Observed.listenedBy(fiber)) return Effect.succeed(quiet)
+  if (!Observed.listenedBy(fiber)) return Effect.succeed(machine)
   return Effect.flatMap(Effect.option(Effect.currentParentSpan), (parent) =>
-    Option.isNone(parent) ? Effect.succeed(quiet) : observedTracker(parent.value, readers, move, attemptNow))
+    Option.isNone(parent) ? Effect.succeed(machine) : observedTracker(parent.value, machine))
 })
 
 /**
@@ -142,88 +142,113 @@ export const makeTracker: Effect.Effect<Tracker> = Effect.withFiberRuntime((fibe
  * effect.
  */
 export const unsafeMakeTracker = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Tracker | undefined =>
-  Observed.listenedBy(fiber) ? undefined : machine(fiber).quiet
+  Observed.listenedBy(fiber) ? undefined : new Machine(fiber)
 
-/** The machine in INIT: its moves, its readers, and the tracker of it whose states are no spans. */
-const machine = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => {
-  // The machine's state lives in this closure as plain fields and moves in one synchronous step (atomic between
-  // fibers): no Ref, no ExecutionState built per move (one is built when the state is read), and no lock unless state
-  // spans must open and close in the order of the moves.
-  const clock = Context.get(fiber.currentDefaultServices, Clock.Clock)
-  let current: LifecycleState = "INIT"
-  let enteredAt = clock.unsafeCurrentTimeMillis()
-  let attempt = 1
-  let totalSteps = 0
-  let lastStep: string | undefined = undefined
-  let lastError: SystemError | undefined = undefined
-  const history = keptArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>()
+/** A move of the machine, as its history keeps it. */
+class Move {
+  constructor(readonly from: LifecycleState, readonly to: LifecycleState) {}
+}
+
+/**
+ * The machine in INIT, and the tracker of it whose states are no spans.
+ *
+ * Its state is plain fields moved in one synchronous step (atomic between fibers): no Ref, no ExecutionState built
+ * per move (one is built when the state is read), and no lock unless state spans must open and close in the order of
+ * the moves. A class, not a closure per method: a request makes one, and a literal of a dozen closures cost about
+ * 5 us of a facade request (bench/README, session 21); its effects (`state`, `history`) are made when read.
+ */
+class Machine implements Tracker {
+  current: LifecycleState = "INIT"
+  enteredAt: number
+  attempt = 1
+  totalSteps = 0
+  lastStep: string | undefined = undefined
+  lastError: SystemError | undefined = undefined
+  readonly moves: Array<Move> = keptArray()
+
+  constructor(fiber: Fiber.RuntimeFiber<unknown, unknown>) {
+    this.enteredAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()
+  }
 
   /** Moves the machine now, if it may: the state left, or undefined. */
-  const move = (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): LifecycleState | undefined => {
-    const from = current
+  move(clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined): LifecycleState | undefined {
+    const from = this.current
     if (!canTransition(from, to)) return undefined
-    if (from === "VALIDATE" && to === "EXECUTE") attempt++
-    current = to
-    enteredAt = clock.unsafeCurrentTimeMillis()
-    if (error !== undefined) lastError = error
-    history.push(kept({ from, to }))
+    if (from === "VALIDATE" && to === "EXECUTE") this.attempt++
+    this.current = to
+    this.enteredAt = clock.unsafeCurrentTimeMillis()
+    if (error !== undefined) this.lastError = error
+    this.moves.push(new Move(from, to))
     return from
   }
 
   // built from the fields the moves set, which are valid by construction: not validated again
-  const unsafeState = () =>
-    Construct.unchecked(ExecutionState, {
-      current,
-      enteredAt: DateTime.unsafeMake(enteredAt),
-      attempt,
-      totalSteps,
-      ...(lastError === undefined ? {} : { lastError }),
-      ...(lastStep === undefined ? {} : { lastStep })
+  unsafeState(): ExecutionState {
+    return Construct.unchecked(ExecutionState, {
+      current: this.current,
+      enteredAt: DateTime.unsafeMake(this.enteredAt),
+      attempt: this.attempt,
+      totalSteps: this.totalSteps,
+      ...(this.lastError === undefined ? {} : { lastError: this.lastError }),
+      ...(this.lastStep === undefined ? {} : { lastStep: this.lastStep })
     })
-  const unsafeHistory = () => history.slice()
-  const readers = {
-    state: Effect.sync(unsafeState),
-    history: Effect.sync(unsafeHistory),
-    unsafeState,
-    unsafeHistory,
-    stepCompleted: (name: string) =>
-      Effect.sync(() => {
-        totalSteps++
-        lastStep = name
-      })
+  }
+
+  unsafeHistory(): ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }> {
+    return this.moves.map((m) => ({ from: m.from, to: m.to }))
+  }
+
+  get state(): Effect.Effect<ExecutionState> {
+    return Effect.sync(() => this.unsafeState())
+  }
+
+  get history(): Effect.Effect<ReadonlyArray<{ readonly from: LifecycleState; readonly to: LifecycleState }>> {
+    return Effect.sync(() => this.unsafeHistory())
+  }
+
+  stepCompleted(name: string): Effect.Effect<void> {
+    return Effect.sync(() => {
+      this.totalSteps++
+      this.lastStep = name
+    })
+  }
+
+  get interrupted(): Effect.Effect<void> {
+    return Effect.void
   }
 
   // no spans: one step a move, the clock and whether anybody records read from the fiber (most moves record nothing)
-  const quiet: Tracker = {
-    ...readers,
-    interrupted: Effect.void,
-    transition: (to, reason, fields = {}) =>
-      Effect.withFiberRuntime((fiber) => {
-        const left = move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
-        if (left === undefined) return Effect.succeed(false)
-        return Observed.listenedBy(fiber) ? Effect.as(record(left, to, attempt, reason), true) : Effect.succeed(true)
-      }),
-    // the same move when nobody listens in `fiber` (then it records nothing: no effect to run)
-    unsafeTransition: (fiber, to, fields = {}) =>
-      Observed.listenedBy(fiber)
-        ? undefined
-        : move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error) !== undefined
+  transition(to: LifecycleState, reason: string, fields: { readonly error?: SystemError | undefined } = {}): Effect.Effect<boolean> {
+    return Effect.withFiberRuntime((fiber) => {
+      const left = this.move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields.error)
+      if (left === undefined) return Effect.succeed(false)
+      return Observed.listenedBy(fiber) ? Effect.as(record(left, to, this.attempt, reason), true) : Effect.succeed(true)
+    })
   }
-  return { move, readers, quiet, attemptNow: () => attempt }
+
+  // the same move when nobody listens in `fiber` (then it records nothing: no effect to run)
+  unsafeTransition(
+    fiber: Fiber.RuntimeFiber<unknown, unknown>,
+    to: LifecycleState,
+    fields?: { readonly error?: SystemError | undefined }
+  ): boolean | undefined {
+    return Observed.listenedBy(fiber)
+      ? undefined
+      : this.move(Context.get(fiber.currentDefaultServices, Clock.Clock), to, fields?.error) !== undefined
+  }
 }
 
 /** A tracker whose states are spans under `request` (somebody observes). */
-const observedTracker = (
-  request: Tracer.AnySpan,
-  readers: Pick<Tracker, "state" | "history" | "stepCompleted" | "unsafeState" | "unsafeHistory">,
-  move: (clock: Clock.Clock, to: LifecycleState, error: SystemError | undefined) => LifecycleState | undefined,
-  attemptNow: () => number
-): Effect.Effect<Tracker> => Effect.gen(function* () {
+const observedTracker = (request: Tracer.AnySpan, machine: Machine): Effect.Effect<Tracker> => Effect.gen(function* () {
   // each move closes the open state's span and opens the next, in the order of the moves
   let open: Option.Option<Tracer.Span> = Option.some(yield* stateSpan(request, "INIT", undefined, 1, "request received"))
   const lock = yield* Effect.makeSemaphore(1)
   return {
-    ...readers,
+    state: machine.state,
+    history: machine.history,
+    stepCompleted: (name) => machine.stepCompleted(name),
+    unsafeState: () => machine.unsafeState(),
+    unsafeHistory: () => machine.unsafeHistory(),
     // each move closes and opens spans, in order under the lock: always an effect
     unsafeTransition: () => undefined,
     interrupted: Effect.suspend(() => {
@@ -236,9 +261,9 @@ const observedTracker = (
     transition: (to, reason, fields = {}) =>
       lock.withPermits(1)(
         Effect.gen(function* () {
-          const left = move(yield* Effect.clock, to, fields.error)
+          const left = machine.move(yield* Effect.clock, to, fields.error)
           if (left === undefined) return false
-          const attempt = attemptNow()
+          const attempt = machine.attempt
           if (Option.isSome(open)) yield* endSpan(open.value)
           const next = yield* stateSpan(request, to, left, attempt, reason, fields.error)
           // the event belongs to the state entered: its span, under the request's
