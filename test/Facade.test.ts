@@ -21,7 +21,7 @@ import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Facade from "../src/programs/Facade.js"
 import * as Engine from "../src/services/Engine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
-import { EventLog } from "../src/services/EventLog.js"
+import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import { add } from "./support/tools.js"
@@ -42,6 +42,36 @@ const facade = Effect.flatMap(Facade.make(), Effect.succeed)
 
 describe("Facade", () => {
   describe("chat", () => {
+    it.effect("a tool the turn runs sees the request's id and session in its correlation, whether or not anybody observes", () =>
+      Effect.gen(function* () {
+        const seen = yield* Ref.make<ReadonlyArray<string>>([])
+        const probe = Tool.make({
+          name: "probe",
+          description: "reads the correlation",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.flatMap(currentCorrelation, (c) => Ref.update(seen, (s) => [...s, `${c.requestId} ${c.sessionId ?? "none"}`]))
+        })
+        const script = () => [ScriptedEngine.toolCalls([{ name: "probe", arguments: {} }]), ScriptedEngine.reply("done")]
+        // nobody observes: no EventLog, no Metrics, no tracer exporting
+        const quiet = yield* Facade.make().pipe(
+          Effect.provide(Layer.mergeAll(ScriptedEngine.layer([...script(), ...script()]), Registry.layer([probe]), Constraint.layer))
+        )
+        const drawn = yield* quiet.run(chat("probe"))
+        const named = yield* quiet.run(chat("probe", { requestId: "r-probe", sessionId: "s-probe" }))
+        // observed: the request's span and events, the same correlation
+        const observed = yield* Facade.make().pipe(Effect.provide(base(script(), probe)))
+        const recorded = yield* observed.run(chat("probe", { requestId: "r-seen", sessionId: "s-seen" }))
+        expect([drawn.error, named.error, recorded.error]).toEqual([undefined, undefined, undefined])
+        expect(yield* Ref.get(seen)).toEqual([
+          `${drawn.requestId} ${drawn.sessionId}`,
+          "r-probe s-probe",
+          "r-seen s-seen"
+        ])
+        expect(drawn.requestId).toMatch(/^req_/)
+        // the caller's own correlation is as it was
+        expect((yield* currentCorrelation).requestId).toBe("unscoped")
+      }))
+
     it.effect("answers, with tool calls made, usage, correlation and the lifecycle walked", () =>
       Effect.gen(function* () {
         const system = yield* facade

@@ -37,8 +37,10 @@ export const withTurnScope = <A, E>(
       const outer = fiber.getFiberRef(currentCorrelation)
       const correlation = (requestId: string) =>
         Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId })
+      // the caller's correlation names the loop's session already (a facade request's turn): nothing to set or put back
+      const correlated = outer.sessionId === loop.sessionId && outer.requestId !== "unscoped"
       const release = Effect.sync(() => {
-        Local.setRef(fiber, currentCorrelation, outer)
+        if (!correlated) Local.setRef(fiber, currentCorrelation, outer)
         lock.unsafeRelease()
       })
       const ran = commit === undefined ? restore(body) : Effect.flatMap(restore(body), (a) => Effect.as(commit(a), a))
@@ -52,7 +54,7 @@ export const withTurnScope = <A, E>(
         return guarded(Effect.flatMap(loop.nextId("req"), (id) => Effect.zipRight(FiberRef.set(currentCorrelation, correlation(id)), ran)))
       }
       // the fiber's own ref, set in this step (a FiberRef.set is a step of its own)
-      Local.setRef(fiber, currentCorrelation, correlation(outer.requestId))
+      if (!correlated) Local.setRef(fiber, currentCorrelation, correlation(outer.requestId))
       return guarded(ran)
     })
   return Effect.uninterruptibleMask((restore) =>

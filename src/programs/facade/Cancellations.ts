@@ -72,8 +72,9 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
       const entry: Running = kept({ cancelled: false, interrupt: undefined })
       running.set(requestId, entry)
       finished.remove(requestId)
-      const until = pending.get(requestId)
-      pending.remove(requestId)
+      // most requests have no cancel waiting: no lookup of their id when none waits
+      const until = pending.size() === 0 ? undefined : pending.get(requestId)
+      if (until !== undefined) pending.remove(requestId)
       return kept({
         cancelledEarly: until !== undefined && until >= now,
         onCancel: (interrupt) => {
@@ -88,7 +89,7 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
 
     const unsafeFinish = (requestId: string): void => {
       running.delete(requestId)
-      pending.remove(requestId)
+      if (pending.size() > 0) pending.remove(requestId)
       finished.put(requestId, true, 0)
     }
 

@@ -28,6 +28,10 @@ import type { Options } from "./Types.js"
 /** The services and settings every request of one facade shares. */
 export interface Environment {
   readonly options: Options
+  /**
+   * The facade's Engine when present, following the request in progress (`Engine.inRequest`, made once here: it
+   * reads the request's wrapper when called), the engine every mode but a query runs on.
+   */
   readonly engine: Option.Option<Engine.Service>
   readonly registry: Option.Option<ToolRegistry.Service>
   readonly planner: Option.Option<Planner.Service>
@@ -77,7 +81,7 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
     ]
     return {
       options,
-      engine,
+      engine: Option.map(engine, Engine.inRequest),
       registry,
       planner,
       fileSystem,

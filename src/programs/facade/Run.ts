@@ -13,10 +13,13 @@ import * as Option from "effect/Option"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
+import type * as FiberRef from "effect/FiberRef"
 import { Cancellation, type Failure } from "../../domain/Failure.js"
+import * as Construct from "../../domain/Construct.js"
+import { CorrelationContext } from "../../domain/System.js"
 import type { SystemRequest, SystemResponse } from "../../domain/System.js"
 import * as Engine from "../../services/Engine.js"
-import { withCorrelation } from "../../services/EventLog.js"
+import { currentCorrelation, withCorrelation } from "../../services/EventLog.js"
 import * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
@@ -113,6 +116,10 @@ export const toResponse: Finish<SystemResponse> = {
   read: (response) => Effect.succeed(response)
 }
 
+/** The request's correlation: the caller's, naming the request and its session (a value built by us: not validated again). */
+const correlationOf = (outer: CorrelationContext, requestId: string, sessionId: string | undefined): CorrelationContext =>
+  Construct.unchecked(CorrelationContext, sessionId === undefined ? { ...outer, requestId } : { ...outer, requestId, sessionId })
+
 /** A checked request run to its end (`finish`), from inside a step of `fiber`. */
 const executeCheckedIn = <A>(
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -143,8 +150,8 @@ const executeCheckedIn = <A>(
       }
       return wrapped
     }
-    const checked = Either.map(admission.checked, (c): Check.Checked =>
-      c.mode === "query" ? c : { ...c, engine: Engine.inRequest(c.engine) })
+    // the modes' engine follows the request already (Environment.engine): its calls made the way `inThisRequest` says
+    const checked = admission.checked
 
     const hinted = request.hints.timeout
     const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
@@ -163,13 +170,24 @@ const executeCheckedIn = <A>(
       : cancellable(
         // `body` needs the Constraint, which env.context holds
         body as Effect.Effect<Outcome, Failure>,
-        // the request's fiber starts with its services, its engines' wrapper and its tracker (no region to set them)
-        (parent) => ({
-          context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
-            ? undefined
-            : Context.merge(parent.currentContext, context),
-          refs: [[Engine.currentRequest, inThisRequest], [Lifecycle.currentTracker, Option.some(tracker)]]
-        }),
+        // the request's fiber starts with its services, its engines' wrapper, its tracker and its correlation (no
+        // region to set them; a chat turn finds its session named already and sets nothing: agent/TurnScope)
+        (parent) => {
+          const outer = parent.getFiberRef(currentCorrelation)
+          const refs: Array<readonly [FiberRef.FiberRef<any>, unknown]> = [
+            [Engine.currentRequest, inThisRequest],
+            [Lifecycle.currentTracker, Option.some(tracker)]
+          ]
+          if (outer.requestId !== requestId || outer.sessionId !== admission.sessionId) {
+            refs.push([currentCorrelation, correlationOf(outer, requestId, admission.sessionId)])
+          }
+          return {
+            context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
+              ? undefined
+              : Context.merge(parent.currentContext, context),
+            refs
+          }
+        },
         registration,
         requestId,
         timeout,

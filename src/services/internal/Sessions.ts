@@ -109,6 +109,8 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
       compact()
     },
     remove,
+    /** How many sessions are stored. */
+    size: (): number => sessions.size,
     ids: (): Array<string> => [...sessions.keys()],
     /** The write-order entries held, live, stale or dropped from the front (for tests: bounded by the sessions). */
     unsafeQueued: (): number => ids.length
