@@ -500,6 +500,30 @@ describe("message ids", { timeout: 30_000 }, () => {
       expect(count).toBeLessThanOrEqual(77)
     }).pipe(Effect.scoped))
 
+  it.live("a facade structured request (valid JSON at the first reply) stays within the operations it was measured at", () =>
+    Effect.gen(function* () {
+      const json = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage: answer.usage, finishReason: "stop" })
+      const engine = Layer.succeed(Engine, {
+        infer: () => Effect.succeed(json),
+        stream: () => streamFrom((emit) => Effect.zipRight(emit(StreamPart.textDelta(json.content)), emit(StreamPart.finish(json)))),
+        modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+      })
+      const services = yield* Layer.build(Layer.merge(engine, JsonConstraint.layer))
+      const system = yield* Facade.make().pipe(Effect.provide(services))
+      const request = Schema.decodeUnknownSync(SystemRequest)({
+        mode: "structured",
+        messages: [{ role: "user", content: "2+3?" }],
+        output: { schema: { type: "object", properties: { answer: { type: "number" } }, required: ["answer"] } }
+      })
+      const response = yield* system.run(request).pipe(Effect.provide(services))
+      expect([response.error, response.structuredOutput]).toEqual([undefined, { answer: 5 }])
+      const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
+      // its inference is not a loop's: the request's engine observes it (facade/Inferences), reading whether it runs
+      // in an inference span from the fiber; `Effect.option(Effect.currentSpan)` failed (an Error built, its stack
+      // captured) for every inference outside a span: 98 operations before session 21, 89 after
+      expect(count).toBeLessThanOrEqual(89)
+    }).pipe(Effect.scoped))
+
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {
     const ids = Effect.runSync(Effect.provide(IdGenerator, IdGenerator.Test))
     expect(ids.unsafeNext!("msg")).toBe("msg_1")

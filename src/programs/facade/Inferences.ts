@@ -11,7 +11,7 @@
  * (Streamed calls are the loops' alone, and observed by them.)
  */
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
+import type * as Fiber from "effect/Fiber"
 import type * as Engine from "../../services/Engine.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
@@ -19,21 +19,23 @@ import * as Spans from "../internal/Spans.js"
 const inferenceSpanPrefix = Spans.inferenceSpanName("")
 
 /**
- * Whether the current span is an inference span (`chat {model}`): a loop
+ * Whether the fiber runs in an inference span (`chat {model}`): a loop
  * observing this very call. Read before the model's name, so a loop's call costs
- * no `modelInfo` (an HTTP engine may ask its server for it).
+ * no `modelInfo` (an HTTP engine may ask its server for it). Read from the fiber
+ * in the call's own step: `Effect.option(Effect.currentSpan)` builds and throws
+ * away an Error, its stack captured, for every call made outside any span.
  */
-const insideInference: Effect.Effect<boolean> = Effect.map(
-  Effect.option(Effect.currentSpan),
-  Option.exists((span) => span.name.startsWith(inferenceSpanPrefix))
-)
+const insideInference = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean => {
+  const span = Spans.currentSpanOf(fiber)
+  return span !== undefined && span._tag === "Span" && span.name.startsWith(inferenceSpanPrefix)
+}
 
 /** `engine`, each inference no loop observes observed as one. */
 export const observed = (engine: Engine.Service): Engine.Service => ({
   ...engine,
   infer: (request) =>
-    Effect.flatMap(insideInference, (inside) =>
-      inside
+    Effect.withFiberRuntime((fiber) =>
+      insideInference(fiber)
         ? engine.infer(request)
         : Observed.meteredInference(Effect.map(engine.modelInfo, (info) => info.name), request, engine.infer(request)))
 })

@@ -173,8 +173,11 @@ export const inTrace =
 const annotatable = (span: Tracer.AnySpan | undefined): span is Tracer.Span =>
   span !== undefined && span._tag === "Span" && !Context.get(span.context, Tracer.DisablePropagation)
 
-/** The span the fiber runs in, if any (`Effect.currentSpan`). */
-const currentSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Tracer.AnySpan | undefined =>
+/**
+ * The span the fiber runs in, if any (`Effect.currentSpan` without its failure: an effect that fails with a
+ * `NoSuchElementException`, an Error whose stack is captured, each time no span is there).
+ */
+export const currentSpanOf = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Tracer.AnySpan | undefined =>
   fiber.currentContext.unsafeMap.get(Tracer.ParentSpan.key) as Tracer.AnySpan | undefined
 
 /** Puts the correlation ids (and `extra`) on the current span, when the tracer exports spans. */
