@@ -55,8 +55,9 @@ import * as Message from "../domain/Message.js"
 import { Constraint } from "../services/Constraint.js"
 import type { OutputSchema } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
+import type * as ConversationStore from "../services/ConversationStore.js"
 import type { Emit, Loop } from "./agent/Loop.js"
-import { environment, noEmit } from "./agent/Loop.js"
+import { environment, environmentNow, noEmit } from "./agent/Loop.js"
 import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
@@ -164,6 +165,21 @@ export const makeIn = (services: Context.Context<Engine.Engine>, options: Option
       made
     )
   })
+
+/**
+ * `makeIn` made now, for a caller that gives the loop its session and store and
+ * no system prompt (nothing to save first: a facade request's loop, on its
+ * staged session): the loop, with no effect to run for it, or the message of
+ * the defect `makeIn` dies with (a tool choice that names no tool).
+ */
+export const makeNow = (
+  services: Context.Context<Engine.Engine>,
+  store: ConversationStore.Service,
+  options: Options & { readonly sessionId: string; readonly systemPrompt?: undefined }
+): AgentLoop | string => {
+  const loop = environmentNow(options, services, store)
+  return typeof loop === "string" ? loop : agentOf(loop, services)
+}
 
 /** The loop's methods over its environment. */
 const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoop => {

@@ -87,6 +87,28 @@ const loopOf = (
   store: ConversationStore.Service,
   sessionId: string
 ): Effect.Effect<Loop> => {
+  const loop = loopNow(options, services, runtime, store, sessionId)
+  return typeof loop === "string" ? Effect.dieMessage(loop) : Effect.succeed(loop)
+}
+
+/**
+ * `environment` made now, for a caller that gives the loop its session (`options.sessionId`) and its store:
+ * the loop, or the defect it is (a tool choice that names no tool).
+ */
+export const environmentNow = (
+  options: Options & { readonly sessionId: string },
+  services: Context.Context<Engine.Engine>,
+  store: ConversationStore.Service
+): Loop | string => loopNow(options, services, Run.runtimeOf(services), store, options.sessionId)
+
+/** `loopOf`, made now: the loop, or the message of its defect. */
+const loopNow = (
+  options: Options,
+  services: Context.Context<Engine.Engine>,
+  runtime: Run.Runtime,
+  store: ConversationStore.Service,
+  sessionId: string
+): Loop | string => {
   const stateOption = Context.getOption(services, SessionState.SessionState)
   // without a SessionState, one private to the loop, made if the loop ever uses it
   const state = Option.isSome(stateOption) ? stateOption.value : SessionState.lazyInMemory()
@@ -94,7 +116,7 @@ const loopOf = (
   const client = options.clientTools ?? []
   const unknown = ClientTools.unknownChoice(registered, client, options.toolChoice)
   if (unknown !== undefined) {
-    return Effect.dieMessage(`AgentLoop: toolChoice names "${unknown}", which is neither a registered tool nor a client tool`)
+    return `AgentLoop: toolChoice names "${unknown}", which is neither a registered tool nor a client tool`
   }
   const offer = ClientTools.offer(registered, client, options.toolChoice)
   const strategy = ClientTools.strategy(
@@ -122,7 +144,7 @@ const loopOf = (
     definitions: offer.definitions,
     steps: {}
   })
-  return Effect.succeed(kept({
+  return kept({
     runtime,
     settings,
     contextProvider: Context.getOption(services, ContextProvider.ContextProvider),
@@ -136,5 +158,5 @@ const loopOf = (
     clientNames: offer.clientNames,
     maxTokens: options.maxTokens ?? 2048,
     turnLock: Permits.unsafeMake(1)
-  }))
+  })
 }

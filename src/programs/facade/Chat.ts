@@ -97,13 +97,13 @@ const withPrompt = (
   const { options, store } = env
   const { tools } = chat.request
   const hints = Hints.effective(chat.request.hints)
-  // the history the request brings seeds a session the store does not know yet
-  const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : undefined)
-  // the loop on the request's services, with the staged session as its store (no context to provide it)
-  const services = Context.add(context, ConversationStore.ConversationStore, session.store)
-  const made = AgentLoop.makeIn(services, kept({
+  // the history the request brings seeds a session the store does not know yet; else the session as loaded (under
+  // its lock: ./SessionLocks), so the turn reads it without asking the store again
+  const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : existing)
+  const systemPrompt = chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined
+  const loopOptions = kept({
     sessionId: chat.sessionId,
-    systemPrompt: chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined,
+    systemPrompt,
     maxToolIterations: options.maxToolIterations,
     toolConcurrency: options.toolConcurrency,
     maxTokens: hints.maxTokens,
@@ -113,16 +113,26 @@ const withPrompt = (
     clientTools: chat.request.clientTools,
     toolChoice: chat.request.toolChoice,
     parallelToolCalls: chat.request.parallelToolCalls
-  }))
+  })
   // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
   const contexts = Context.getOption(context, ContextProvider.ContextProvider)
-  return Effect.flatMap(made, (agent) =>
+  const withAgent = (agent: AgentLoop.AgentLoop) =>
     Option.isNone(contexts)
       ? turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, noContext)
       : Effect.flatMap(
         EphemeralContext.retrieveScored(contexts, chat.user.content),
         (retrieved) => turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, retrieved)
-      ))
+      )
+  // the loop on the request's services, with the staged session as its store (no context to provide it); made in
+  // this step when it has no system prompt to save first
+  if (systemPrompt !== undefined) {
+    return Effect.flatMap(
+      AgentLoop.makeIn(Context.add(context, ConversationStore.ConversationStore, session.store), loopOptions),
+      withAgent
+    )
+  }
+  const agent = AgentLoop.makeNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined })
+  return typeof agent === "string" ? Effect.dieMessage(agent) : withAgent(agent)
 }
 
 const noContext: ContextProvider.Scored = { messages: [], scores: [] }

@@ -10,6 +10,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as RuntimeFlags from "effect/RuntimeFlags"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as FiberId from "effect/FiberId"
@@ -62,7 +63,12 @@ const cancellable = <A>(
 ): Effect.Effect<Exit.Exit<A, Failure>> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.withFiberRuntime((parent, status) => {
-      const fiber = Start.now(parent, status.runtimeFlags, restore(effect), seed(parent))
+      // the fiber starts in the caller's own interruptibility (what `restore` gives back), set in its flags: no region
+      // to restore it (two operations less)
+      const flags = restore === Effect.interruptible
+        ? RuntimeFlags.enable(status.runtimeFlags, RuntimeFlags.Interruption)
+        : status.runtimeFlags
+      const fiber = Start.now(parent, flags, effect, seed(parent))
       let ended: "cancelled" | "timed out" | undefined
       const end = (why: "cancelled" | "timed out") => {
         if (ended !== undefined) return

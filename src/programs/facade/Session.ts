@@ -24,13 +24,16 @@ export const staged = (
   seed: ReadonlyArray<Message.Message> | undefined
 ): StagedSession => {
   let copy: ReadonlyArray<Message.Message> | undefined = seed
+  // once staged, the copy stays (a save or clear replaces it, nothing unsets it): read in one step
   const load = (id: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
-    id === sessionId
-      ? Effect.suspend(() => {
+    id !== sessionId
+      ? store.load(id)
+      : copy !== undefined
+      ? Effect.sync(() => copy!.slice())
+      : Effect.suspend(() => {
         const current = copy
         return current === undefined ? store.load(id) : Effect.succeed(current.slice())
       })
-      : store.load(id)
   const save = (id: string, messages: ReadonlyArray<Message.Message>): Effect.Effect<void> =>
     id === sessionId ? Effect.sync(() => void (copy = messages.slice())) : store.save(id, messages)
   return kept({
