@@ -21,7 +21,6 @@ import * as Run from "../run/Loop.js"
 import { nativeTools } from "../run/Strategies.js"
 import * as ClientTools from "./ClientTools.js"
 import type { AgentEvent, Options } from "./Types.js"
-import { kept } from "../../services/internal/Kept.js"
 
 /** What every turn of a loop runs with: its services, taken once in `make`, and its settings. */
 export interface Loop {
@@ -124,39 +123,85 @@ const loopNow = (
     offer.clientNames,
     options.parallelToolCalls ?? true
   )
-  const settings: Run.Settings<string, never> = kept({
+  const settings = new TurnSettings(
     strategy,
     // a tool round per model call, and one more call to answer the last round
-    maxIterations: Math.max(0, options.maxToolIterations ?? 20) + 1,
-    transformContext: Option.none(),
-    onEvent: Option.none(),
-    request: {},
-    allowTools: options.allowTools,
-    toolConcurrency: Math.max(1, options.toolConcurrency ?? 4),
-    toolTimeout: options.toolTimeout,
-    toolRetry: options.toolRetry ?? RetryPolicy.tool,
-    inferenceRetry: options.inferenceRetry ?? RetryPolicy.inference,
-    stopOnToolError: options.toolErrorMode === "fail",
-    tokenBudget: Option.fromNullable(options.turnTokenBudget),
-    costBudget: Option.none(),
-    abort: Option.none(),
-    abortedAlready: false,
-    definitions: offer.definitions,
-    steps: {}
-  })
-  return kept({
+    Math.max(0, options.maxToolIterations ?? 20) + 1,
+    options.allowTools,
+    Math.max(1, options.toolConcurrency ?? 4),
+    options.toolTimeout,
+    options.toolRetry ?? RetryPolicy.tool,
+    options.inferenceRetry ?? RetryPolicy.inference,
+    options.toolErrorMode === "fail",
+    Option.fromNullable(options.turnTokenBudget),
+    offer.definitions
+  )
+  return new LoopEnvironment(
     runtime,
     settings,
-    contextProvider: Context.getOption(services, ContextProvider.ContextProvider),
+    Context.getOption(services, ContextProvider.ContextProvider),
     store,
-    prompts: Context.getOption(services, PromptProvider.PromptProvider),
+    Context.getOption(services, PromptProvider.PromptProvider),
     state,
-    nextId: runtime.nextId,
-    observe: runtime.observe,
     sessionId,
     options,
-    clientNames: offer.clientNames,
-    maxTokens: options.maxTokens ?? 2048,
-    turnLock: Permits.unsafeMake(1)
-  })
+    offer.clientNames,
+    options.maxTokens ?? 2048
+  )
+}
+
+/*
+ * The loop and its settings are built per turn by a facade request (a loop per request): classes whose fields are
+ * set by their constructors, not `kept` records (an Object.assign of 13 and 18 fields onto an empty instance grows
+ * its property store step by step: about 2.6 KB and a microsecond a loop; bench/README, session 21). Like `kept`'s,
+ * a `new` has no allocation site V8 could pretenure.
+ */
+
+// shared by every loop: nobody writes to them (a literal per loop would be an allocation site V8 may pretenure)
+const noRequest: Run.Settings<string, never>["request"] = Object.freeze({})
+const noSteps: Run.Settings<string, never>["steps"] = Object.freeze({})
+
+/** The run-loop settings every turn of a loop starts from. */
+class TurnSettings implements Run.Settings<string, never> {
+  readonly transformContext = Option.none()
+  readonly onEvent = Option.none()
+  readonly request: Run.Settings<string, never>["request"] = noRequest
+  readonly costBudget = Option.none()
+  readonly abort = Option.none()
+  readonly abortedAlready = false
+  readonly steps: Run.Settings<string, never>["steps"] = noSteps
+  constructor(
+    readonly strategy: Run.Settings<string, never>["strategy"],
+    readonly maxIterations: number,
+    readonly allowTools: ReadonlyArray<string> | undefined,
+    readonly toolConcurrency: number,
+    readonly toolTimeout: Run.Settings<string, never>["toolTimeout"],
+    readonly toolRetry: Run.Settings<string, never>["toolRetry"],
+    readonly inferenceRetry: Run.Settings<string, never>["inferenceRetry"],
+    readonly stopOnToolError: boolean,
+    readonly tokenBudget: Option.Option<number>,
+    readonly definitions: Run.Settings<string, never>["definitions"]
+  ) {}
+}
+
+/** A loop's environment (see `Loop`). */
+class LoopEnvironment implements Loop {
+  readonly nextId: Ids.NextId
+  readonly observe: Context.Context<never>
+  readonly turnLock = Permits.unsafeMake(1)
+  constructor(
+    readonly runtime: Run.Runtime,
+    readonly settings: Run.Settings<string, never>,
+    readonly contextProvider: Option.Option<ContextProvider.Service>,
+    readonly store: ConversationStore.Service,
+    readonly prompts: Option.Option<PromptProvider.Service>,
+    readonly state: SessionState.Service,
+    readonly sessionId: string,
+    readonly options: Options,
+    readonly clientNames: ReadonlySet<string>,
+    readonly maxTokens: number
+  ) {
+    this.nextId = runtime.nextId
+    this.observe = runtime.observe
+  }
 }
