@@ -90,10 +90,12 @@ export const invalid = (message: string, details: Record<string, unknown> = {}):
  * refuse a history where it does not).
  */
 const checkToolMessages = (messages: ReadonlyArray<Message.Message>): Either.Either<void, CheckFailure> => {
-  const calls = new Set<string>()
-  for (const [i, m] of messages.entries()) {
-    if (Message.isAssistant(m)) for (const call of m.toolCalls) calls.add(call.id)
-    else if (Message.isTool(m) && !calls.has(m.toolCallId)) {
+  // made at the first call (most requests have none): a request is checked on every call
+  let calls: Set<string> | undefined
+  for (let i = 0; i < messages.length; i++) {
+    const m = messages[i]!
+    if (Message.isAssistant(m)) for (const call of m.toolCalls) (calls ??= new Set()).add(call.id)
+    else if (Message.isTool(m) && !(calls?.has(m.toolCallId) ?? false)) {
       return Either.left(invalid(
         `messages.${i}: the tool message answers call "${Text.excerpt(m.toolCallId)}", which no earlier assistant message made`
       ))
@@ -105,6 +107,7 @@ const checkToolMessages = (messages: ReadonlyArray<Message.Message>): Either.Eit
 /** A tool the request names but nobody registered would silently leave the model without it. */
 const checkToolNames = (env: Environment, request: SystemRequest): Either.Either<void, CheckFailure> => {
   const { registry } = env
+  if (request.tools.length === 0) return Either.void
   const unknown = request.tools.filter((name) => Option.isNone(registry) || !registry.value.has(name))
   const [first, ...rest] = unknown.slice(0, 8).map((name) => Text.excerpt(name))
   if (first === undefined) return Either.void
