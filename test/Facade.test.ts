@@ -24,6 +24,7 @@ import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import * as ConversationStore from "../src/services/ConversationStore.js"
 import { add } from "./support/tools.js"
 
 const chat = (content: string, fields: Partial<ConstructorParameters<typeof SystemRequest>[0]> = {}) =>
@@ -581,6 +582,44 @@ describe("Facade", () => {
         expect(state.current).toBe("CANCELLED")
         expect(yield* system.cancel("to-cancel")).toBe(false)
       }).pipe(Effect.provide(base([ScriptedEngine.reply("late", { delay: "1 hour" })])))
+    )
+
+    it.effect("a chat turn cancelled, timed out or failed leaves its session as it was; an answered one stores the turn", () =>
+      Effect.gen(function* () {
+        const store = yield* ConversationStore.makeInMemory()
+        const system = yield* Facade.make().pipe(Effect.provideService(ConversationStore.ConversationStore, store))
+        const history = Effect.map(store.load("kept"), (ms) => ms.map((m) => `${m.role}:${m.content}`))
+        expect((yield* system.run(chat("one", { sessionId: "kept" }))).content).toBe("first")
+        const stored = yield* history
+        expect(stored).toEqual(["user:one", "assistant:first"])
+        // cancelled while the model answers
+        const cancelled = yield* Effect.fork(system.run(chat("two", { sessionId: "kept", requestId: "c-kept" })))
+        yield* TestClock.adjust("1 second")
+        expect(yield* system.cancel("c-kept")).toBe(true)
+        expect((yield* Fiber.join(cancelled)).error?.code).toBe("CANCELLED_SIGNAL")
+        expect(yield* history).toEqual(stored)
+        // timed out while the model answers
+        const timed = yield* Effect.fork(system.run(chat("three", { sessionId: "kept", hints: { timeout: 2000 } })))
+        yield* TestClock.adjust("3 seconds")
+        expect((yield* Fiber.join(timed)).error?.code).toBe("CANCELLED_TIMEOUT")
+        expect(yield* history).toEqual(stored)
+        // failed
+        expect((yield* system.run(chat("four", { sessionId: "kept" }))).error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(yield* history).toEqual(stored)
+        // and a new session whose turn fails is not stored at all
+        const lost = yield* system.run(chat("five"))
+        expect(lost.error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(yield* store.load(lost.sessionId!)).toEqual([])
+        expect((yield* system.run(chat("six", { sessionId: "kept" }))).content).toBe("second")
+        expect(yield* history).toEqual([...stored, "user:six", "assistant:second"])
+      }).pipe(Effect.provide(base([
+        ScriptedEngine.reply("first"),
+        ScriptedEngine.reply("late", { delay: "1 hour" }),
+        ScriptedEngine.reply("late", { delay: "1 hour" }),
+        ScriptedEngine.fail(InferenceFailure.modelUnavailable("down")),
+        ScriptedEngine.fail(InferenceFailure.modelUnavailable("down")),
+        ScriptedEngine.reply("second")
+      ])))
     )
 
     it.effect("a cancel that comes before its request starts is applied when it starts", () =>

@@ -171,13 +171,19 @@ export const makeIn = (services: Context.Context<Engine.Engine>, options: Option
  * no system prompt (nothing to save first: a facade request's loop, on its
  * staged session): the loop, with no effect to run for it, or the message of
  * the defect `makeIn` dies with (a tool choice that names no tool).
+ *
+ * `exclusive`: the caller runs one turn on the loop at a time and has set the
+ * turn's correlation (its request id and this session's id), so a turn takes no
+ * lock and sets nothing (agent/TurnScope): a facade request's loop, made for the
+ * request under its session's lock.
  */
 export const makeNow = (
   services: Context.Context<Engine.Engine>,
   store: ConversationStore.Service,
-  options: Options & { readonly sessionId: string; readonly systemPrompt?: undefined }
+  options: Options & { readonly sessionId: string; readonly systemPrompt?: undefined },
+  exclusive = false
 ): AgentLoop | string => {
-  const loop = environmentNow(options, services, store)
+  const loop = environmentNow(options, services, store, exclusive)
   return typeof loop === "string" ? loop : agentOf(loop, services)
 }
 

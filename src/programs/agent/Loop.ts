@@ -43,6 +43,11 @@ export interface Loop {
   readonly maxTokens: number
   /** One turn at a time per loop. */
   readonly turnLock: Permits.Permits
+  /**
+   * Whether the loop's caller runs one turn on it at a time and has set the turn's correlation (a facade request's
+   * loop, under its session's lock: agent/TurnScope takes no lock and sets nothing for it).
+   */
+  readonly exclusive: boolean
 }
 
 /** Where a streamed turn sends its events. */
@@ -86,7 +91,7 @@ const loopOf = (
   store: ConversationStore.Service,
   sessionId: string
 ): Effect.Effect<Loop> => {
-  const loop = loopNow(options, services, runtime, store, sessionId)
+  const loop = loopNow(options, services, runtime, store, sessionId, false)
   return typeof loop === "string" ? Effect.dieMessage(loop) : Effect.succeed(loop)
 }
 
@@ -97,8 +102,9 @@ const loopOf = (
 export const environmentNow = (
   options: Options & { readonly sessionId: string },
   services: Context.Context<Engine.Engine>,
-  store: ConversationStore.Service
-): Loop | string => loopNow(options, services, Run.runtimeOf(services), store, options.sessionId)
+  store: ConversationStore.Service,
+  exclusive: boolean
+): Loop | string => loopNow(options, services, Run.runtimeOf(services), store, options.sessionId, exclusive)
 
 /** `loopOf`, made now: the loop, or the message of its defect. */
 const loopNow = (
@@ -106,7 +112,8 @@ const loopNow = (
   services: Context.Context<Engine.Engine>,
   runtime: Run.Runtime,
   store: ConversationStore.Service,
-  sessionId: string
+  sessionId: string,
+  exclusive: boolean
 ): Loop | string => {
   const stateOption = Context.getOption(services, SessionState.SessionState)
   // without a SessionState, one private to the loop, made if the loop ever uses it
@@ -146,7 +153,8 @@ const loopNow = (
     sessionId,
     options,
     offer.clientNames,
-    options.maxTokens ?? 2048
+    options.maxTokens ?? 2048,
+    exclusive
   )
 }
 
@@ -199,7 +207,8 @@ class LoopEnvironment implements Loop {
     readonly sessionId: string,
     readonly options: Options,
     readonly clientNames: ReadonlySet<string>,
-    readonly maxTokens: number
+    readonly maxTokens: number,
+    readonly exclusive: boolean
   ) {
     this.nextId = runtime.nextId
     this.observe = runtime.observe

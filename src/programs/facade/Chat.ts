@@ -131,7 +131,8 @@ const withPrompt = (
       withAgent
     )
   }
-  const agent = AgentLoop.makeNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined })
+  // exclusive: this request's own loop, one turn under its session's lock, the correlation set on the request's fiber
+  const agent = AgentLoop.makeNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined }, true)
   return typeof agent === "string" ? Effect.dieMessage(agent) : withAgent(agent)
 }
 
