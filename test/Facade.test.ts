@@ -599,7 +599,12 @@ describe("Facade", () => {
         expect((yield* Fiber.join(cancelled)).error?.code).toBe("CANCELLED_SIGNAL")
         expect(yield* history).toEqual(stored)
         // timed out while the model answers
-        const timed = yield* Effect.fork(system.run(chat("three", { sessionId: "kept", hints: { timeout: 2000 } })))
+        const timed = yield* Effect.fork(system.run(Schema.decodeUnknownSync(SystemRequest)({
+          mode: "chat",
+          messages: [{ role: "user", content: "three" }],
+          sessionId: "kept",
+          hints: { timeout: 2000 }
+        })))
         yield* TestClock.adjust("3 seconds")
         expect((yield* Fiber.join(timed)).error?.code).toBe("CANCELLED_TIMEOUT")
         expect(yield* history).toEqual(stored)

@@ -65,6 +65,14 @@ export const listenedBy = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean
 export const listened: Effect.Effect<boolean> = Effect.withFiberRuntime((fiber) => Effect.succeed(listenedBy(fiber)))
 
 /**
+ * What an inference made in this fiber records (one read of the fiber): "observed" when somebody observes (see
+ * `listened`), else "costed" when a CostTracker counts its usage, else "quiet": then `inference` is the call itself.
+ */
+export const observation: Effect.Effect<"observed" | "costed" | "quiet"> = Effect.withFiberRuntime((fiber) =>
+  Effect.succeed(listenedBy(fiber) ? "observed" : fiber.currentContext.unsafeMap.has(CostTracker.key) ? "costed" : "quiet")
+)
+
+/**
  * `Effect.fn(name)`: the function's span opened only when somebody observes
  * (`span`), and never with a stack trace. Effect's opens a span and captures a
  * stack trace on every call, for nobody when nothing records or exports.

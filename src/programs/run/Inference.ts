@@ -22,6 +22,12 @@ export interface InferenceEnv {
   readonly inferenceRetry: Schedule.Schedule<unknown, InferenceFailure>
   /** Whether anybody observes (internal/Observed `listened`): the inference id is drawn only then, as only events and spans read it. */
   readonly observed: boolean
+  /**
+   * Whether each call is the engine's call alone, with nothing around it: nobody observes, no CostTracker counts
+   * (internal/Observed `observation` "quiet", read when the run started) and no step of the run wraps the call
+   * (its fiber's services then stay as they were read).
+   */
+  readonly quiet: boolean
   /** Where text deltas go when the run is streamed; absent: `infer`, not `stream`. */
   readonly onDelta: Option.Option<(text: string) => Effect.Effect<void>>
 }
@@ -64,6 +70,15 @@ const attempt = (
   } else {
     call = env.engine.infer(request)
     retryable = isRetryable
+  }
+  if (env.quiet) {
+    // what Observed.inference runs when nobody observes and nothing counts: the call, without a span (one check and
+    // one step less)
+    return Effect.map(Retry.retry(call, { schedule: env.inferenceRetry, while: retryable }), (result) => {
+      last.inferenceId = inferenceId
+      last.span = Option.none()
+      return result
+    })
   }
   return Effect.map(
     Retry.retry(Observed.inference({ model: env.model, request, inferenceId, call }), { schedule: env.inferenceRetry, while: retryable }),

@@ -203,9 +203,12 @@ function* loopSteps<Out, E>(rt: Runtime, settings: Settings<Out, E>, state: Stat
   const costed = Option.isSome(rt.cost)
   const last: Inference.LastCall = { inferenceId: "", span: Option.none() }
   let iteration = 0
+  const observation = yield* Observed.observation
   const inferenceEnv: Inference.InferenceEnv = {
     engine: rt.engine,
-    observed: yield* Observed.listened,
+    observed: observation === "observed",
+    // a model step may wrap the call in other services: then each call is checked as it runs
+    quiet: observation === "quiet" && settings.steps.model === undefined,
     model: rt.model,
     nextId: rt.nextId,
     inferenceRetry: settings.inferenceRetry,
