@@ -86,6 +86,35 @@ export const moveThen = <A, E, R>(
     tracker.unsafeTransition(fiber, to) === undefined ? Effect.zipRight(tracker.transition(to, reason), effect) : effect
   )
 
+/**
+ * `moveThen` for an effect made from the fiber that makes the move: made in the
+ * same step when the move is (`f` then runs in this step), else after the move.
+ */
+export const moveThenIn = <A, E, R>(
+  tracker: Tracker,
+  to: LifecycleState,
+  reason: string,
+  f: (fiber: Fiber.RuntimeFiber<unknown, unknown>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) =>
+    tracker.unsafeTransition(fiber, to) === undefined
+      ? Effect.zipRight(tracker.transition(to, reason), Effect.withFiberRuntime(f))
+      : f(fiber)
+  )
+
+/**
+ * `moveThen` from inside a step of `fiber` (the caller's own): the move made now
+ * when it can be, else as an effect before `effect`.
+ */
+export const moveNowThen = <A, E, R>(
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  tracker: Tracker,
+  to: LifecycleState,
+  reason: string,
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R> =>
+  tracker.unsafeTransition(fiber, to) === undefined ? Effect.zipRight(tracker.transition(to, reason), effect) : effect
+
 /** The tracker of the request the fiber is serving, if any. */
 export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRef.unsafeMake<Option.Option<Tracker>>(
   Option.none()

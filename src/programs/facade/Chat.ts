@@ -41,6 +41,19 @@ import { kept } from "../../services/internal/Kept.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
+/** `run`, from a step of `fiber` (the one that moved the request to PREPARE): a new session's turn made in it. */
+export const runFrom = (
+  fiber: Fiber.RuntimeFiber<unknown, unknown>,
+  env: Environment,
+  chat: Check.Chat,
+  partial: Partial.Partial,
+  tracker: Lifecycle.Tracker,
+  runOptions: RunOptions
+): Effect.Effect<Outcome, Failure, Engine.Engine> =>
+  chat.request.sessionId === undefined
+    ? loaded(env, chat, partial, tracker, runOptions, fiber, noHistory)
+    : run(env, chat, partial, tracker, runOptions)
+
 /** One turn of the request's session; text deltas, tool calls and results reported as they come. */
 export const run = (
   env: Environment,
@@ -74,10 +87,13 @@ const loaded = (
 ): Effect.Effect<Outcome, Failure> => {
   const context = fiber.currentContext as Context.Context<Engine.Engine>
   const prompts = Context.getOption(context, PromptProvider.PromptProvider)
-  const turn = (provided: Option.Option<string>) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided)
   return chat.prior.some(Message.isSystem) || Option.isNone(prompts)
-    ? turn(Option.none())
-    : Effect.flatMap(Prompts.systemPromptOf(prompts, chat.sessionId), turn)
+    // no prompt to build: the turn made in this step
+    ? withPrompt(env, chat, partial, tracker, runOptions, existing, context, Option.none(), fiber)
+    : Effect.flatMap(
+      Prompts.systemPromptOf(prompts, chat.sessionId),
+      (provided) => withPrompt(env, chat, partial, tracker, runOptions, existing, context, provided, undefined)
+    )
 }
 
 const lockedBy = (env: Environment, sessionId: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -92,7 +108,9 @@ const withPrompt = (
   runOptions: RunOptions,
   existing: ReadonlyArray<Message.Message>,
   context: Context.Context<Engine.Engine>,
-  provided: Option.Option<string>
+  provided: Option.Option<string>,
+  /** The fiber whose step this is, when it is the request's own step (the move to EXECUTE can be made in it). */
+  fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
 ): Effect.Effect<Outcome, Failure> => {
   const { options, store } = env
   const { tools } = chat.request
@@ -116,24 +134,24 @@ const withPrompt = (
   })
   // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
   const contexts = Context.getOption(context, ContextProvider.ContextProvider)
-  const withAgent = (agent: AgentLoop.AgentLoop) =>
+  const withAgent = (agent: AgentLoop.AgentLoop, now: Fiber.RuntimeFiber<unknown, unknown> | undefined) =>
     Option.isNone(contexts)
-      ? turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, noContext)
+      ? turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, noContext, now)
       : Effect.flatMap(
         EphemeralContext.retrieveScored(contexts, chat.user.content),
-        (retrieved) => turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, retrieved)
+        (retrieved) => turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, retrieved, undefined)
       )
   // the loop on the request's services, with the staged session as its store (no context to provide it); made in
   // this step when it has no system prompt to save first
   if (systemPrompt !== undefined) {
     return Effect.flatMap(
       AgentLoop.makeIn(Context.add(context, ConversationStore.ConversationStore, session.store), loopOptions),
-      withAgent
+      (agent) => withAgent(agent, undefined)
     )
   }
   // exclusive: this request's own loop, one turn under its session's lock, the correlation set on the request's fiber
   const agent = AgentLoop.makeNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined }, true)
-  return typeof agent === "string" ? Effect.dieMessage(agent) : withAgent(agent)
+  return typeof agent === "string" ? Effect.dieMessage(agent) : withAgent(agent, fiber)
 }
 
 const noContext: ContextProvider.Scored = { messages: [], scores: [] }
@@ -148,7 +166,9 @@ const turnOf = (
   hints: ReturnType<typeof Hints.effective>,
   session: Session.StagedSession,
   agent: AgentLoop.AgentLoop,
-  retrieved: ContextProvider.Scored
+  retrieved: ContextProvider.Scored,
+  /** The request's fiber, when this is one of its steps: the move to EXECUTE made in it. */
+  fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined
 ): Effect.Effect<Outcome, Failure> => {
   // a request ending with tool results continues the calls its session is waiting on
   const results = chat.toolResults.map((m) =>
@@ -196,11 +216,7 @@ const turnOf = (
     ...(hints.options === undefined ? {} : { request: { options: hints.options } })
   })
   const turn = results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions)
-  return Lifecycle.moveThen(
-    tracker,
-    "EXECUTE",
-    "chat turn",
-    Effect.flatMap(turn, (turn) =>
+  const executed = Effect.flatMap(turn, (turn) =>
       Effect.as(session.commit, kept({
         content: turn.content,
         toolCallsMade: turn.toolCalls,
@@ -210,5 +226,7 @@ const turnOf = (
         logprobs,
         ...Confidence.retrieval(retrieved.scores)
       } satisfies Outcome)))
-  )
+  return fiber === undefined
+    ? Lifecycle.moveThen(tracker, "EXECUTE", "chat turn", executed)
+    : Lifecycle.moveNowThen(fiber, tracker, "EXECUTE", "chat turn", executed)
 }

@@ -44,6 +44,8 @@ export interface Environment {
   readonly unsafeNextId: Ids.UnsafeNextId | undefined
   /** The context the loops run in: the facade's own (without its parent span) and the store. */
   readonly context: Context.Context<Constraint | ConversationStore.ConversationStore>
+  /** `context` with `engine` as the Engine (when there is one): what every mode but a query runs in, made once. */
+  readonly contextWithEngine: Context.Context<Constraint | ConversationStore.ConversationStore>
   /** Whether the facade's own services record what is observed (an EventLog that keeps events, Metrics). */
   readonly recording: boolean
   /** One chat turn at a time per session, across the facade's requests. */
@@ -79,9 +81,11 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       ...(present.rerank ? [PlanExecutor.rerank()] : []),
       ...(present.validate ? [PlanExecutor.validate()] : [])
     ]
+    const following = Option.map(engine, Engine.inRequest)
+    const loopContext = Context.add(context, ConversationStore.ConversationStore, store)
     return {
       options,
-      engine: Option.map(engine, Engine.inRequest),
+      engine: following,
       registry,
       planner,
       fileSystem,
@@ -89,7 +93,8 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       planHandlers,
       nextId,
       unsafeNextId,
-      context: Context.add(context, ConversationStore.ConversationStore, store),
+      context: loopContext,
+      contextWithEngine: Option.isSome(following) ? Context.add(loopContext, Engine.Engine, following.value) : loopContext,
       recording: yield* Observed.recording,
       sessionLocks: SessionLocks.make()
     }

@@ -22,7 +22,6 @@ import * as Plan from "./Plan.js"
 import * as QueryMode from "./Query.js"
 import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
-import * as Local from "../../services/internal/Local.js"
 
 /**
  * Reads `output.grammarFile` into `output.grammar` (PREPARE): a regular file of
@@ -71,23 +70,31 @@ const runMode = (
         return Extraction.redundant(env, { ...checked, request }, tracker)
     }
   }
+  const reason = `mode ${checked.mode}`
   // a step of its own only for a grammar file to read
-  const body = checked.request.output.grammarFile === undefined
-    ? prepared(checked.request)
-    : Effect.flatMap(resolveGrammar(env, checked.request), prepared)
-  return Lifecycle.moveThen(tracker, "PREPARE", `mode ${checked.mode}`, body)
+  if (checked.request.output.grammarFile !== undefined) {
+    return Lifecycle.moveThen(tracker, "PREPARE", reason, Effect.flatMap(resolveGrammar(env, checked.request), prepared))
+  }
+  // a chat goes on in the step that moves to PREPARE (./Chat runFrom)
+  if (checked.mode === "chat") {
+    return Lifecycle.moveThenIn(tracker, "PREPARE", reason, (fiber) => Chat.runFrom(fiber, env, checked, partial, tracker, runOptions))
+  }
+  return Lifecycle.moveThen(tracker, "PREPARE", reason, prepared(checked.request))
 }
 
-/** The request's checks raised, then its mode run on the engine the check found. */
+/**
+ * The request's checks raised, then its mode run on the engine the check found, which the caller's context holds
+ * (facade/Run starts the request's fiber with it: no region to provide it).
+ */
 export const route = (
   env: Environment,
   admitted: Either.Either<Check.Checked, Check.CheckFailure>,
   partial: Partial.Partial,
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
-): Effect.Effect<Outcome, Failure, Constraint> =>
+): Effect.Effect<Outcome, Failure, Constraint | Engine.Engine> =>
   Either.isLeft(admitted)
     ? Effect.fail(admitted.left)
     : admitted.right.mode === "query"
     ? QueryMode.run(env, admitted.right, tracker, runOptions)
-    : Local.provideService(runMode(env, admitted.right, partial, tracker, runOptions), Engine.Engine, admitted.right.engine)
+    : runMode(env, admitted.right, partial, tracker, runOptions)

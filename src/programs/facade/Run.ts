@@ -163,14 +163,12 @@ const executeCheckedIn = <A>(
     const timeout = hinted === undefined || Duration.toMillis(hinted) === 0 ? undefined : Duration.decode(hinted)
     const body = Modes.route(env, checked, partial, tracker, runOptions)
 
+    // the engine a mode runs on is in its context (Modes.route provides none: no region for it); a query's is not
+    const base = Either.isRight(checked) && checked.right.mode !== "query" ? env.contextWithEngine : env.context
     // the request's whitelist holds in every mode and every step kind
-    const withTools = Option.isSome(env.registry)
-      ? Context.add(env.context, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
-      : env.context
-    // the engine a mode runs on (Modes.route provides it; here it is in the context already, one region less)
-    const context: Context.Context<never> = (Either.isRight(checked) && checked.right.mode !== "query"
-      ? Context.add(withTools, Engine.Engine, checked.right.engine)
-      : withTools) as Context.Context<never>
+    const context: Context.Context<never> = (Option.isSome(env.registry)
+      ? Context.add(base, ToolRegistry.ToolRegistry, spent.registry(ToolRegistry.restrict(env.registry.value, request.tools)))
+      : base) as Context.Context<never>
     const ran: Effect.Effect<Exit.Exit<Outcome, Failure>> = registration.cancelledEarly
       ? Effect.succeed(Exit.fail(Cancellation.signal("The request was cancelled by its caller before it started", { requestId })))
       : cancellable(
