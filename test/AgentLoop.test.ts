@@ -19,6 +19,8 @@ import * as RetryPolicy from "../src/services/RetryPolicy.js"
 import { ContextProvider } from "../src/services/ContextProvider.js"
 import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import * as Tool from "../src/services/ToolRegistry.js"
+import * as EngineService from "../src/services/Engine.js"
+import { ModelInfo } from "../src/domain/ModelInfo.js"
 import { add, failing, hanging, slow, throwing } from "./support/tools.js"
 
 const engine = ScriptedEngine.layer
@@ -552,6 +554,38 @@ describe("AgentLoop", () => {
         expect(yield* currentCorrelation).toEqual(before)
       })
     )
+  })
+
+  describe("streamed inference", () => {
+    it.effect("a stream that ends without its Finish part fails the turn with INFERENCE_MALFORMED_RESPONSE; its text was streamed", () =>
+      Effect.gen(function* () {
+        let streams = 0
+        const cut: EngineService.Service = {
+          infer: () => Effect.die("not called: the turn streams"),
+          stream: () =>
+            EngineService.streamFrom((emit) => Effect.suspend(() => {
+              streams++
+              return emit(EngineService.StreamPart.textDelta("half an ans"))
+            })),
+          modelInfo: Effect.succeed(new ModelInfo({ name: "cut", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
+        }
+        const agent = yield* AgentLoop.make({ inferenceRetry: RetryPolicy.none }).pipe(Effect.provideService(EngineService.Engine, cut))
+        const deltas: Array<string> = []
+        const failure = yield* Effect.flip(agent.chat("hi", {
+          onEvent: (event) => Effect.sync(() => void (event._tag === "TextDelta" && deltas.push(event.text)))
+        }))
+        expect(failure).toMatchObject({ _tag: "InferenceFailure", code: "INFERENCE_MALFORMED_RESPONSE" })
+        expect(deltas).toEqual(["half an ans"])
+        // a streamed attempt that emitted text is not retried, whatever the schedule
+        const retried = yield* AgentLoop.make({ inferenceRetry: RetryPolicy.exponential({ base: "1 millis", times: 3 }) }).pipe(
+          Effect.provideService(EngineService.Engine, cut)
+        )
+        streams = 0
+        yield* Effect.flip(retried.chat("hi", { onEvent: () => Effect.void }))
+        expect(streams).toBe(1)
+        // the history is as it was
+        expect(yield* agent.messages).toEqual([])
+      }))
   })
 
   describe("cancellation", () => {

@@ -88,12 +88,12 @@ function* executeSteps<Out, E>(rt: Runtime, settings: Settings<Out, E>, input: R
   const spentCost = Option.isSome(rt.cost) ? Effect.map(rt.cost.value.totalCost, (t) => t - startCost) : Effect.succeed(0)
   const emit = (event: LoopEvent<Out>) => (Option.isSome(settings.onEvent) ? settings.onEvent.value(event) : Effect.void)
 
-  const body = loop(rt, settings, state, emit, spentCost, streaming)
   const ended: Stop = settings.abortedAlready
     ? stop("aborted")
     : Option.isSome(settings.abort)
-    ? yield* Effect.raceFirst(body, Effect.as(settings.abort.value, stop("aborted")))
-    : yield* body
+    ? yield* Effect.raceFirst(loop(rt, settings, state, emit, spentCost, streaming), Effect.as(settings.abort.value, stop("aborted")))
+    // no abort to race: the loop's steps are this generator's own (delegated, not an effect of their own: two operations less)
+    : yield* loopSteps(rt, settings, state, emit, spentCost, streaming)
   if (ended.reason === "aborted") yield* answerRound(state, "the run was aborted")
 
   const result: LoopResult<Out> = {
