@@ -221,6 +221,30 @@ describe("Facade", () => {
     )
   })
 
+  describe("chat through the request's engine", () => {
+    it.effect("every streamed inference of a chat gets the hints it leaves unset, and what it spent counts in a failure's response", () =>
+      Effect.gen(function* () {
+        const system = yield* facade
+        const response = yield* system.run(
+          Schema.decodeUnknownSync(SystemRequest)({
+            mode: "chat",
+            messages: [{ role: "user", content: "add 2 and 3" }],
+            hints: { seed: 7, stop: ["END"], presencePenalty: 0.5 }
+          })
+        )
+        // the second inference failed: the response reports what the first one spent
+        expect(response.error?.code).toBe("INFERENCE_MODEL_UNAVAILABLE")
+        expect(response.tokenUsage).toMatchObject({ promptTokens: 11, outputTokens: 3, calls: 1 })
+        const requests = yield* ScriptedEngine.requests
+        expect(requests).toHaveLength(2)
+        for (const request of requests) expect(request).toMatchObject({ seed: 7, stop: ["END"], presencePenalty: 0.5 })
+      }).pipe(Effect.provide(base([
+        ScriptedEngine.toolCalls([{ name: "add", arguments: { a: 2, b: 3 } }], { usage: { promptTokens: 11, outputTokens: 3 } }),
+        ScriptedEngine.fail(InferenceFailure.modelUnavailable("down"))
+      ], add)))
+    )
+  })
+
   describe("structured", () => {
     it.effect("returns the raw content, the structured output and the validation result", () =>
       Effect.gen(function* () {

@@ -264,8 +264,16 @@ export const inRequest = (engine: Service): Service => {
     [followsRequest]: true,
     // the request's wrapper read and applied in one step
     infer: (request) => Effect.withFiberRuntime((fiber) => fiber.getFiberRef(currentRequest)(engine).infer(request)),
-    stream: (request) =>
-      unwrapParts(Effect.withFiberRuntime((fiber) => Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request)))),
+    // as `unwrapParts` of the same, its source reading the request's wrapper in the step that runs the parts
+    stream: (request) => {
+      const make = Effect.withFiberRuntime<Stream.Stream<StreamPart, InferenceFailure>>((fiber) =>
+        Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request))
+      )
+      return withSource(
+        Stream.suspend(() => Stream.unwrap(make)),
+        (emit) => Effect.withFiberRuntime((fiber) => runParts(fiber.getFiberRef(currentRequest)(engine).stream(request), emit))
+      )
+    },
     modelInfo: engine.modelInfo,
     ...(engine.sampleMany === undefined ? {} : {
       sampleMany: (request: InferenceRequest, n: number) =>

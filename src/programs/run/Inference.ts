@@ -47,7 +47,8 @@ export const infer = (
   // the inference id is read by events and spans only: drawn only when somebody observes
   env.observed
     ? Effect.flatMap(env.nextId("inf"), (inferenceId) => attempt(env, last, request, inferenceId))
-    : Effect.suspend(() => attempt(env, last, request, ""))
+    // made now: the loop makes one per model call and runs it at once (its retries are inside)
+    : attempt(env, last, request, "")
 
 /** The call under `inferenceId`, retried on the run's schedule: a chain of steps (no generator), made when it runs. */
 const attempt = (
@@ -72,13 +73,9 @@ const attempt = (
     retryable = isRetryable
   }
   if (env.quiet) {
-    // what Observed.inference runs when nobody observes and nothing counts: the call, without a span (one check and
-    // one step less)
-    return Effect.map(Retry.retry(call, { schedule: env.inferenceRetry, while: retryable }), (result) => {
-      last.inferenceId = inferenceId
-      last.span = Option.none()
-      return result
-    })
+    // what Observed.inference runs when nobody observes and nothing counts: the call, without a span (one check less);
+    // the last call's id and span stay what every quiet call leaves them, "" and none (one step less)
+    return Retry.retry(call, { schedule: env.inferenceRetry, while: retryable })
   }
   return Effect.map(
     Retry.retry(Observed.inference({ model: env.model, request, inferenceId, call }), { schedule: env.inferenceRetry, while: retryable }),
