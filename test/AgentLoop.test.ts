@@ -21,7 +21,7 @@ import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as EngineService from "../src/services/Engine.js"
 import { ModelInfo } from "../src/domain/ModelInfo.js"
-import { add, failing, hanging, slow, throwing } from "./support/tools.js"
+import { add, correlationProbe, failing, hanging, slow, throwing } from "./support/tools.js"
 
 const engine = ScriptedEngine.layer
 const tools = (...ts: ReadonlyArray<Tool.Tool<any, any>>) => Registry.layer(ts)
@@ -534,12 +534,7 @@ describe("AgentLoop", () => {
     it.effect("the turn's correlation holds inside it and is set back after it", () =>
       Effect.gen(function* () {
         const seen = yield* Ref.make<ReadonlyArray<string>>([])
-        const probe = Tool.make({
-          name: "probe",
-          description: "reads the correlation",
-          parameters: Schema.Struct({}),
-          handler: () => Effect.flatMap(currentCorrelation, (c) => Ref.update(seen, (s) => [...s, c.sessionId ?? "none"]))
-        })
+        const probe = correlationProbe(seen, (c) => c.sessionId ?? "none")
         const agent = yield* AgentLoop.make({ sessionId: "s-probe" }).pipe(
           Effect.provide(Layer.merge(engine([ScriptedEngine.toolCalls([{ name: "probe", arguments: {} }]), ScriptedEngine.reply("done")]), tools(probe)))
         )

@@ -25,7 +25,7 @@ import { currentCorrelation, EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as ConversationStore from "../src/services/ConversationStore.js"
-import { add } from "./support/tools.js"
+import { add, correlationProbe } from "./support/tools.js"
 
 const chat = (content: string, fields: Partial<ConstructorParameters<typeof SystemRequest>[0]> = {}) =>
   Schema.decodeUnknownSync(SystemRequest)({ mode: "chat", messages: [{ role: "user", content }], ...fields })
@@ -46,12 +46,7 @@ describe("Facade", () => {
     it.effect("a tool the turn runs sees the request's id and session in its correlation, whether or not anybody observes", () =>
       Effect.gen(function* () {
         const seen = yield* Ref.make<ReadonlyArray<string>>([])
-        const probe = Tool.make({
-          name: "probe",
-          description: "reads the correlation",
-          parameters: Schema.Struct({}),
-          handler: () => Effect.flatMap(currentCorrelation, (c) => Ref.update(seen, (s) => [...s, `${c.requestId} ${c.sessionId ?? "none"}`]))
-        })
+        const probe = correlationProbe(seen, (c) => `${c.requestId} ${c.sessionId ?? "none"}`)
         const script = () => [ScriptedEngine.toolCalls([{ name: "probe", arguments: {} }]), ScriptedEngine.reply("done")]
         // nobody observes: no EventLog, no Metrics, no tracer exporting
         const quiet = yield* Facade.make().pipe(

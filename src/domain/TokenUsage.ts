@@ -66,6 +66,8 @@ export const make = (fields: {
  * Associative, with `empty` as identity.
  */
 export const combine = (a: TokenUsage, b: TokenUsage): TokenUsage => {
+  // the first usage a loop or a request adds to `empty` is that usage (nothing built: every inference starts a sum)
+  if (a === empty && b.calls > 0 && b.cachedPromptTokens !== 0) return b
   const calls = a.calls + b.calls
   // sums, maxima and weighted means of valid usages are valid: no re-validation
   const cached = (a.cachedPromptTokens ?? 0) + (b.cachedPromptTokens ?? 0)

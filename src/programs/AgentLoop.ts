@@ -57,7 +57,7 @@ import type { OutputSchema } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
 import type * as ConversationStore from "../services/ConversationStore.js"
 import type { Emit, Loop } from "./agent/Loop.js"
-import { environment, environmentNow, noEmit } from "./agent/Loop.js"
+import { environment, environmentNow, noEmit, turnSettings } from "./agent/Loop.js"
 import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
@@ -334,15 +334,15 @@ function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Em
   const prompted = yield* promptSystem(loop, base)
   const system = prompted.length === 0 ? [] : yield* Effect.forEach(prompted, (m) => RunMessage.fromDomain(m))
   const placement = Prompt.placementOf(loop.prompts)
-  const settings: Run.Settings<string, never> = {
-    ...loop.settings,
-    request: requestDefaults(loop, turn),
+  const settings = turnSettings(
+    loop,
+    requestDefaults(loop, turn),
     // the provider's system prompt and the ephemeral context are in every request, never stored
-    transformContext: context.length === 0 && system.length === 0
+    context.length === 0 && system.length === 0
       ? Option.none()
       : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
-    onEvent: eventsOf(loop, emit)
-  }
+    eventsOf(loop, emit)
+  )
   const result = yield* Run.execute(loop.runtime, settings, [...base, ...added], streaming).pipe(
     Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
   )

@@ -2,6 +2,8 @@
 import * as Effect from "effect/Effect"
 import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
+import { type CorrelationContext } from "../../src/domain/System.js"
+import { currentCorrelation } from "../../src/services/EventLog.js"
 import * as Tool from "../../src/services/ToolRegistry.js"
 
 export const add = Tool.make({
@@ -51,3 +53,12 @@ export const hanging = Tool.make({
   timeout: "5 seconds",
   handler: () => Effect.never
 })
+
+/** A tool named "probe" that adds what `read` takes from the correlation it runs under to `seen`. */
+export const correlationProbe = (seen: Ref.Ref<ReadonlyArray<string>>, read: (c: CorrelationContext) => string) =>
+  Tool.make({
+    name: "probe",
+    description: "reads the correlation",
+    parameters: Schema.Struct({}),
+    handler: () => Effect.flatMap(currentCorrelation, (c) => Ref.update(seen, (s) => [...s, read(c)]))
+  })

@@ -169,11 +169,8 @@ const loopNow = (
 const noRequest: Run.Settings<string, never>["request"] = Object.freeze({})
 const noSteps: Run.Settings<string, never>["steps"] = Object.freeze({})
 
-/** The run-loop settings every turn of a loop starts from. */
+/** The run-loop settings every turn of a loop starts from, and a turn's (its request defaults, context and events). */
 class TurnSettings implements Run.Settings<string, never> {
-  readonly transformContext = Option.none()
-  readonly onEvent = Option.none()
-  readonly request: Run.Settings<string, never>["request"] = noRequest
   readonly costBudget = Option.none()
   readonly abort = Option.none()
   readonly abortedAlready = false
@@ -188,8 +185,36 @@ class TurnSettings implements Run.Settings<string, never> {
     readonly inferenceRetry: Run.Settings<string, never>["inferenceRetry"],
     readonly stopOnToolError: boolean,
     readonly tokenBudget: Option.Option<number>,
-    readonly definitions: Run.Settings<string, never>["definitions"]
+    readonly definitions: Run.Settings<string, never>["definitions"],
+    readonly request: Run.Settings<string, never>["request"] = noRequest,
+    readonly transformContext: Run.Settings<string, never>["transformContext"] = Option.none(),
+    readonly onEvent: Run.Settings<string, never>["onEvent"] = Option.none()
   ) {}
+}
+
+/** A turn's settings: the loop's, with the turn's request defaults, context transform and events (a record per turn). */
+export const turnSettings = (
+  loop: Loop,
+  request: Run.Settings<string, never>["request"],
+  transformContext: Run.Settings<string, never>["transformContext"],
+  onEvent: Run.Settings<string, never>["onEvent"]
+): Run.Settings<string, never> => {
+  const s = loop.settings
+  return new TurnSettings(
+    s.strategy,
+    s.maxIterations,
+    s.allowTools,
+    s.toolConcurrency,
+    s.toolTimeout,
+    s.toolRetry,
+    s.inferenceRetry,
+    s.stopOnToolError,
+    s.tokenBudget,
+    s.definitions,
+    request,
+    transformContext,
+    onEvent
+  )
 }
 
 /** A loop's environment (see `Loop`). */

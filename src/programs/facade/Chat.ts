@@ -41,7 +41,11 @@ import { kept } from "../../services/internal/Kept.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
-/** `run`, from a step of `fiber` (the one that moved the request to PREPARE): a new session's turn made in it. */
+/**
+ * `run`, from a step of `fiber` (the one that moved the request to PREPARE): a new session's turn made in this
+ * step. The session held from its load to its commit: a request on it at the same time waits (./SessionLocks); a
+ * session new with this request is nobody else's until its id is answered.
+ */
 export const runFrom = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
   env: Environment,
@@ -51,8 +55,13 @@ export const runFrom = (
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Engine.Engine> =>
   chat.request.sessionId === undefined
+    // a session new with this request: its id was drawn for it (random), so the store holds nothing under it yet
     ? loaded(env, chat, partial, tracker, runOptions, fiber, noHistory)
-    : run(env, chat, partial, tracker, runOptions)
+    : lockedBy(env, chat.sessionId)(
+      // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
+      Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
+        Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, existing)))
+    )
 
 /** One turn of the request's session; text deltas, tool calls and results reported as they come. */
 export const run = (
@@ -62,16 +71,7 @@ export const run = (
   tracker: Lifecycle.Tracker,
   runOptions: RunOptions
 ): Effect.Effect<Outcome, Failure, Engine.Engine> =>
-  // the session held from its load to its commit: a request on it at the same time waits (./SessionLocks); a session
-  // new with this request is nobody else's until its id is answered
-  chat.request.sessionId === undefined
-    // a session new with this request: its id was drawn for it (random), so the store holds nothing under it yet
-    ? Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, noHistory))
-    : lockedBy(env, chat.sessionId)(
-      // a chain of steps, no generator: a step for what each part needs, none for what is absent (issue 13)
-      Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
-        Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, existing)))
-    )
+  Effect.withFiberRuntime((fiber) => runFrom(fiber, env, chat, partial, tracker, runOptions))
 
 const noHistory: ReadonlyArray<Message.Message> = Object.freeze([])
 
