@@ -265,15 +265,16 @@ export const inRequest = (engine: Service): Service => {
     // the request's wrapper read and applied in one step
     infer: (request) => Effect.withFiberRuntime((fiber) => fiber.getFiberRef(currentRequest)(engine).infer(request)),
     // as `unwrapParts` of the same, its source reading the request's wrapper in the step that runs the parts
-    stream: (request) => {
-      const make = Effect.withFiberRuntime<Stream.Stream<StreamPart, InferenceFailure>>((fiber) =>
-        Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request))
-      )
-      return withSource(
-        Stream.suspend(() => Stream.unwrap(make)),
+    stream: (request) =>
+      withSource(
+        // built only when consumed as a Stream (the loops run the source)
+        Stream.suspend(() =>
+          Stream.unwrap(Effect.withFiberRuntime<Stream.Stream<StreamPart, InferenceFailure>>((fiber) =>
+            Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request))
+          ))
+        ),
         (emit) => Effect.withFiberRuntime((fiber) => runParts(fiber.getFiberRef(currentRequest)(engine).stream(request), emit))
-      )
-    },
+      ),
     modelInfo: engine.modelInfo,
     ...(engine.sampleMany === undefined ? {} : {
       sampleMany: (request: InferenceRequest, n: number) =>

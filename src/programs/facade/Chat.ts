@@ -119,19 +119,19 @@ const withPrompt = (
   // its lock: ./SessionLocks), so the turn reads it without asking the store again
   const session = Session.staged(store, chat.sessionId, existing.length === 0 && chat.prior.length > 0 ? chat.prior : existing)
   const systemPrompt = chat.prior.length === 0 && Option.isNone(provided) ? options.defaultSystemPrompt : undefined
-  const loopOptions = kept({
-    sessionId: chat.sessionId,
+  const loopOptions = new ChatLoopOptions(
+    chat.sessionId,
     systemPrompt,
-    maxToolIterations: options.maxToolIterations,
-    toolConcurrency: options.toolConcurrency,
-    maxTokens: hints.maxTokens,
-    temperature: hints.temperature,
-    topP: hints.topP,
-    allowTools: tools.length === 0 ? undefined : tools,
-    clientTools: chat.request.clientTools,
-    toolChoice: chat.request.toolChoice,
-    parallelToolCalls: chat.request.parallelToolCalls
-  })
+    options.maxToolIterations,
+    options.toolConcurrency,
+    hints.maxTokens,
+    hints.temperature,
+    hints.topP,
+    tools.length === 0 ? undefined : tools,
+    chat.request.clientTools,
+    chat.request.toolChoice,
+    chat.request.parallelToolCalls
+  )
   // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
   const contexts = Context.getOption(context, ContextProvider.ContextProvider)
   const withAgent = (agent: AgentLoop.AgentLoop, now: Fiber.RuntimeFiber<unknown, unknown> | undefined) =>
@@ -155,6 +155,26 @@ const withPrompt = (
 }
 
 const noContext: ContextProvider.Scored = { messages: [], scores: [] }
+
+/**
+ * The options of a chat request's loop, kept for the request's length: an instance whose constructor sets its
+ * fields (not a `kept` record, whose Object.assign grows the instance's property store field by field).
+ */
+class ChatLoopOptions implements AgentLoop.Options {
+  constructor(
+    readonly sessionId: string,
+    readonly systemPrompt: string | undefined,
+    readonly maxToolIterations: number | undefined,
+    readonly toolConcurrency: number | undefined,
+    readonly maxTokens: number | undefined,
+    readonly temperature: number | undefined,
+    readonly topP: number | undefined,
+    readonly allowTools: ReadonlyArray<string> | undefined,
+    readonly clientTools: AgentLoop.Options["clientTools"],
+    readonly toolChoice: AgentLoop.Options["toolChoice"],
+    readonly parallelToolCalls: boolean | undefined
+  ) {}
+}
 
 /** EXECUTE: the turn on the loop, its session committed when it answered. */
 const turnOf = (
