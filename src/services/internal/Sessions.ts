@@ -88,8 +88,11 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
       const id = ids[head]!
       const stamp = stamps[head]!
       head++
-      if (sessions.get(id)?.write === stamp) {
-        remove(id)
+      const entry = sessions.get(id)
+      if (entry !== undefined && entry.write === stamp) {
+        // the entry read once (as `remove` would read it again)
+        total -= entry.bytes
+        sessions.delete(id)
         return
       }
     }
