@@ -25,7 +25,7 @@
  * session's key-value state (the SessionState when one is provided).
  *
  * A turn is a RunLoop run with the native-tools strategy: the loop's history
- * and the user message in, the run's new messages committed.
+ * and the user message in, the run's new messages committed (agent/Turn).
  *
  * Client tools (`clientTools`, agent/ClientTools): tools the caller runs itself,
  * offered to the model but never run here. A reply calling one ends the turn
@@ -56,14 +56,14 @@ import { Constraint } from "../services/Constraint.js"
 import type { OutputSchema } from "../services/Constraint.js"
 import type * as Engine from "../services/Engine.js"
 import type * as ConversationStore from "../services/ConversationStore.js"
-import type { Emit, Loop } from "./agent/Loop.js"
-import { environment, environmentNow, noEmit, turnSettings } from "./agent/Loop.js"
+import type { Loop } from "./agent/Loop.js"
+import { environment, environmentNow, noEmit } from "./agent/Loop.js"
+import { promptSystem, type TurnInput, turnEffect } from "./agent/Turn.js"
 import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
   AgentLoopError,
   Options,
-  StopReason,
   StructuredTurnError,
   StructuredTurnOptions,
   TurnOptions,
@@ -74,12 +74,7 @@ import * as EventStream from "./internal/EventStream.js"
 import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
-import * as Run from "./run/Loop.js"
 import * as Structured from "./Structured.js"
-import * as RunMessage from "./run/Message.js"
-import * as Tools from "./run/Tools.js"
-import * as ClientTools from "./agent/ClientTools.js"
-import type { LoopEvent, RequestDefaults } from "./run/Types.js"
 import { kept } from "../services/internal/Kept.js"
 
 export type {
@@ -233,11 +228,6 @@ const sessionView = (loop: Loop): SessionView => ({
 // Turns
 // ---------------------------------------------------------------------------
 
-/** What a turn adds to the history before the model is asked: a user message, or the caller's tool results. */
-type TurnInput =
-  | { readonly _tag: "User"; readonly text: string }
-  | { readonly _tag: "ToolResults"; readonly results: ReadonlyArray<Message.ToolResult> }
-
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
   turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
     Observed.span(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", kept({ attributes: sessionAttributes(loop) }))
@@ -288,164 +278,4 @@ function* chatStructuredSteps<A, EV extends ValidationFailure = never>(loop: Loo
   )
 }
 
-/**
- * The PromptProvider's system message for a history without one, built with the
- * session state as it is now (see `Options.systemPrompt`); none when the loop has
- * its own system prompt or no provider.
- */
-const promptSystem = (loop: Loop, history: ReadonlyArray<Message.Message>): Effect.Effect<ReadonlyArray<Message.Message>> =>
-  loop.options.systemPrompt !== undefined || Option.isNone(loop.prompts) || history.some(Message.isSystem)
-    ? Effect.succeed([])
-    : Effect.flatMap(loop.state.snapshot(loop.sessionId), (state) =>
-      Prompt.defaultSystem(loop.prompts, Prompt.variablesOf(state, loop.options.promptVariables)))
-
-/** The calls a turn that answered waits on: none (one array for every turn: nobody writes to it). */
-const noCalls: ReadonlyArray<Message.ToolCall> = Object.freeze([])
-
 const sessionAttributes = (loop: Loop) => kept({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
-
-/** A turn, committed to the history only when it completes. */
-const turnEffect = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
-  withTurnScope(loop, runTurn(loop, input, turn, emit, streaming), (result) => commit(loop, result))
-
-const commit = (loop: Loop, result: TurnResult) =>
-  Effect.flatMap(loop.store.load(loop.sessionId), (base) => loop.store.save(loop.sessionId, [...base, ...joined(loop, result)]))
-
-/** What of a turn joins the history: all of it, or (compact) the user message and the final answer. */
-const joined = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> => {
-  // calls waiting on the caller stay whole: the next turn answers them
-  if (loop.options.history !== "compact" || result.pendingToolCalls.length > 0) return result.transcript
-  const user = result.transcript.find(Message.isUser)
-  return [...(user === undefined ? [] : [user]), Message.assistant(result.content)]
-}
-
-/** The turn on the run loop: the native-tools strategy over the history and the user message. */
-const runTurn = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
-  Effect.gen(() => runTurnSteps(loop, input, turn, emit, streaming))
-
-/** The steps of `runTurn`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
-function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) {
-  const base = yield* loop.store.load(loop.sessionId)
-  const added = yield* turnMessages(base, input)
-  // a resumed turn retrieves context for the question it is still answering
-  const query = input._tag === "User" ? input.text : (base.filter(Message.isUser).at(-1)?.content ?? "")
-  const contextMessages = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, query))
-  const context = contextMessages.length === 0 ? [] : yield* Effect.forEach(contextMessages, (m) => RunMessage.fromDomain(m))
-  const prompted = yield* promptSystem(loop, base)
-  const system = prompted.length === 0 ? [] : yield* Effect.forEach(prompted, (m) => RunMessage.fromDomain(m))
-  const placement = Prompt.placementOf(loop.prompts)
-  const settings = turnSettings(
-    loop,
-    requestDefaults(loop, turn),
-    // the provider's system prompt and the ephemeral context are in every request, never stored
-    context.length === 0 && system.length === 0
-      ? Option.none()
-      : Option.some((messages) => Prompt.placeRun(placement, [...system, ...messages], context)),
-    eventsOf(loop, emit)
-  )
-  const result = yield* Run.execute(loop.runtime, settings, [...base, ...added], streaming).pipe(
-    Effect.orDieWith((f) => f) // the input is the store's own messages: a malformed one is a bug
-  )
-  if (result.stopReason === "error" && Option.isSome(result.error)) {
-    const failure = result.error.value
-    return yield* failure._tag === "InferenceFailure" || failure._tag === "ToolFailure" ? Effect.fail(failure) : Effect.die(failure)
-  }
-  const transcript = RunMessage.toEngine(result.messages.slice(base.length))
-  const pending = ClientTools.pendingOf(transcript, loop.clientNames)
-  if (pending === undefined) {
-    return kept({
-      content: result.content,
-      stopReason: result.stopReason as StopReason,
-      toolCalls: result.toolCalls,
-      pendingToolCalls: noCalls,
-      usage: result.usage,
-      inferences: result.iterations,
-      transcript
-    } satisfies TurnResult)
-  }
-  // the registered tools the same reply called run now; the client calls wait for the caller
-  const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)
-  return {
-    content: result.content,
-    stopReason: "tool_calls",
-    toolCalls: [...result.toolCalls, ...served],
-    pendingToolCalls: pending.clientCalls,
-    usage: result.usage,
-    inferences: result.iterations,
-    transcript: [...pending.transcript, ...served.map(ClientTools.resultMessage)]
-  } satisfies TurnResult
-}
-
-/** The turn's new messages: the user message, or the caller's answers to the calls waiting in `base`. */
-const turnMessages = (base: ReadonlyArray<Message.Message>, input: TurnInput): Effect.Effect<ReadonlyArray<Message.Message>> => {
-  if (input._tag === "User") return Effect.succeed([Message.user(input.text)])
-  const answers = ClientTools.answers(base, input.results)
-  return answers._tag === "Ok"
-    ? Effect.succeed(answers.messages)
-    : Effect.dieMessage(
-      `AgentLoop.resume: the result for call "${answers.callId}" answers no call the session's last assistant message is waiting on`
-    )
-}
-
-/** Registered tools called in the reply that also called client tools, run as the loop runs tools. */
-const runServerCalls = (loop: Loop, calls: ReadonlyArray<Message.ToolCall>, emit: Emit) =>
-  Effect.forEach(
-    calls,
-    (call) =>
-      Effect.flatMap(
-        Tools.run(
-          {
-            registry: loop.runtime.registry,
-            allowTools: loop.settings.allowTools,
-            toolTimeout: loop.settings.toolTimeout,
-            toolRetry: loop.settings.toolRetry
-          },
-          call,
-          "",
-          Option.none()
-        ),
-        ({ record }) => {
-          const handed = loop.options.onToolResult
-          const emitted = emit({ _tag: "ToolResultReady", record })
-          return Effect.as(handed === undefined ? emitted : Effect.zipRight(emitted, handed(record)), record)
-        }
-      ),
-    { concurrency: loop.settings.toolConcurrency }
-  ).pipe(Observed.within(loop.observe))
-
-const requestDefaults = (loop: Loop, turn: TurnOptions): RequestDefaults => {
-  const { options } = loop
-  const request = turn.request ?? {}
-  return {
-    maxTokens: request.maxTokens ?? loop.maxTokens,
-    sessionKey: loop.sessionId,
-    temperature: request.temperature ?? options.temperature,
-    topP: request.topP ?? options.topP,
-    seed: request.seed,
-    options: request.options,
-    schema: request.schema,
-    grammar: request.grammar
-  }
-}
-
-/** The run's events as the turn's, and each tool result handed to `onToolResult`. */
-const eventsOf = (loop: Loop, emit: Emit): Option.Option<(event: LoopEvent<string>) => Effect.Effect<void>> => {
-  const onToolResult = loop.options.onToolResult
-  if (emit === noEmit && onToolResult === undefined) return Option.none()
-  return Option.some((event) => {
-    switch (event._tag) {
-      case "TextDelta":
-        return emit({ _tag: "TextDelta", text: event.text, inference: event.iteration })
-      case "ModelResponded":
-        return emit({ _tag: "InferenceFinished", result: event.result, inference: event.iteration })
-      case "ToolCallRequested":
-        return emit({ _tag: "ToolCallRequested", call: event.call, inference: event.iteration })
-      case "ToolResultReady": {
-        const emitted = emit({ _tag: "ToolResultReady", record: event.record })
-        return onToolResult === undefined ? emitted : Effect.zipRight(emitted, onToolResult(event.record))
-      }
-      default:
-        return Effect.void
-    }
-  })
-}

@@ -81,10 +81,7 @@ export const moveThen = <A, E, R>(
   to: LifecycleState,
   reason: string,
   effect: Effect.Effect<A, E, R>
-): Effect.Effect<A, E, R> =>
-  Effect.withFiberRuntime((fiber) =>
-    tracker.unsafeTransition(fiber, to) === undefined ? Effect.zipRight(tracker.transition(to, reason), effect) : effect
-  )
+): Effect.Effect<A, E, R> => Effect.withFiberRuntime((fiber) => moveNowThen(fiber, tracker, to, reason, effect))
 
 /**
  * `moveThen` for an effect made from the fiber that makes the move: made in the

@@ -11,6 +11,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
 import { identity } from "effect/Function"
 import * as Queue from "effect/Queue"
@@ -260,25 +261,27 @@ const followsRequest: unique symbol = Symbol.for("pagantic/Engine/followsRequest
  */
 export const inRequest = (engine: Service): Service => {
   if (followsRequest in engine) return engine
+  /** The engine as the request in progress makes its calls (its wrapper read from the calling fiber). */
+  const current = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => fiber.getFiberRef(currentRequest)(engine)
   const following: Service & { readonly [followsRequest]: true } = kept({
     [followsRequest]: true,
     // the request's wrapper read and applied in one step
-    infer: (request) => Effect.withFiberRuntime((fiber) => fiber.getFiberRef(currentRequest)(engine).infer(request)),
+    infer: (request) => Effect.withFiberRuntime((fiber) => current(fiber).infer(request)),
     // as `unwrapParts` of the same, its source reading the request's wrapper in the step that runs the parts
     stream: (request) =>
       withSource(
         // built only when consumed as a Stream (the loops run the source)
         Stream.suspend(() =>
           Stream.unwrap(Effect.withFiberRuntime<Stream.Stream<StreamPart, InferenceFailure>>((fiber) =>
-            Effect.succeed(fiber.getFiberRef(currentRequest)(engine).stream(request))
+            Effect.succeed(current(fiber).stream(request))
           ))
         ),
-        (emit) => Effect.withFiberRuntime((fiber) => runParts(fiber.getFiberRef(currentRequest)(engine).stream(request), emit))
+        (emit) => Effect.withFiberRuntime((fiber) => runParts(current(fiber).stream(request), emit))
       ),
     modelInfo: engine.modelInfo,
     ...(engine.sampleMany === undefined ? {} : {
       sampleMany: (request: InferenceRequest, n: number) =>
-        Effect.withFiberRuntime((fiber) => sampleMany(fiber.getFiberRef(currentRequest)(engine), request, n))
+        Effect.withFiberRuntime((fiber) => sampleMany(current(fiber), request, n))
     })
   })
   return following

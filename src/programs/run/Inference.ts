@@ -50,7 +50,7 @@ export const infer = (
     // made now: the loop makes one per model call and runs it at once (its retries are inside)
     : attempt(env, last, request, "")
 
-/** The call under `inferenceId`, retried on the run's schedule: a chain of steps (no generator), made when it runs. */
+/** The call under `inferenceId`, retried on the run's schedule: a chain of steps (no generator), made when the loop asks for it. */
 const attempt = (
   env: InferenceEnv,
   last: LastCall,
