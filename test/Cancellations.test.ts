@@ -6,7 +6,16 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 import * as Cancellations from "../src/programs/facade/Cancellations.js"
+
+const gc: () => void = (() => {
+  const exposed = (globalThis as { gc?: () => void }).gc
+  if (exposed !== undefined) return exposed
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
+})()
 
 describe("facade/Cancellations", () => {
   it.effect("a cancel interrupts the running request, once", () =>
@@ -68,5 +77,28 @@ describe("facade/Cancellations", () => {
       expect((yield* registry.register("a")).cancelledEarly).toBe(false)
       expect((yield* registry.register("d")).cancelledEarly).toBe(true)
       expect(Cancellations.defaultMaxRemembered).toBe(1024)
+    }))
+
+  it.effect("a finished request's interrupt is let go, though its registration is still held (it holds the request's fiber)", () =>
+    Effect.gen(function* () {
+      const registry = yield* Cancellations.make({ pendingWindow: "5 seconds" })
+      const registration = yield* registry.register("held")
+      // the interrupt a request hands over reaches its fiber: here, a value whose collection is watched
+      const watched = ((): WeakRef<object> => {
+        const fiberLike = { state: new Array(1024).fill(0) }
+        registration.onCancel(() => void fiberLike.state.length)
+        return new WeakRef(fiberLike)
+      })()
+      yield* registry.finish("held")
+      yield* Effect.promise(async () => {
+        // a WeakRef's target is kept to the end of the job that made or read it
+        for (let i = 0; i < 3; i++) {
+          await new Promise((resolve) => setImmediate(resolve))
+          gc()
+        }
+      })
+      // the registration (held by the request's own state, which V8 may keep past the request) reaches nothing of it
+      expect(registration.cancelledEarly).toBe(false)
+      expect(watched.deref()).toBeUndefined()
     }))
 })
