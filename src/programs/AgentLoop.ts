@@ -76,6 +76,7 @@ import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Structured from "./Structured.js"
 import { kept } from "../services/internal/Kept.js"
+import { overlay } from "../services/internal/Overlay.js"
 
 export type {
   AgentEvent,
@@ -263,15 +264,14 @@ function* chatStructuredSteps<A, EV extends ValidationFailure = never>(loop: Loo
   const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
   const { context: _, ...options } = turn
   const system = yield* promptSystem(loop, base)
-  const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), {
-    ...options,
+  const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), overlay(options, {
     schema,
     grammar: turn.grammar ?? loop.options.grammar,
     maxTokens: turn.maxTokens ?? loop.maxTokens,
     topP: turn.topP ?? loop.options.topP,
     inferenceRetry: turn.inferenceRetry ?? loop.options.inferenceRetry,
     sessionKey: loop.sessionId
-  }).pipe(Effect.provide(services))
+  })).pipe(Effect.provide(services))
   return yield* Effect.uninterruptibleMask((restore) =>
     Effect.tap(restore(ask), (result) =>
       loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))

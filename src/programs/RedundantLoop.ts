@@ -67,7 +67,7 @@ import type { VotingStrategy } from "./Voting.js"
 import { MajorityVoting } from "./Voting.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
-import { kept, keptArray } from "../services/internal/Kept.js"
+import { kept, keptArray, keptWith } from "../services/internal/Kept.js"
 
 export const defaultReplicas = 3
 
@@ -184,15 +184,15 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
   // every reply's usage, in the order replies came (replicas add to it in one step each)
   const spent = keptArray<TokenUsage.TokenUsage>()
   const onUsage = options.onUsage
-  const replicaOptions: Structured.Options<A, ValidationFailure> = {
-    ...options,
+  // the caller's options with the replica's own over them (`keptWith`: no literal that starts with a spread)
+  const replicaOptions: Structured.Options<A, ValidationFailure> = keptWith(options, {
     // a replica breaking a rule is a failed replica: it never votes with a partial result
     strictValidation: true,
     retry: options.retry ?? RetryPolicy.none,
     onUsage: onUsage === undefined
-      ? (usage) => Effect.sync(() => void spent.push(usage))
-      : (usage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
-  }
+      ? (usage: TokenUsage.TokenUsage) => Effect.sync(() => void spent.push(usage))
+      : (usage: TokenUsage.TokenUsage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
+  })
   // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
   // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
   const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {

@@ -19,7 +19,6 @@
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import { kept } from "../../services/internal/Kept.js"
 import { makeSessions } from "../../services/internal/Sessions.js"
 
 export interface Options {
@@ -52,9 +51,18 @@ export interface Cancellations {
 export const defaultMaxRemembered = 1024
 
 /** A running request: cancelled yet, and its interrupt once it handed it over. */
-interface Running {
-  cancelled: boolean
-  interrupt: (() => void) | undefined
+class Running {
+  cancelled = false
+  interrupt: (() => void) | undefined = undefined
+}
+
+/** What a request is handed when it registers (a class: no allocation site, see services/internal/Kept). */
+class Registered implements Registration {
+  constructor(readonly cancelledEarly: boolean, private readonly entry: Running) {}
+  readonly onCancel = (interrupt: () => void): void => {
+    if (this.entry.cancelled) interrupt()
+    else this.entry.interrupt = interrupt
+  }
 }
 
 export const make = (options: Options): Effect.Effect<Cancellations> =>
@@ -69,19 +77,14 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     const finished = makeSessions<true>({ maxSessions: Math.max(1, limit) })
 
     const unsafeRegister = (requestId: string, now: number): Registration => {
-      const entry: Running = kept({ cancelled: false, interrupt: undefined })
+      const entry = new Running()
+      // a finished request of the same id stays among the finished: a cancel finds the running one first, and this
+      // one's finish writes the id again
       running.set(requestId, entry)
-      finished.remove(requestId)
       // most requests have no cancel waiting: no lookup of their id when none waits
       const until = pending.size() === 0 ? undefined : pending.get(requestId)
       if (until !== undefined) pending.remove(requestId)
-      return kept({
-        cancelledEarly: until !== undefined && until >= now,
-        onCancel: (interrupt) => {
-          if (entry.cancelled) interrupt()
-          else entry.interrupt = interrupt
-        }
-      })
+      return new Registered(until !== undefined && until >= now, entry)
     }
 
     const register = (requestId: string) =>

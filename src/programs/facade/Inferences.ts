@@ -15,6 +15,7 @@ import type * as Fiber from "effect/Fiber"
 import type * as Engine from "../../services/Engine.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
+import { keptWith } from "../../services/internal/Kept.js"
 
 const inferenceSpanPrefix = Spans.inferenceSpanName("")
 
@@ -31,11 +32,12 @@ const insideInference = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =
 }
 
 /** `engine`, each inference no loop observes observed as one. */
-export const observed = (engine: Engine.Service): Engine.Service => ({
-  ...engine,
-  infer: (request) =>
-    Effect.withFiberRuntime((fiber) =>
-      insideInference(fiber)
-        ? engine.infer(request)
-        : Observed.meteredInference(Effect.map(engine.modelInfo, (info) => info.name), request, engine.infer(request)))
-})
+export const observed = (engine: Engine.Service): Engine.Service =>
+  // `{ ...engine, infer }` without the literal (kept for the request: see services/internal/Kept)
+  keptWith(engine, {
+    infer: (request: Engine.InferenceRequest) =>
+      Effect.withFiberRuntime((fiber) =>
+        insideInference(fiber)
+          ? engine.infer(request)
+          : Observed.meteredInference(Effect.map(engine.modelInfo, (info) => info.name), request, engine.infer(request)))
+  })

@@ -22,6 +22,7 @@ import * as Plan from "./Plan.js"
 import * as QueryMode from "./Query.js"
 import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
+import { overlay } from "../../services/internal/Overlay.js"
 
 /**
  * Reads `output.grammarFile` into `output.grammar` (PREPARE): a regular file of
@@ -47,7 +48,7 @@ const resolveGrammar = (env: Environment, request: SystemRequest): Effect.Effect
       (info) => notFound(`it is ${Number(info.size)} bytes, more than the ${Gbnf.defaultLimits.maxBytes} a grammar may have`)
     ),
     Effect.zipRight(Effect.mapError(fs.readFileString(file), (e) => notFound(e.message))),
-    Effect.map((grammar) => new SystemRequestClass({ ...request, output: new OutputContract({ ...request.output, grammar }) }))
+    Effect.map((grammar) => new SystemRequestClass(overlay(request, { output: new OutputContract(overlay(request.output, { grammar })) })))
   )
 }
 
@@ -63,11 +64,11 @@ const runMode = (
   const prepared = (request: SystemRequest): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> => {
     switch (checked.mode) {
       case "chat":
-        return Chat.run(env, { ...checked, request }, partial, tracker, runOptions)
+        return Chat.run(env, overlay(checked, { request }), partial, tracker, runOptions)
       case "structured":
-        return Extraction.structured(env, { ...checked, request }, tracker)
+        return Extraction.structured(env, overlay(checked, { request }), tracker)
       case "redundant":
-        return Extraction.redundant(env, { ...checked, request }, tracker)
+        return Extraction.redundant(env, overlay(checked, { request }), tracker)
     }
   }
   const reason = `mode ${checked.mode}`

@@ -96,11 +96,11 @@ const optionalFields = [
 const withSpent = (outcome: Outcome, spent: Spent.Spent): Outcome => {
   const { toolCalls, usage } = spent.unsafeSoFar()
   const own = outcome.toolCallsMade ?? []
-  return {
-    ...outcome,
+  // `{ ...outcome, usage, toolCallsMade }` without the literal (Construct.uncheckedWith says why)
+  return Object.assign({}, outcome, {
     usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
     toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
-  }
+  })
 }
 
 /** What a failed request had spent and done before it failed. */

@@ -124,7 +124,7 @@ export const toResponse: Finish<SystemResponse> = {
 
 /** The request's correlation: the caller's, naming the request and its session (a value built by us: not validated again). */
 const correlationOf = (outer: CorrelationContext, requestId: string, sessionId: string | undefined): CorrelationContext =>
-  Construct.unchecked(CorrelationContext, sessionId === undefined ? { ...outer, requestId } : { ...outer, requestId, sessionId })
+  Construct.uncheckedWith(CorrelationContext, outer, sessionId === undefined ? { requestId } : { requestId, sessionId })
 
 /** A checked request run to its end (`finish`), from inside a step of `fiber`. */
 const executeCheckedIn = <A>(

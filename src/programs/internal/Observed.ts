@@ -41,6 +41,7 @@ import { Metrics, withMetrics } from "../../services/Metrics.js"
 import * as Tracing from "../../services/internal/Tracing.js"
 import * as Spans from "./Spans.js"
 import * as Local from "../../services/internal/Local.js"
+import { overlay } from "../../services/internal/Overlay.js"
 
 // ---------------------------------------------------------------------------
 // Services
@@ -51,10 +52,11 @@ export const recording: Effect.Effect<boolean> = Effect.contextWith((context: Co
 
 /** Whether `context` holds an EventLog that keeps events, or Metrics that keep them. */
 export const recordsIn = (context: Context.Context<never>): boolean => {
-  const log = Context.getOption(context, EventLog)
-  if (Option.isSome(log) && log.value.enabled !== false) return true
-  const metrics = Context.getOption(context, Metrics)
-  return Option.isSome(metrics) && metrics.value.enabled !== false
+  // read from the context's map: no Option made (a request asks this five times)
+  const log = context.unsafeMap.get(EventLog.key) as EventLog["Type"] | undefined
+  if (log !== undefined && log.enabled !== false) return true
+  const metrics = context.unsafeMap.get(Metrics.key) as Metrics["Type"] | undefined
+  return metrics !== undefined && metrics.enabled !== false
 }
 
 /** Whether anybody observes `fiber`: events or metrics recorded, or spans exported. */
@@ -211,8 +213,7 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
   const started = yield* Clock.currentTimeMillis
   yield* recordEvent(
     (base) =>
-      new Event.InferenceStart({
-        ...base,
+      new Event.InferenceStart(overlay(base, {
         layer: "inference",
         inferenceId,
         messageCount: request.messages.length,
@@ -220,14 +221,13 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
         schemaPresent: request.schema !== undefined,
         grammarPresent: request.grammar !== undefined,
         ...(request.temperature === undefined ? {} : { temperature: request.temperature })
-      }, true)
+      }), true)
   )
   const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
   const durationMs = (yield* Clock.currentTimeMillis) - started
   yield* recordEvent((base) =>
     Exit.isSuccess(exit)
-      ? new Event.InferenceEnd({
-          ...base,
+      ? new Event.InferenceEnd(overlay(base, {
           layer: "inference",
           inferenceId,
           durationMs,
@@ -235,9 +235,8 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
           tokensOut: exit.value[0].usage.outputTokens,
           finishReason: exit.value[0].finishReason,
           toolCallCount: exit.value[0].toolCalls.length
-        }, true)
-      : new Event.InferenceEnd({
-          ...base,
+        }), true)
+      : new Event.InferenceEnd(overlay(base, {
           layer: "inference",
           inferenceId,
           durationMs,
@@ -246,7 +245,7 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
           finishReason: "error",
           toolCallCount: 0,
           ...errorFields(failureOf(exit.cause))
-        }, true)
+        }), true)
   )
   yield* withMetrics((m) =>
     Effect.zipRight(
@@ -282,8 +281,7 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
       : Tracing.exports(fiber.currentTracer)
       // the correlation set and the span opened in one region
       ? Spans.toolIn(fiber, options.call, options.requestedBy, options.attempt, options.inferenceId, options.execute,
-        Construct.unchecked(CorrelationContext, {
-          ...fiber.getFiberRef(currentCorrelation),
+        Construct.uncheckedWith(CorrelationContext, fiber.getFiberRef(currentCorrelation), {
           toolCallId: options.call.id,
           causedBy: options.call.id
         }))
@@ -304,30 +302,28 @@ function* recordedToolSteps<A, E extends { readonly code: string; readonly messa
   const started = yield* Clock.currentTimeMillis
   yield* recordEvent(
     (base) =>
-      new Event.ToolStart({
-        ...base,
+      new Event.ToolStart(overlay(base, {
         layer: "tool",
         toolName: call.name,
         toolCallId: call.id,
         inferenceId,
         argsHash: hashArgs(call.arguments),
         attempt
-      }, true)
+      }), true)
   )
   const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
   const durationMs = (yield* Clock.currentTimeMillis) - started
   const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
   yield* recordEvent(
     (base) =>
-      new Event.ToolEnd({
-        ...base,
+      new Event.ToolEnd(overlay(base, {
         layer: "tool",
         toolName: call.name,
         toolCallId: call.id,
         durationMs,
         success: Exit.isSuccess(exit),
         ...errorFields(failure)
-      }, true)
+      }), true)
   )
   yield* withMetrics((m) =>
     Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))

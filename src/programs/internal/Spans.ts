@@ -18,6 +18,7 @@
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Effectable from "effect/Effectable"
 import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
@@ -206,28 +207,32 @@ const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, bool
  * (two reads racing before the first answer may both ask; the name is the same);
  * known at once when `modelInfo` is a value (`Effect.succeed`).
  *
- * What it has read is kept on the effect itself (a non-enumerable property), not
- * in a WeakMap keyed by it: a loop makes one per run, and V8's young-generation
- * collector keeps every key of a WeakMap alive through a scavenge, so a WeakMap
- * of per-call keys had each call's objects survive into the old generation (the
- * AgentLoop turn's bench: 1.2-1.9 MB promoted per scavenge; see bench/README).
+ * What it has read is kept on the effect itself, an instance of a class (a loop
+ * makes one per run): not in a WeakMap keyed by it (V8's young-generation
+ * collector keeps every key of a WeakMap alive through a scavenge, so a WeakMap of
+ * per-call keys had each call's objects survive into the old generation: the
+ * AgentLoop turn's bench, 1.2-1.9 MB promoted per scavenge; see bench/README), nor
+ * in a property defined on an effect (140 ns a loop, bench/README session 22).
  */
-export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> => {
-  // an engine's `Effect.succeed(info)` is its own value: read at once, nothing to run
-  let name: string | undefined = Exit.isExit(modelInfo) && Exit.isSuccess(modelInfo) ? (modelInfo.value as { readonly name: string }).name : undefined
-  const model = Effect.suspend(() =>
-    name !== undefined ? Effect.succeed(name) : Effect.map(modelInfo, (info) => (name = info.name))
-  )
-  Object.defineProperty(model, nameNow, { value: () => name })
-  return model
-}
+export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> =>
+  new LazyModelName(modelInfo)
 
-/** The reader of the name a `lazyModelName` has read, on the effect itself. */
-const nameNow = Symbol("pagantic/Spans/nameNow")
+class LazyModelName extends Effectable.Class<string> {
+  name: string | undefined
+  constructor(readonly modelInfo: Effect.Effect<{ readonly name: string }>) {
+    super()
+    // an engine's `Effect.succeed(info)` is its own value: read at once, nothing to run
+    this.name = Exit.isExit(modelInfo) && Exit.isSuccess(modelInfo) ? (modelInfo.value as { readonly name: string }).name : undefined
+  }
+  commit(): Effect.Effect<string> {
+    const name = this.name
+    return name !== undefined ? Effect.succeed(name) : Effect.map(this.modelInfo, (info) => (this.name = info.name))
+  }
+}
 
 /** The model's name when `model` is a `lazyModelName` that has read it already: no step to run for it. */
 export const modelNameNow = (model: Effect.Effect<string>): string | undefined =>
-  (model as { readonly [nameNow]?: () => string | undefined })[nameNow]?.()
+  model instanceof LazyModelName ? model.name : undefined
 
 export interface InferenceSpanOptions {
   readonly inferenceId?: string | undefined
