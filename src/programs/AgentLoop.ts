@@ -58,7 +58,7 @@ import type * as Engine from "../services/Engine.js"
 import type * as ConversationStore from "../services/ConversationStore.js"
 import type { Loop } from "./agent/Loop.js"
 import { environment, environmentNow, noEmit } from "./agent/Loop.js"
-import { promptSystem, type TurnInput, turnEffect } from "./agent/Turn.js"
+import { promptSystem, type TurnInput, turnEffect, UserInput } from "./agent/Turn.js"
 import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
@@ -188,8 +188,8 @@ const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoo
   const constraint = Context.getOption(services, Constraint)
   return {
     sessionId: loop.sessionId,
-    chat: (message, turn = {}) => chat(loop, kept({ _tag: "User", text: message }), turn),
-    chatStream: (message, turn = {}) => chatStream(loop, kept({ _tag: "User", text: message }), turn),
+    chat: (message, turn = {}) => chat(loop, new UserInput(message), turn),
+    chatStream: (message, turn = {}) => chatStream(loop, new UserInput(message), turn),
     resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
     resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
     chatStructured: (schema, message, turn = {}) =>
@@ -231,7 +231,7 @@ const sessionView = (loop: Loop): SessionView => ({
 
 const chat = (loop: Loop, input: TurnInput, turn: TurnOptions): Effect.Effect<TurnResult, AgentLoopError> =>
   turnEffect(loop, input, turn, turn.onEvent ?? noEmit, turn.onEvent !== undefined).pipe(
-    Observed.span(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", kept({ attributes: sessionAttributes(loop) }))
+    Observed.spanWith(input._tag === "User" ? "AgentLoop.chat" : "AgentLoop.resume", () => ({ attributes: sessionAttributes(loop) }))
   )
 
 const chatStream = (loop: Loop, input: TurnInput, turn: TurnOptions): Stream.Stream<AgentEvent, AgentLoopError> =>

@@ -38,6 +38,7 @@ import * as Spans from "./internal/Spans.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
 import { keptArray } from "../services/internal/Kept.js"
+import { overlay } from "../services/internal/Overlay.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -119,7 +120,7 @@ export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRe
 
 const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) => {
   const recorded = recordEvent(
-    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate", fromState, toState, attempt, reason })
+    (base) => new Event.LifecycleTransition(overlay(base, { layer: "orchestrate" as const, fromState, toState, attempt, reason }))
   )
   return fromState === "VALIDATE" && toState === "EXECUTE"
     ? Effect.zipRight(recorded, withMetrics((m) => m.increment("retries")))
@@ -140,12 +141,13 @@ const stateSpan = (
       parent,
       captureStackTrace: false,
       attributes: {
-        ...ids,
         [Spans.Pagantic.lifecycleState]: state,
         ...(from === undefined ? {} : { [Spans.Pagantic.lifecycleFrom]: from }),
         [Spans.Pagantic.attempt]: attempt,
         [Spans.Pagantic.lifecycleReason]: reason,
-        ...(error === undefined ? {} : { [Spans.Pagantic.errorCode]: error.code })
+        ...(error === undefined ? {} : { [Spans.Pagantic.errorCode]: error.code }),
+        // the correlation's ids last: none of them is a lifecycle attribute, so the order of keys is all that moves
+        ...ids
       }
     })
   )

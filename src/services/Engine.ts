@@ -25,6 +25,7 @@ import type { ModelInfo } from "../domain/ModelInfo.js"
 import { Logprobs, Penalty, StopTexts, TopLogprobs } from "../domain/Sampling.js"
 import { TokenUsage } from "../domain/TokenUsage.js"
 import { kept } from "./internal/Kept.js"
+import { overlay } from "./internal/Overlay.js"
 
 /** What one inference call asks of the engine. */
 export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceRequest")({
@@ -215,7 +216,7 @@ export class Engine extends Context.Tag("pagantic/Engine")<Engine, Service>() {}
 export const sampleRequest = (request: InferenceRequest, index: number): InferenceRequest =>
   request.seed === undefined || index === 0
     ? request
-    : new InferenceRequest({ ...request, seed: request.seed + index }, true)
+    : new InferenceRequest(overlay(request, { seed: request.seed + index }), true)
 
 /** `n` concurrent `infer` calls, sample `i` seeded `seed + i`: what `sampleMany` is for any engine. */
 export const independentSamples = (engine: Service, request: InferenceRequest, n: number) =>

@@ -221,7 +221,7 @@ export const turnSettings = (
 class LoopEnvironment implements Loop {
   readonly nextId: Ids.NextId
   readonly observe: Context.Context<never>
-  readonly turnLock = Permits.unsafeMake(1)
+  private lock: Permits.Permits | undefined = undefined
   constructor(
     readonly runtime: Run.Runtime,
     readonly settings: Run.Settings<string, never>,
@@ -237,5 +237,10 @@ class LoopEnvironment implements Loop {
   ) {
     this.nextId = runtime.nextId
     this.observe = runtime.observe
+  }
+
+  /** Made when a turn first takes it: an exclusive loop (a facade request's) never does. */
+  get turnLock(): Permits.Permits {
+    return this.lock ??= Permits.unsafeMake(1)
   }
 }

@@ -30,7 +30,6 @@ export const withTurnScope = <A, E>(
   const body = Deadline.bound(loop.options.turnTimeout, (duration) => `The turn exceeded its timeout of ${duration}`, {
     sessionId: loop.sessionId
   })(effect)
-  const lock = loop.turnLock
   if (loop.exclusive) {
     // one turn at a time and its correlation set by the caller (a facade request's loop): the turn, then its commit
     // uninterruptibly once it completes (four operations; the lock and the correlation are nine)
@@ -39,6 +38,7 @@ export const withTurnScope = <A, E>(
       : Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(body), (a) => Effect.as(commit(a), a)))
     return once.pipe(Observed.within(loop.observe))
   }
+  const lock = loop.turnLock
   /** The turn, holding the lock: correlated, then the lock let go and the correlation put back, however it ends. */
   const held = (restore: <X, Y, Z>(effect: Effect.Effect<X, Y, Z>) => Effect.Effect<X, Y, Z>) =>
     Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {

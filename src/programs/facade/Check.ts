@@ -212,7 +212,20 @@ const checkChat = (env: Environment, request: SystemRequest, sessionId: string):
   const choice = checkToolChoice(env, request)
   if (Either.isLeft(choice)) return Either.left(choice.left)
   const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.right.length))
-  return Either.right(kept({ mode: "chat", request, engine: engine.right, user, toolResults: toolResults.right, prior, sessionId } satisfies Chat))
+  return Either.right(new CheckedChat(request, engine.right, user, toolResults.right, prior, sessionId))
+}
+
+/** A checked chat, kept for the request: built by its constructor (services/internal/Kept says why not a literal). */
+class CheckedChat implements Chat {
+  readonly mode = "chat" as const
+  constructor(
+    readonly request: SystemRequest,
+    readonly engine: Engine.Service,
+    readonly user: Message.UserMessage,
+    readonly toolResults: ReadonlyArray<Message.ToolMessage>,
+    readonly prior: ReadonlyArray<Message.Message>,
+    readonly sessionId: string
+  ) {}
 }
 
 /** The caller's own tools and the tool choice are a chat's: another mode would silently ignore them. */

@@ -62,13 +62,14 @@ const runMode = (
   if (checked.mode === "plan") return Plan.run(env, checked, partial, tracker)
   if (checked.mode === "task") return TaskMode.run(env, checked, tracker)
   const prepared = (request: SystemRequest): Effect.Effect<Outcome, Failure, Engine.Engine | Constraint> => {
+    // the checked request itself unless a grammar file was read into it
     switch (checked.mode) {
       case "chat":
-        return Chat.run(env, overlay(checked, { request }), partial, tracker, runOptions)
+        return Chat.run(env, request === checked.request ? checked : overlay(checked, { request }), partial, tracker, runOptions)
       case "structured":
-        return Extraction.structured(env, overlay(checked, { request }), tracker)
+        return Extraction.structured(env, request === checked.request ? checked : overlay(checked, { request }), tracker)
       case "redundant":
-        return Extraction.redundant(env, overlay(checked, { request }), tracker)
+        return Extraction.redundant(env, request === checked.request ? checked : overlay(checked, { request }), tracker)
     }
   }
   const reason = `mode ${checked.mode}`

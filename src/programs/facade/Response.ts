@@ -112,8 +112,7 @@ interface SpentSoFar {
 const nothingSpent: SpentSoFar = { usage: TokenUsage.empty, toolCalls: [] }
 
 const failed = (to: Addressee, content: string, error: SystemError, spent: SpentSoFar): SystemResponse =>
-  Construct.unchecked(SystemResponse, {
-    ...addressed(to),
+  Construct.uncheckedWith(SystemResponse, addressed(to), {
     content,
     toolCallsMade: spent.toolCalls,
     tokenUsage: spent.usage,

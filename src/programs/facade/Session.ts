@@ -9,7 +9,6 @@
 import * as Effect from "effect/Effect"
 import type * as Message from "../../domain/Message.js"
 import type * as ConversationStore from "../../services/ConversationStore.js"
-import { kept } from "../../services/internal/Kept.js"
 
 export interface StagedSession {
   /** The store the turn runs with. */
@@ -22,29 +21,47 @@ export const staged = (
   store: ConversationStore.Service,
   sessionId: string,
   seed: ReadonlyArray<Message.Message> | undefined
-): StagedSession => {
-  let copy: ReadonlyArray<Message.Message> | undefined = seed
+): StagedSession => new Staged(store, sessionId, seed)
+
+/**
+ * The staged session and its store, one instance (built by its constructor, not a record of closures kept with
+ * `kept`: services/internal/Kept). Its functions are fields: callers may hand them around.
+ */
+class Staged implements StagedSession, ConversationStore.Service {
+  readonly store: ConversationStore.Service
+  readonly sessions: Effect.Effect<ReadonlyArray<string>>
+  constructor(
+    private readonly inner: ConversationStore.Service,
+    private readonly sessionId: string,
+    private copy: ReadonlyArray<Message.Message> | undefined
+  ) {
+    this.store = this
+    this.sessions = inner.sessions
+  }
+
   // once staged, the copy stays (a save or clear replaces it, nothing unsets it): read in one step
-  const load = (id: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
-    id !== sessionId
-      ? store.load(id)
-      : copy !== undefined
-      ? Effect.sync(() => copy!.slice())
+  readonly load = (id: string): Effect.Effect<ReadonlyArray<Message.Message>> =>
+    id !== this.sessionId
+      ? this.inner.load(id)
+      : this.copy !== undefined
+      ? Effect.sync(() => this.copy!.slice())
       : Effect.suspend(() => {
-        const current = copy
-        return current === undefined ? store.load(id) : Effect.succeed(current.slice())
+        const current = this.copy
+        return current === undefined ? this.inner.load(id) : Effect.succeed(current.slice())
       })
-  const save = (id: string, messages: ReadonlyArray<Message.Message>): Effect.Effect<void> =>
-    id === sessionId ? Effect.sync(() => void (copy = messages.slice())) : store.save(id, messages)
-  return kept({
-    store: kept({
-      load,
-      save,
-      append: (id, messages) =>
-        id === sessionId ? Effect.flatMap(load(id), (base) => save(id, [...base, ...messages])) : store.append(id, messages),
-      clear: (id) => (id === sessionId ? Effect.sync(() => void (copy = [])) : store.clear(id)),
-      sessions: store.sessions
-    }),
-    commit: Effect.suspend(() => (copy === undefined ? Effect.void : store.save(sessionId, copy)))
-  })
+
+  readonly save = (id: string, messages: ReadonlyArray<Message.Message>): Effect.Effect<void> =>
+    id === this.sessionId ? Effect.sync(() => void (this.copy = messages.slice())) : this.inner.save(id, messages)
+
+  readonly append = (id: string, messages: ReadonlyArray<Message.Message>): Effect.Effect<void> =>
+    id === this.sessionId
+      ? Effect.flatMap(this.load(id), (base) => this.save(id, [...base, ...messages]))
+      : this.inner.append(id, messages)
+
+  readonly clear = (id: string): Effect.Effect<void> =>
+    id === this.sessionId ? Effect.sync(() => void (this.copy = [])) : this.inner.clear(id)
+
+  readonly commit: Effect.Effect<void> = Effect.suspend(() =>
+    this.copy === undefined ? Effect.void : this.inner.save(this.sessionId, this.copy)
+  )
 }

@@ -24,7 +24,7 @@ import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Construct from "../../domain/Construct.js"
-import { kept } from "../../services/internal/Kept.js"
+import { kept, keptWith } from "../../services/internal/Kept.js"
 
 export interface Spent {
   /** `engine`, recording the usage of every inference it answers. */
@@ -66,9 +66,9 @@ export const unsafeMake = (): Spent => {
     })
   }
 
-  const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => ({
-    ...inner,
-    execute: (call, options) =>
+  // kept for the request (`keptWith`: no literal that starts with a spread, see services/internal/Overlay)
+  const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => keptWith(inner, {
+    execute: (call: Message.ToolCall, options?: ToolRegistry.ExecuteOptions) =>
       Effect.flatMap(Clock.currentTimeMillis, (started) =>
         Effect.onExit(inner.execute(call, options), (exit) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => {

@@ -99,6 +99,11 @@ export const span = (name: string, options: Omit<Tracer.SpanOptions, "captureSta
 <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.withFiberRuntime((fiber) => listenedBy(fiber) ? Tracing.spanIn(fiber, name, options, effect) : effect)
 
+/** `span` whose options are built only when it is opened (nobody observing builds none). */
+export const spanWith = (name: string, options: () => Omit<Tracer.SpanOptions, "captureStackTrace">) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.withFiberRuntime((fiber) => listenedBy(fiber) ? Tracing.spanIn(fiber, name, options(), effect) : effect)
+
 /**
  * Provides the observability services `servicesOf` took (nothing to do when there
  * were none: providing an empty context costs a context merge per call).
