@@ -23,7 +23,6 @@ import type * as Engine from "../../services/Engine.js"
 import * as Ids from "../internal/Ids.js"
 import type { Environment } from "./Environment.js"
 import * as QueryMode from "./Query.js"
-import { kept } from "../../services/internal/Kept.js"
 
 interface Common {
   readonly request: SystemRequest
@@ -288,6 +287,11 @@ export const check = (env: Environment, request: SystemRequest): Effect.Effect<A
     return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
   })
 
+/** A chat's admission, kept for the request: built by its constructor (services/internal/Kept says why). */
+class Admitted implements Admission {
+  constructor(readonly sessionId: string, readonly checked: Either.Either<Checked, CheckFailure>) {}
+}
+
 /**
  * `check`, made now by a caller inside a step of its own: `undefined` when it
  * needs an effect (a query's checks). A chat without a session id gets a new
@@ -299,7 +303,7 @@ export const checkNow = (env: Environment, request: SystemRequest): Admission | 
   switch (request.mode) {
     case "chat": {
       const sessionId = request.sessionId ?? Ids.unsafeSessionId()
-      return kept({ sessionId, checked: checkChat(env, request, sessionId) })
+      return new Admitted(sessionId, checkChat(env, request, sessionId))
     }
     case "plan":
       return { sessionId: request.sessionId, checked: checkPlan(env, request) }

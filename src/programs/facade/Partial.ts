@@ -7,10 +7,14 @@
  * fibers (one step is atomic between fibers, as a Ref's update is), so the
  * turn's events update it in the step that sees them.
  */
-import { kept } from "../../services/internal/Kept.js"
 export interface Partial {
   text: string
 }
 
+/** A request's cell: built by its constructor (services/internal/Kept says why not a literal). */
+class Cell implements Partial {
+  text = ""
+}
+
 /** An empty partial output. */
-export const make = (): Partial => (kept({ text: "" }))
+export const make = (): Partial => new Cell()

@@ -38,7 +38,6 @@ import type { Execution, Outcome, RunOptions } from "./Types.js"
 import * as Local from "../../services/internal/Local.js"
 import * as Start from "../../services/internal/Start.js"
 import * as Tracing from "../../services/internal/Tracing.js"
-import { kept } from "../../services/internal/Kept.js"
 
 /**
  * Runs `effect` in a fiber of its own, which a cancel of the request or its
@@ -126,6 +125,11 @@ export const toResponse: Finish<SystemResponse> = {
 const correlationOf = (outer: CorrelationContext, requestId: string, sessionId: string | undefined): CorrelationContext =>
   Construct.uncheckedWith(CorrelationContext, outer, sessionId === undefined ? { requestId } : { requestId, sessionId })
 
+/** Whom a response answers, kept for the request: built by its constructor (services/internal/Kept says why). */
+class Addressed implements Response.Addressee {
+  constructor(readonly requestId: string, readonly sessionId: string | undefined) {}
+}
+
 /** A checked request run to its end (`finish`), from inside a step of `fiber`. */
 const executeCheckedIn = <A>(
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -197,7 +201,7 @@ const executeCheckedIn = <A>(
         timeout,
         tracker.interrupted
       )
-    const to = kept({ requestId, sessionId: admission.sessionId })
+    const to = new Addressed(requestId, admission.sessionId)
     return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
       // the request is over: in this step, before its response is made
       cancellations.unsafeFinish(requestId)
