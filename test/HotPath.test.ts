@@ -504,8 +504,10 @@ describe("message ids", { timeout: 30_000 }, () => {
       // step that moves to PREPARE and moved to EXECUTE in it, its engine in the context the request's fiber starts with;
       // 56 once the run loop's steps were delegated to from its run's generator and a streamed call was a chain; 51 once
       // a quiet inference was the call alone (made at once, no step for its id and span) and the request's engine ran
-      // its stream's parts in the step that reads the request's wrapper
-      expect(count).toBeLessThanOrEqual(51)
+      // its stream's parts in the step that reads the request's wrapper; 45 in session 22 (the AgentLoop span's options
+      // built only when it opens, the commit of an exclusive loop's turn into the request's staged session made
+      // without a region of its own)
+      expect(count).toBeLessThanOrEqual(45)
     }).pipe(Effect.scoped))
 
   it.live("a facade structured request (valid JSON at the first reply) stays within the operations it was measured at", () =>
@@ -528,8 +530,8 @@ describe("message ids", { timeout: 30_000 }, () => {
       const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
       // its inference is not a loop's: the request's engine observes it (facade/Inferences), reading whether it runs
       // in an inference span from the fiber; `Effect.option(Effect.currentSpan)` failed (an Error built, its stack
-      // captured) for every inference outside a span: 98 operations before session 21, 89 after
-      expect(count).toBeLessThanOrEqual(89)
+      // captured) for every inference outside a span: 98 operations before session 21, 89 after; 86 in session 22
+      expect(count).toBeLessThanOrEqual(86)
     }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {

@@ -44,8 +44,9 @@ export interface Loop {
   /** One turn at a time per loop. */
   readonly turnLock: Permits.Permits
   /**
-   * Whether the loop's caller runs one turn on it at a time and has set the turn's correlation (a facade request's
-   * loop, under its session's lock: agent/TurnScope takes no lock and sets nothing for it).
+   * Whether the loop's caller runs one turn on it at a time, has set the turn's correlation and commits the turn's
+   * store itself (a facade request's loop, under its session's lock, on a staged copy of its session: agent/TurnScope
+   * takes no lock, sets nothing and shields no commit for it).
    */
   readonly exclusive: boolean
 }

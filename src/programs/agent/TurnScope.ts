@@ -31,11 +31,11 @@ export const withTurnScope = <A, E>(
     sessionId: loop.sessionId
   })(effect)
   if (loop.exclusive) {
-    // one turn at a time and its correlation set by the caller (a facade request's loop): the turn, then its commit
-    // uninterruptibly once it completes (four operations; the lock and the correlation are nine)
-    const once = commit === undefined
-      ? body
-      : Effect.uninterruptibleMask((restore) => Effect.flatMap(restore(body), (a) => Effect.as(commit(a), a)))
+    // one turn at a time, its correlation set and its store committed by the caller (a facade request's loop, on a
+    // staged copy of its session that the request writes when it answers): the turn, then its commit into that copy.
+    // Nothing shields the commit from an interrupt: one before it or after it leaves the copy unwritten, and the
+    // session as it was (test/Facade); a region for it was four operations of a request's 51
+    const once = commit === undefined ? body : Effect.flatMap(body, (a) => Effect.as(commit(a), a))
     return once.pipe(Observed.within(loop.observe))
   }
   const lock = loop.turnLock
