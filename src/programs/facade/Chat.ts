@@ -134,7 +134,7 @@ const withPrompt = (
   )
   // the turn's context, retrieved here (PREPARE) so that its relevance is the answer's confidence
   const contexts = Context.getOption(context, ContextProvider.ContextProvider)
-  const withAgent = (agent: AgentLoop.AgentLoop, now: Fiber.RuntimeFiber<unknown, unknown> | undefined) =>
+  const withAgent = (agent: AgentLoop.Turns, now: Fiber.RuntimeFiber<unknown, unknown> | undefined) =>
     Option.isNone(contexts)
       ? turnOf(chat, partial, tracker, runOptions, existing, hints, session, agent, noContext, now)
       : Effect.flatMap(
@@ -150,7 +150,7 @@ const withPrompt = (
     )
   }
   // exclusive: this request's own loop, one turn under its session's lock, the correlation set on the request's fiber
-  const agent = AgentLoop.makeNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined }, true)
+  const agent = AgentLoop.turnsNow(context, session.store, loopOptions as typeof loopOptions & { readonly systemPrompt: undefined }, true)
   return typeof agent === "string" ? Effect.dieMessage(agent) : withAgent(agent, fiber)
 }
 
@@ -185,7 +185,7 @@ const turnOf = (
   existing: ReadonlyArray<Message.Message>,
   hints: ReturnType<typeof Hints.effective>,
   session: Session.StagedSession,
-  agent: AgentLoop.AgentLoop,
+  agent: AgentLoop.Turns,
   retrieved: ContextProvider.Scored,
   /** The request's fiber, when this is one of its steps: the move to EXECUTE made in it. */
   fiber: Fiber.RuntimeFiber<unknown, unknown> | undefined

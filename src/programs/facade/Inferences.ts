@@ -13,9 +13,9 @@
 import * as Effect from "effect/Effect"
 import type * as Fiber from "effect/Fiber"
 import type * as Engine from "../../services/Engine.js"
+import type { InferenceFailure } from "../../domain/Failure.js"
 import * as Observed from "../internal/Observed.js"
 import * as Spans from "../internal/Spans.js"
-import { keptWith } from "../../services/internal/Kept.js"
 
 const inferenceSpanPrefix = Spans.inferenceSpanName("")
 
@@ -32,12 +32,21 @@ const insideInference = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =
 }
 
 /** `engine`, each inference no loop observes observed as one. */
-export const observed = (engine: Engine.Service): Engine.Service =>
-  // `{ ...engine, infer }` without the literal (kept for the request: see services/internal/Kept)
-  keptWith(engine, {
-    infer: (request: Engine.InferenceRequest) =>
-      Effect.withFiberRuntime((fiber) =>
-        insideInference(fiber)
-          ? engine.infer(request)
-          : Observed.meteredInference(Effect.map(engine.modelInfo, (info) => info.name), request, engine.infer(request)))
-  })
+export const observed = (engine: Engine.Service): Engine.Service => new ObservedEngine(engine)
+
+/** `engine` with its `infer` observed; kept for the request, built by its constructor (services/internal/Kept). */
+class ObservedEngine implements Engine.Service {
+  readonly stream: Engine.Service["stream"]
+  readonly modelInfo: Engine.Service["modelInfo"]
+  readonly sampleMany: Engine.Service["sampleMany"]
+  constructor(private readonly inner: Engine.Service) {
+    this.stream = inner.stream
+    this.modelInfo = inner.modelInfo
+    this.sampleMany = inner.sampleMany
+  }
+  readonly infer: Engine.Service["infer"] = (request) =>
+    Effect.withFiberRuntime<Engine.InferenceResult, InferenceFailure>((fiber) =>
+      insideInference(fiber)
+        ? this.inner.infer(request)
+        : Observed.meteredInference(Effect.map(this.inner.modelInfo, (info) => info.name), request, this.inner.infer(request)))
+}

@@ -24,7 +24,7 @@ import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Construct from "../../domain/Construct.js"
-import { kept, keptWith } from "../../services/internal/Kept.js"
+import { keptWith } from "../../services/internal/Kept.js"
 
 export interface Spent {
   /** `engine`, recording the usage of every inference it answers. */
@@ -43,51 +43,65 @@ export interface Spent {
 export const make: Effect.Effect<Spent> = Effect.sync(() => unsafeMake())
 
 /** `make` at once (the recorder holds only its own state). */
-export const unsafeMake = (): Spent => {
-  // each update is one synchronous step (as a Ref's is): the request's fibers may record at once
-  let usage = TokenUsage.empty
-  const calls = new Map<string, ToolCallRecord>()
-  const used = (result: Engine.InferenceResult) => Effect.sync(() => void (usage = TokenUsage.combine(usage, result.usage)))
-  const called = (record: ToolCallRecord) => Effect.sync(() => void calls.set(record.id, record))
+export const unsafeMake = (): Spent => new Recorder()
 
-  const engine = (inner: Engine.Service): Engine.Service => {
-    const sampleMany = inner.sampleMany
-    return kept({
-      infer: (request) => Effect.tap(inner.infer(request), used),
-      stream: (request) =>
-        Engine.tapParts(inner.stream(request), (part) => (part._tag === "Finish" ? used(part.result) : undefined)),
-      modelInfo: inner.modelInfo,
-      // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded
-      ...(sampleMany === undefined ? {} : {
-        sampleMany: (request: Engine.InferenceRequest, n: number) =>
-          Effect.tap(sampleMany(request, n), (samples) =>
-            Effect.forEach(samples, (sample) => (Either.isRight(sample) ? used(sample.right) : Effect.void), { discard: true }))
-      })
-    })
-  }
+/**
+ * A request's recorder, built by its constructor (services/internal/Kept). Each update is one synchronous step (as
+ * a Ref's is): the request's fibers may record at once.
+ */
+class Recorder implements Spent {
+  private total = TokenUsage.empty
+  private readonly calls = new Map<string, ToolCallRecord>()
+  private readonly used = (result: Engine.InferenceResult) =>
+    Effect.sync(() => void (this.total = TokenUsage.combine(this.total, result.usage)))
+  private readonly called = (record: ToolCallRecord) => Effect.sync(() => void this.calls.set(record.id, record))
+
+  readonly engine = (inner: Engine.Service): Engine.Service => new RecordedEngine(inner, this.used)
 
   // kept for the request (`keptWith`: no literal that starts with a spread, see services/internal/Overlay)
-  const registry = (inner: ToolRegistry.Service): ToolRegistry.Service => keptWith(inner, {
+  readonly registry = (inner: ToolRegistry.Service): ToolRegistry.Service => keptWith(inner, {
     execute: (call: Message.ToolCall, options?: ToolRegistry.ExecuteOptions) =>
       Effect.flatMap(Clock.currentTimeMillis, (started) =>
         Effect.onExit(inner.execute(call, options), (exit) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) => {
-            if (Exit.isSuccess(exit)) return called(record(call, exit.value.content, false, now - started))
+            if (Exit.isSuccess(exit)) return this.called(record(call, exit.value.content, false, now - started))
             // interrupted or a defect: the call did not finish, there is nothing to report
             return Option.match(Cause.failureOption(exit.cause), {
               onNone: () => Effect.void,
-              onSome: (failure) => called(record(call, `Error [${failure.code}]: ${failure.message}`, true, now - started))
+              onSome: (failure) => this.called(record(call, `Error [${failure.code}]: ${failure.message}`, true, now - started))
             })
           })))
   })
 
-  return kept({
-    engine,
-    registry,
-    usage: Effect.sync(() => usage),
-    toolCalls: Effect.sync(() => Array.from(calls.values())),
-    unsafeSoFar: () => ({ usage, toolCalls: Array.from(calls.values()) })
-  })
+  get usage(): Effect.Effect<TokenUsage.TokenUsage> {
+    return Effect.sync(() => this.total)
+  }
+
+  get toolCalls(): Effect.Effect<ReadonlyArray<ToolCallRecord>> {
+    return Effect.sync(() => Array.from(this.calls.values()))
+  }
+
+  readonly unsafeSoFar = () => ({ usage: this.total, toolCalls: Array.from(this.calls.values()) })
+}
+
+/** An engine whose every answered inference is recorded (`used`), built by its constructor (services/internal/Kept). */
+class RecordedEngine implements Engine.Service {
+  readonly modelInfo: Engine.Service["modelInfo"]
+  // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded
+  readonly sampleMany: Engine.Service["sampleMany"]
+  constructor(
+    private readonly inner: Engine.Service,
+    private readonly used: (result: Engine.InferenceResult) => Effect.Effect<void>
+  ) {
+    this.modelInfo = inner.modelInfo
+    const sampleMany = inner.sampleMany
+    this.sampleMany = sampleMany === undefined ? undefined : (request: Engine.InferenceRequest, n: number) =>
+      Effect.tap(sampleMany(request, n), (samples) =>
+        Effect.forEach(samples, (sample) => (Either.isRight(sample) ? used(sample.right) : Effect.void), { discard: true }))
+  }
+  readonly infer: Engine.Service["infer"] = (request) => Effect.tap(this.inner.infer(request), this.used)
+  readonly stream: Engine.Service["stream"] = (request) =>
+    Engine.tapParts(this.inner.stream(request), (part) => (part._tag === "Finish" ? this.used(part.result) : undefined))
 }
 
 // built from the call the loop checked and a measured duration: not validated again
