@@ -12,7 +12,6 @@ import * as Option from "effect/Option"
 import { approximateBytes, SLOT_BYTES } from "../domain/Size.js"
 import type { InMemoryOptions } from "./internal/Sessions.js"
 import { makeSessions } from "./internal/Sessions.js"
-import { kept } from "./internal/Kept.js"
 
 export { type InMemoryOptions, inMemoryDefaults } from "./internal/Sessions.js"
 
@@ -45,8 +44,8 @@ export class SessionState extends Context.Tag("pagantic/SessionState")<SessionSt
 export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Service> =>
   Effect.sync(() => unsafeMakeInMemory(options))
 
-/** `makeInMemory`, made now. */
-const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
+/** `makeInMemory`, made now (an AgentLoop's private state, made when the loop first uses it). */
+export const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
   const sessions = makeSessions<Map<string, StateEntry>>(options)
   const write = (sessionId: string, state: Map<string, StateEntry>, bytes: number) =>
     state.size === 0 ? sessions.remove(sessionId) : sessions.put(sessionId, state, bytes)
@@ -77,22 +76,5 @@ const unsafeMakeInMemory = (options: InMemoryOptions = {}): Service => {
     list: (sessionId) => Effect.sync(() => [...(sessions.get(sessionId)?.keys() ?? [])]),
     clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId))
   } satisfies Service
-}
-
-/**
- * A state made when it is first used: a private state most users of which
- * never read or write it (an AgentLoop's, without a SessionState provided).
- */
-export const lazyInMemory = (options: InMemoryOptions = {}): Service => {
-  let made: Service | undefined
-  const state = () => (made ??= unsafeMakeInMemory(options))
-  return kept({
-    get: (sessionId, key) => Effect.suspend(() => state().get(sessionId, key)),
-    set: (sessionId, key, value) => Effect.suspend(() => state().set(sessionId, key, value)),
-    delete: (sessionId, key) => Effect.suspend(() => state().delete(sessionId, key)),
-    snapshot: (sessionId) => Effect.suspend(() => state().snapshot(sessionId)),
-    list: (sessionId) => Effect.suspend(() => state().list(sessionId)),
-    clear: (sessionId) => Effect.suspend(() => state().clear(sessionId))
-  })
 }
 

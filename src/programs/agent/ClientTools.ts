@@ -36,12 +36,16 @@ export interface Offer {
   readonly policy: ToolUsePolicy
 }
 
+const noNames: ReadonlySet<string> = new Set()
+
 /** The tools offered under `choice`: the registered ones not shadowed by a client tool, then the client tools. */
 export const offer = (
   registered: ReadonlyArray<Message.ToolDefinition>,
   client: ReadonlyArray<Message.ToolDefinition>,
   choice: ToolChoice | undefined
 ): Offer => {
+  // no client tool (most loops): the registered tools as they are, one empty set of names for all
+  if (client.length === 0 && (choice === undefined || choice === "auto")) return { definitions: registered, clientNames: noNames, policy: "auto" }
   const clientNames = new Set(client.map((d) => d.name))
   const all = [...registered.filter((d) => !clientNames.has(d.name)), ...client]
   if (choice === "none") return { definitions: [], clientNames, policy: "none" }

@@ -116,9 +116,8 @@ const loopNow = (
   sessionId: string,
   exclusive: boolean
 ): Loop | string => {
-  const stateOption = Context.getOption(services, SessionState.SessionState)
-  // without a SessionState, one private to the loop, made if the loop ever uses it
-  const state = Option.isSome(stateOption) ? stateOption.value : SessionState.lazyInMemory()
+  // without a SessionState, one private to the loop, made if the loop ever uses it (LoopEnvironment `state`)
+  const state = services.unsafeMap.get(SessionState.SessionState.key) as SessionState.Service | undefined
   const registered = Option.isSome(runtime.registry) ? runtime.registry.value.definitions(options.allowTools) : []
   const client = options.clientTools ?? []
   const unknown = ClientTools.unknownChoice(registered, client, options.toolChoice)
@@ -229,7 +228,7 @@ class LoopEnvironment implements Loop {
     readonly contextProvider: Option.Option<ContextProvider.Service>,
     readonly store: ConversationStore.Service,
     readonly prompts: Option.Option<PromptProvider.Service>,
-    readonly state: SessionState.Service,
+    private readonly provided: SessionState.Service | undefined,
     readonly sessionId: string,
     readonly options: Options,
     readonly clientNames: ReadonlySet<string>,
@@ -243,5 +242,12 @@ class LoopEnvironment implements Loop {
   /** Made when a turn first takes it: an exclusive loop (a facade request's) never does. */
   get turnLock(): Permits.Permits {
     return this.lock ??= Permits.unsafeMake(1)
+  }
+
+  private own: SessionState.Service | undefined = undefined
+
+  /** The provided SessionState, else one private to the loop, made when first used (most loops never use it). */
+  get state(): SessionState.Service {
+    return this.provided ?? (this.own ??= SessionState.unsafeMakeInMemory())
   }
 }

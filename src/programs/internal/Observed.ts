@@ -111,8 +111,13 @@ export const spanWith = (name: string, options: () => Omit<Tracer.SpanOptions, "
 export const within = (observe: Context.Context<never>) => <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   observe.unsafeMap.size === 0 ? effect : Local.provide(effect, observe)
 
+const noServices = Context.empty() as Context.Context<never>
+
 /** The observability services of `context` (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export function servicesOf(context: Context.Context<never>): Context.Context<never> {
+  const map = context.unsafeMap
+  // none of them (most loops): one empty context for all, nothing looked up twice
+  if (!map.has(EventLog.key) && !map.has(Metrics.key) && !map.has(CostTracker.key)) return noServices
   let observe = Context.empty() as Context.Context<never>
   const eventLog = Context.getOption(context, EventLog)
   if (Option.isSome(eventLog)) observe = Context.add(observe, EventLog, eventLog.value) as Context.Context<never>
