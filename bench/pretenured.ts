@@ -9,7 +9,8 @@
  * object literal, array literal and `new` expression of the compiled src/ (and
  * of Effect's own code with --effect, in a copy of node_modules/effect) in a
  * check of where V8 put the object, runs 3,000 warm-up calls of the row (a key
- * of `ourCalls` in bench/hotpath.bench.ts; default agent) and then 5,000 calls,
+ * of `ourCalls` in bench/hotpath.bench.ts, default agent; `base:<row>` for the
+ * row's plain-Effect baseline) and then 5,000 calls,
  * and prints each site that allocated in the old generation during those: how
  * many of its objects were old, of how many, and `file:line:kind` in the
  * compiled JavaScript. A row whose calls keep nothing should print no site of
@@ -78,14 +79,17 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 if (process.env.PRETENURED_CHILD === "1") {
   // the child: the row of the instrumented copy, warmed up, then counted
   const row = process.argv[2] ?? "agent"
-  const [Effect, Scope, Exit, { ourCalls }] = await Promise.all([
+  const [Effect, Scope, Exit, { baseCalls, ourCalls }] = await Promise.all([
     import("effect/Effect"),
     import("effect/Scope"),
     import("effect/Exit"),
     import("./hotpath.bench.js")
   ])
-  const call = ourCalls[row]
-  if (call === undefined) throw new Error(`no row "${row}": one of ${Object.keys(ourCalls).join(", ")}`)
+  // "base:<row>": the row's plain-Effect baseline instead (is a site Effect's own doing, or ours?)
+  const calls = row.startsWith("base:") ? baseCalls : ourCalls
+  const key = row.startsWith("base:") ? row.slice("base:".length) : row
+  const call = calls[key]
+  if (call === undefined) throw new Error(`no row "${row}": one of ${Object.keys(calls).join(", ")}`)
   await Effect.runPromise(Effect.gen(function*() {
     const scope = yield* Scope.make()
     const run = yield* Scope.extend(call, scope)

@@ -94,4 +94,27 @@ describe("Local", () => {
       expect(other).toBeGreaterThan(5)
       expect(yield* Local.provide(Name, Context.make(Name, "m")).pipe(Effect.provide(held))).toBe("m")
     }))
+
+  it("MergeMemo: the caller's context with the given one over it, merged once per pair; nothing to merge when the caller holds it all", () => {
+    const memo = new Local.MergeMemo()
+    const parent = Context.make(Name, "parent") as Context.Context<never>
+    const mine = Context.make(Other, 1) as Context.Context<unknown>
+    const first = memo.merge(parent, mine)!
+    expect(Context.get(first as Context.Context<Name | Other>, Name)).toBe("parent")
+    expect(Context.get(first as Context.Context<Name | Other>, Other)).toBe(1)
+    // the same pair: the same merge, not another
+    expect(memo.merge(parent, mine)).toBe(first)
+    // another caller's context, or another context of ours: merged again
+    const other = Context.make(Name, "other") as Context.Context<never>
+    const second = memo.merge(other, mine)!
+    expect(second).not.toBe(first)
+    expect(Context.get(second as Context.Context<Name | Other>, Name)).toBe("other")
+    const mine2 = Context.make(Other, 2) as Context.Context<unknown>
+    expect(Context.get(memo.merge(other, mine2) as Context.Context<Other>, Other)).toBe(2)
+    // ours over the caller's: our service wins
+    const clash = Context.make(Name, "ours") as Context.Context<unknown>
+    expect(Context.get(memo.merge(parent, clash) as Context.Context<Name>, Name)).toBe("ours")
+    // a caller that holds every service of ours (the same instances): nothing to merge
+    expect(memo.merge(first, mine)).toBeUndefined()
+  })
 })

@@ -23,6 +23,7 @@ import * as Ids from "../internal/Ids.js"
 import * as Observed from "../internal/Observed.js"
 import * as PlanExecutor from "../PlanExecutor.js"
 import * as SessionLocks from "./SessionLocks.js"
+import * as Local from "../../services/internal/Local.js"
 import type { Options } from "./Types.js"
 
 /** The services and settings every request of one facade shares. */
@@ -50,6 +51,8 @@ export interface Environment {
   readonly recording: boolean
   /** One chat turn at a time per session, across the facade's requests. */
   readonly sessionLocks: SessionLocks.SessionLocks
+  /** The context a request's fiber starts with, merged once for requests from one caller's context. */
+  readonly requestContexts: Local.MergeMemo
 }
 
 /** Takes the services once, from the context the facade is made in. */
@@ -96,6 +99,7 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       context: loopContext,
       contextWithEngine: Option.isSome(following) ? Context.add(loopContext, Engine.Engine, following.value) : loopContext,
       recording: yield* Observed.recording,
-      sessionLocks: SessionLocks.make()
+      sessionLocks: SessionLocks.make(),
+      requestContexts: new Local.MergeMemo()
     }
   })

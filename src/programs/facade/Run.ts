@@ -35,7 +35,6 @@ import * as Partial from "./Partial.js"
 import * as Response from "./Response.js"
 import * as Spent from "./Spent.js"
 import type { Execution, Outcome, RunOptions } from "./Types.js"
-import * as Local from "../../services/internal/Local.js"
 import * as Start from "../../services/internal/Start.js"
 import * as Tracing from "../../services/internal/Tracing.js"
 
@@ -190,9 +189,8 @@ const executeCheckedIn = <A>(
             refs.push([currentCorrelation, correlationOf(outer, requestId, admission.sessionId)])
           }
           return {
-            context: Local.holdsAll(parent.currentContext, context as Context.Context<unknown>)
-              ? undefined
-              : Context.merge(parent.currentContext, context),
+            // merged once for the requests from one caller's context (a per-request registry's makes it a new one)
+            context: env.requestContexts.merge(parent.currentContext, context as Context.Context<unknown>),
             refs
           }
         },

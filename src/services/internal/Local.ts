@@ -100,6 +100,27 @@ export const holdsAll = (current: Context.Context<never>, context: Context.Conte
 }
 
 /**
+ * `Context.merge(parent, context)`, remembered for the last pair it was asked: the requests of one facade, made
+ * from one caller's context onto the facade's, share one merged context instead of a new one each (a Map of every
+ * service). It holds the last pair and their merge, nothing more.
+ */
+export class MergeMemo {
+  private parent: Context.Context<never> | undefined = undefined
+  private context: Context.Context<unknown> | undefined = undefined
+  private merged: Context.Context<never> | undefined = undefined
+
+  /** `parent` with `context` over it: `undefined` when `parent` holds all of `context` already (nothing to merge). */
+  merge(parent: Context.Context<never>, context: Context.Context<unknown>): Context.Context<never> | undefined {
+    if (parent === this.parent && context === this.context) return this.merged
+    const merged = holdsAll(parent, context) ? undefined : Context.merge(parent, context) as Context.Context<never>
+    this.parent = parent
+    this.context = context
+    this.merged = merged
+    return merged
+  }
+}
+
+/**
  * `Effect.scoped` (the effect `make` returns, with a scope of its own in the
  * context, the scope closed with its exit), at 14 operations (Effect's takes 37):
  * the context set and set back by the fiber itself, as the regions here
