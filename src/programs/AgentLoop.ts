@@ -162,27 +162,6 @@ export const makeIn = (services: Context.Context<Engine.Engine>, options: Option
     )
   })
 
-/**
- * `makeIn` made now, for a caller that gives the loop its session and store and
- * no system prompt (nothing to save first: a facade request's loop, on its
- * staged session): the loop, with no effect to run for it, or the message of
- * the defect `makeIn` dies with (a tool choice that names no tool).
- *
- * `exclusive`: the caller runs one turn on the loop at a time and has set the
- * turn's correlation (its request id and this session's id), so a turn takes no
- * lock and sets nothing (agent/TurnScope): a facade request's loop, made for the
- * request under its session's lock.
- */
-export const makeNow = (
-  services: Context.Context<Engine.Engine>,
-  store: ConversationStore.Service,
-  options: Options & { readonly sessionId: string; readonly systemPrompt?: undefined },
-  exclusive = false
-): AgentLoop | string => {
-  const loop = environmentNow(options, services, store, exclusive)
-  return typeof loop === "string" ? loop : agentOf(loop, services)
-}
-
 /** The turns of a loop: what a caller that only runs turns needs of an AgentLoop (`AgentLoop` is one). */
 export interface Turns {
   readonly chat: (message: string, options?: TurnOptions) => Effect.Effect<TurnResult, AgentLoopError>
@@ -190,8 +169,14 @@ export interface Turns {
 }
 
 /**
- * `makeNow`'s turns alone, for a caller that runs one turn on the loop (a facade request's): the loop's environment
- * and one object over it, not the AgentLoop's dozen closures (about 0.4 us a request, bench/README session 22).
+ * A loop's turns, made now, for a caller that gives the loop its session and store and no system prompt (nothing to
+ * save first) and runs one turn on it: a facade request, on its staged session. The loop's environment and one object
+ * over it, not an AgentLoop's dozen closures (bench/README, session 22), with no effect to run for it; or the message
+ * of the defect `makeIn` dies with (a tool choice that names no tool).
+ *
+ * `exclusive`: the caller runs one turn on the loop at a time, has set the turn's correlation (its request id and this
+ * session's id) and commits the loop's store itself, so a turn takes no lock, sets nothing and shields no commit
+ * (agent/TurnScope): a facade request's loop, made for the request under its session's lock.
  */
 export const turnsNow = (
   services: Context.Context<Engine.Engine>,

@@ -33,8 +33,9 @@ export const withTurnScope = <A, E>(
   if (loop.exclusive) {
     // one turn at a time, its correlation set and its store committed by the caller (a facade request's loop, on a
     // staged copy of its session that the request writes when it answers): the turn, then its commit into that copy.
-    // Nothing shields the commit from an interrupt: one before it or after it leaves the copy unwritten, and the
-    // session as it was (test/Facade); a region for it was four operations of a request's 51
+    // Nothing shields the commit from an interrupt: the request writes the session only once the turn has answered,
+    // so an interrupt before or after this commit leaves the session as it was (test/Facade checks a cancel while
+    // the model answers); a region for it was four operations of a request's 51
     const once = commit === undefined ? body : Effect.flatMap(body, (a) => Effect.as(commit(a), a))
     return once.pipe(Observed.within(loop.observe))
   }

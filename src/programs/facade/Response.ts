@@ -31,6 +31,7 @@ import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
 import * as Construct from "../../domain/Construct.js"
 import * as Tracing from "../../services/internal/Tracing.js"
+import { overlay } from "../../services/internal/Overlay.js"
 
 /** Who the response answers. */
 export interface Addressee {
@@ -96,8 +97,7 @@ const optionalFields = [
 const withSpent = (outcome: Outcome, spent: Spent.Spent): Outcome => {
   const { toolCalls, usage } = spent.unsafeSoFar()
   const own = outcome.toolCallsMade ?? []
-  // `{ ...outcome, usage, toolCallsMade }` without the literal (Construct.uncheckedWith says why)
-  return Object.assign({}, outcome, {
+  return overlay(outcome, {
     usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
     toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
   })

@@ -116,15 +116,15 @@ const noServices = Context.empty() as Context.Context<never>
 /** The observability services of `context` (EventLog, Metrics, CostTracker), to provide later so methods require nothing. */
 export function servicesOf(context: Context.Context<never>): Context.Context<never> {
   const map = context.unsafeMap
-  // none of them (most loops): one empty context for all, nothing looked up twice
-  if (!map.has(EventLog.key) && !map.has(Metrics.key) && !map.has(CostTracker.key)) return noServices
+  const eventLog = map.get(EventLog.key) as EventLog["Type"] | undefined
+  const metrics = map.get(Metrics.key) as Metrics["Type"] | undefined
+  const cost = map.get(CostTracker.key) as CostTracker["Type"] | undefined
+  // none of them (most loops): one empty context for all
+  if (eventLog === undefined && metrics === undefined && cost === undefined) return noServices
   let observe = Context.empty() as Context.Context<never>
-  const eventLog = Context.getOption(context, EventLog)
-  if (Option.isSome(eventLog)) observe = Context.add(observe, EventLog, eventLog.value) as Context.Context<never>
-  const metrics = Context.getOption(context, Metrics)
-  if (Option.isSome(metrics)) observe = Context.add(observe, Metrics, metrics.value) as Context.Context<never>
-  const cost = Context.getOption(context, CostTracker)
-  if (Option.isSome(cost)) observe = Context.add(observe, CostTracker, cost.value) as Context.Context<never>
+  if (eventLog !== undefined) observe = Context.add(observe, EventLog, eventLog) as Context.Context<never>
+  if (metrics !== undefined) observe = Context.add(observe, Metrics, metrics) as Context.Context<never>
+  if (cost !== undefined) observe = Context.add(observe, CostTracker, cost) as Context.Context<never>
   return observe
 }
 
