@@ -42,9 +42,10 @@ import { kept } from "../../services/internal/Kept.js"
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
 /**
- * `run`, from a step of `fiber` (the one that moved the request to PREPARE): a new session's turn made in this
- * step. The session held from its load to its commit: a request on it at the same time waits (./SessionLocks); a
- * session new with this request is nobody else's until its id is answered.
+ * One turn of the request's session, made from a step of `fiber` (the one that moved the request to PREPARE: a
+ * new session's turn is made in this step); text deltas, tool calls and results reported as they come. The session
+ * is held from its load to its commit: a request on it at the same time waits (./SessionLocks); a session new with
+ * this request is nobody else's until its id is answered.
  */
 export const runFrom = (
   fiber: Fiber.RuntimeFiber<unknown, unknown>,
@@ -62,16 +63,6 @@ export const runFrom = (
       Effect.flatMap(env.store.load(chat.sessionId), (existing) =>
         Effect.withFiberRuntime((fiber) => loaded(env, chat, partial, tracker, runOptions, fiber, existing)))
     )
-
-/** One turn of the request's session; text deltas, tool calls and results reported as they come. */
-export const run = (
-  env: Environment,
-  chat: Check.Chat,
-  partial: Partial.Partial,
-  tracker: Lifecycle.Tracker,
-  runOptions: RunOptions
-): Effect.Effect<Outcome, Failure, Engine.Engine> =>
-  Effect.withFiberRuntime((fiber) => runFrom(fiber, env, chat, partial, tracker, runOptions))
 
 const noHistory: ReadonlyArray<Message.Message> = Object.freeze([])
 

@@ -65,7 +65,8 @@ const runMode = (
     // the checked request itself unless a grammar file was read into it
     switch (checked.mode) {
       case "chat":
-        return Chat.run(env, request === checked.request ? checked : overlay(checked, { request }), partial, tracker, runOptions)
+        return Effect.withFiberRuntime((fiber) =>
+          Chat.runFrom(fiber, env, request === checked.request ? checked : overlay(checked, { request }), partial, tracker, runOptions))
       case "structured":
         return Extraction.structured(env, request === checked.request ? checked : overlay(checked, { request }), tracker)
       case "redundant":
