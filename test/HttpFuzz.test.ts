@@ -668,7 +668,8 @@ const longestRun = (text: string, marker: string): number => {
 }
 
 const decodeRun = Schema.decodeUnknownEither(SystemResponse)
-const decodeCompletion = Schema.decodeUnknownEither(ChatCompletion)
+// excess properties an error: the chat completion is written as built, not encoded through this schema (http/ChatCompletions)
+const decodeCompletion = Schema.decodeUnknownEither(ChatCompletion, { onExcessProperty: "error" })
 
 const isSystemError = (u: unknown): boolean =>
   isObject(u) && typeof u.code === "string" && typeof u.category === "string" && typeof u.retryable === "boolean" &&
