@@ -43,6 +43,13 @@ export const SEQUENCES = 6
  * pair on a shared machine, so the median needs many of them to tell 0.92 from 0.95.
  */
 const SHORT_ROUNDS = 200
+/**
+ * Pairs of the 256-token and chat-answer rows. A pair's ratio moves by a few percent on this machine (IQR about
+ * 0.93-0.99 for 256 tokens); with 20 pairs the median itself moved by 0.02 between two runs of the same code
+ * (0.962 and 0.982, bench/README session 23). The median's spread shrinks with the square root of the pairs:
+ * 60 pairs, about 0.6 of 20's.
+ */
+const LONG_ROUNDS = 60
 const THREADS = 1
 const SYSTEM = "You are a helpful assistant."
 /** No accepting end: every run generates exactly maxTokens tokens. */
@@ -358,7 +365,7 @@ const multiTurn = (turns: number) =>
 /** The pass-through rows alone (`npx tsx bench/engine.bench.ts passthrough`). */
 export const runPassThrough = Effect.gen(function*() {
   const rows: Array<Row> = []
-  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 20, 0.97))
+  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, LONG_ROUNDS, 0.97))
   rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, SHORT_ROUNDS))
   return rows
 }).pipe(Effect.provide(Layer.fresh(LlamaEngine.layer({ sequences: SEQUENCES, threads: THREADS }))))
@@ -366,8 +373,8 @@ export const runPassThrough = Effect.gen(function*() {
 /** Runs every measurement against one engine on the bundled model. */
 export const run = Effect.gen(function*() {
   const rows: Array<Row> = []
-  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, 20, 0.97))
-  rows.push(...yield* passThrough("chat answers (greedy, natural stop)", 64, false, 30))
+  rows.push(...yield* passThrough("256 tokens (grammar, no early stop)", 256, true, LONG_ROUNDS, 0.97))
+  rows.push(...yield* passThrough("chat answers (greedy, natural stop)", 64, false, LONG_ROUNDS))
   rows.push(...yield* passThrough("short answers (<= 16 tokens, greedy)", 16, false, SHORT_ROUNDS))
   rows.push(
     yield* parallel(
