@@ -4,8 +4,17 @@
  * plain Map kept in write order (the obvious implementation, whose `keys().next()`
  * is O(deleted entries) in V8: services/internal/Sessions keeps a queue instead).
  */
+import * as v8 from "node:v8"
+import * as vm from "node:vm"
 import { describe, expect, it } from "vitest"
 import { makeSessions } from "../src/services/internal/Sessions.js"
+
+const gc: () => void = (() => {
+  const exposed = (globalThis as { gc?: () => void }).gc
+  if (exposed !== undefined) return exposed
+  v8.setFlagsFromString("--expose-gc")
+  return vm.runInNewContext("gc") as () => void
+})()
 
 /** The reference: a Map in write order, the oldest dropped first. */
 const reference = (maxSessions: number, maxBytes: number) => {
@@ -94,5 +103,29 @@ describe("in-memory sessions", () => {
     }
     expect(fresh.ids()).toHaveLength(100)
     expect(rewritten.ids()).toHaveLength(10)
+  })
+
+  it("let go of a session's value once it is written again or removed, while its place in the write order is still queued", async () => {
+    const sessions = makeSessions<{ readonly history: Array<number> }>({ maxSessions: 100 })
+    const watched = ((): Array<WeakRef<object>> => {
+      const first = { history: new Array(1024).fill(1) }
+      const second = { history: new Array(1024).fill(2) }
+      sessions.put("a", first, 1)
+      sessions.put("b", second, 1)
+      // a written again (its first entry stale in the queue), b removed
+      sessions.put("a", { history: [] }, 1)
+      sessions.remove("b")
+      return [new WeakRef(first), new WeakRef(second)]
+    })()
+    // the stale entries are still queued: nothing has compacted the queue yet
+    expect(sessions.unsafeQueued()).toBe(3)
+    // a WeakRef's target is kept to the end of the job that made or read it
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setImmediate(resolve))
+      gc()
+    }
+    expect(watched.map((ref) => ref.deref())).toEqual([undefined, undefined])
+    expect(sessions.get("a")).toEqual({ history: [] })
+    expect(sessions.ids()).toEqual(["a"])
   })
 })
