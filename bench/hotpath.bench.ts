@@ -241,7 +241,7 @@ const plainFacadeCall = (endpoint: Effect.Effect.Success<typeof PlainFacade.make
 // Side by side
 // ---------------------------------------------------------------------------
 
-export interface Timing {
+interface Timing {
   readonly wall: number
   readonly cpu: number
 }
@@ -269,7 +269,7 @@ const warmUp = <E, R>(effect: Effect.Effect<void, E, R>): Effect.Effect<Timing, 
   })
 
 /** Calls per round: the faster side's CPU time at least ROUND_MS, from timings of CALLS warm calls each (within CALLS..MAX_CALLS). */
-export const roundCalls = (warm: Timing, warmBase: Timing): number =>
+const roundCalls = (warm: Timing, warmBase: Timing): number =>
   Math.min(MAX_CALLS, Math.max(CALLS, Math.ceil((CALLS * ROUND_MS) / Math.max(0.001, Math.min(warm.cpu, warmBase.cpu)))))
 
 /** The figures of one comparison, before they become a row. */

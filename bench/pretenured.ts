@@ -86,8 +86,9 @@ if (process.env.PRETENURED_CHILD === "1") {
     import("./hotpath.bench.js")
   ])
   // "base:<row>": the row's plain-Effect baseline instead (is a site Effect's own doing, or ours?)
-  const calls = row.startsWith("base:") ? baseCalls : ourCalls
-  const key = row.startsWith("base:") ? row.slice("base:".length) : row
+  const base = row.startsWith("base:")
+  const calls = base ? baseCalls : ourCalls
+  const key = base ? row.slice("base:".length) : row
   const call = calls[key]
   if (call === undefined) throw new Error(`no row "${row}": one of ${Object.keys(calls).join(", ")}`)
   await Effect.runPromise(Effect.gen(function*() {

@@ -6,16 +6,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as TestClock from "effect/TestClock"
-import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import * as Cancellations from "../src/programs/facade/Cancellations.js"
-
-const gc: () => void = (() => {
-  const exposed = (globalThis as { gc?: () => void }).gc
-  if (exposed !== undefined) return exposed
-  v8.setFlagsFromString("--expose-gc")
-  return vm.runInNewContext("gc") as () => void
-})()
+import { collect } from "./support/Gc.js"
 
 describe("facade/Cancellations", () => {
   it.effect("a cancel interrupts the running request, once", () =>
@@ -90,13 +82,7 @@ describe("facade/Cancellations", () => {
         return new WeakRef(fiberLike)
       })()
       yield* registry.finish("held")
-      yield* Effect.promise(async () => {
-        // a WeakRef's target is kept to the end of the job that made or read it
-        for (let i = 0; i < 3; i++) {
-          await new Promise((resolve) => setImmediate(resolve))
-          gc()
-        }
-      })
+      yield* Effect.promise(collect)
       // the registration (held by the request's own state, which V8 may keep past the request) reaches nothing of it
       expect(registration.cancelledEarly).toBe(false)
       expect(watched.deref()).toBeUndefined()

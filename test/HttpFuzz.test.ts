@@ -33,8 +33,6 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import fc from "fast-check"
-import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import { ChatCompletion } from "../src/adapters/http/Api.js"
 import { ToolCall } from "../src/domain/Message.js"
 import type { Message } from "../src/domain/Message.js"
@@ -47,6 +45,7 @@ import type { InferenceRequest } from "../src/services/Engine.js"
 import { Engine, InferenceResult, StreamPart } from "../src/services/Engine.js"
 import type { Reply } from "./support/server.js"
 import { send, serve } from "./support/server.js"
+import { gc } from "./support/Gc.js"
 import { add } from "./support/tools.js"
 
 const SEED = process.env.FUZZ_SEED === undefined ? Date.now() % 2_147_483_647 : Number(process.env.FUZZ_SEED)
@@ -740,13 +739,6 @@ const problemsOf = (path: string, method: string, built: Built, reply: Reply): A
 // ---------------------------------------------------------------------------
 // Memory
 // ---------------------------------------------------------------------------
-
-const gc: () => void = (() => {
-  const exposed = (globalThis as { gc?: () => void }).gc
-  if (exposed !== undefined) return exposed
-  v8.setFlagsFromString("--expose-gc")
-  return vm.runInNewContext("gc") as () => void
-})()
 
 const heapAfterGc = Effect.promise(async () => {
   for (let i = 0; i < 3; i++) {

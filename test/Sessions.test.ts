@@ -4,17 +4,9 @@
  * plain Map kept in write order (the obvious implementation, whose `keys().next()`
  * is O(deleted entries) in V8: services/internal/Sessions keeps a queue instead).
  */
-import * as v8 from "node:v8"
-import * as vm from "node:vm"
 import { describe, expect, it } from "vitest"
 import { makeSessions } from "../src/services/internal/Sessions.js"
-
-const gc: () => void = (() => {
-  const exposed = (globalThis as { gc?: () => void }).gc
-  if (exposed !== undefined) return exposed
-  v8.setFlagsFromString("--expose-gc")
-  return vm.runInNewContext("gc") as () => void
-})()
+import { collect } from "./support/Gc.js"
 
 /** The reference: a Map in write order, the oldest dropped first. */
 const reference = (maxSessions: number, maxBytes: number) => {
@@ -119,11 +111,7 @@ describe("in-memory sessions", () => {
     })()
     // the stale entries are still queued: nothing has compacted the queue yet
     expect(sessions.unsafeQueued()).toBe(3)
-    // a WeakRef's target is kept to the end of the job that made or read it
-    for (let i = 0; i < 3; i++) {
-      await new Promise((resolve) => setImmediate(resolve))
-      gc()
-    }
+    await collect()
     expect(watched.map((ref) => ref.deref())).toEqual([undefined, undefined])
     expect(sessions.get("a")).toEqual({ history: [] })
     expect(sessions.ids()).toEqual(["a"])
