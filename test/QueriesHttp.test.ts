@@ -129,6 +129,24 @@ describe("POST /v1/queries", () => {
       })
     ))
 
+  it.live("a value of the wrong type where text is expected (input.inline, a CEL expression) is 400 naming the field", () =>
+    withServer((url) =>
+      Effect.gen(function* () {
+        const cases: ReadonlyArray<readonly [Record<string, unknown>, string]> = [
+          [{ input: { inline: 42 } }, "input.inline"],
+          [{ input: { inline: null } }, "input.inline"],
+          [{ responders: [{ kind: "pattern", capability: "classification", expression: null }] }, "responders.0.expression"],
+          [{ fold: { function: "expression", expression: null } }, "fold.expression"]
+        ]
+        for (const [fields, field] of cases) {
+          const reply = yield* post(`${url}/v1/queries`, query(fields))
+          expect(reply.status, reply.text.slice(0, 300)).toBe(400)
+          expect(reply.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+          expect(reply.json.error.message).toContain(`${field}: expected string`)
+        }
+      })
+    ))
+
   it.live("hostile input: nesting, a huge enum in the answer schema, a huge inline input; never a 5xx", () =>
     withServer((url) =>
       Effect.gen(function* () {

@@ -201,6 +201,118 @@ describe("refused queries name the field", () => {
   })
 })
 
+describe("a value of the wrong type anywhere is refused naming its field, never thrown", () => {
+  // every field of every variant: each pattern, each fold, each answer shape, each responder kind
+  const full: ReadonlyArray<unknown> = [
+    {
+      ...base,
+      responders: [
+        { kind: "llm", model: "~sonnet", expression: "true" },
+        { kind: "pattern", capability: "c", expression: "true" },
+        { kind: "system", name: "s", capability: "c", expression: "true" },
+        { kind: "actor", did: "d", expression: "true" }
+      ],
+      fold: { function: "ensemble_weighted", weight_expression: "1.0", similarity: "text", similarity_threshold: 0.5 },
+      answer_shape: { kind: "core.classification.v1", labels: ["a", "b"] },
+      orchestration: { pattern: "retry_on_low_confidence", threshold_expression: "false", max_attempts: 2, retry_dial: 0.5 },
+      top_k: 2,
+      min_quorum: 1,
+      max_latency_secs: 10,
+      dial: 0.5,
+      budget: { tokens: 10, calls: 2 },
+      obligation_resolution: "validation_error"
+    },
+    {
+      ...base,
+      input: { record_id: "r" },
+      responders: undefined,
+      fold: { function: "expression", expression: "0" },
+      answer_shape: { kind: "core.json.v1", schema: { type: "object", properties: { a: { type: "string", enum: ["x"] } }, required: ["a"] } },
+      orchestration: {
+        pattern: "verify",
+        primary: [{ kind: "actor", did: "a" }],
+        verifier: { kind: "actor", did: "b" },
+        tiebreaker: { kind: "actor", did: "c" },
+        agreement_threshold: "1.0"
+      }
+    },
+    {
+      ...base,
+      responders: undefined,
+      fold: { function: "consensus", similarity: "structural" },
+      orchestration: { pattern: "waterfall", stages: [{ responders: [{ kind: "actor", did: "a" }] }], accept_expression: "true", on_exhausted: "fail" }
+    },
+    {
+      ...base,
+      responders: undefined,
+      orchestration: { pattern: "escalate", tiers: [{ responders: [{ kind: "actor", did: "a" }] }], escalation_expression: "false", on_expired: "fail" }
+    },
+    {
+      ...base,
+      responders: undefined,
+      orchestration: { pattern: "ensemble_with_audit", primary_responders: [{ kind: "actor", did: "a" }], auditor: { kind: "actor", did: "b" }, audit_expression: "true" }
+    }
+  ]
+  const wrongValues: ReadonlyArray<unknown> = [null, 42, true, {}, [], "x"]
+
+  /** Every path of a JSON value (the root excluded), as key lists. */
+  const pathsOf = (value: unknown, prefix: ReadonlyArray<string> = []): Array<ReadonlyArray<string>> => {
+    if (typeof value !== "object" || value === null) return []
+    return Object.entries(value).filter(([, child]) => child !== undefined).flatMap(([key, child]) => [
+      [...prefix, key],
+      ...pathsOf(child, [...prefix, key])
+    ])
+  }
+  const replaced = (value: unknown, path: ReadonlyArray<string>, replacement: unknown): unknown => {
+    const copy = JSON.parse(JSON.stringify(value))
+    let at = copy
+    for (const key of path.slice(0, -1)) at = at[key]
+    at[path.at(-1)!] = replacement
+    return copy
+  }
+
+  it("each example is accepted as it is", () => {
+    for (const query of full) accepted(JSON.parse(JSON.stringify(query)))
+  })
+
+  it("null, a number, a boolean, an object, an array or a string at every field", () => {
+    let tried = 0
+    const wrong: Array<string> = []
+    for (const query of full) {
+      for (const path of pathsOf(JSON.parse(JSON.stringify(query)))) {
+        for (const value of wrongValues) {
+          const field = path.join(".")
+          const result = Either.try(() => Check.check(replaced(query, path, value), { aliases }))
+          tried++
+          if (Either.isLeft(result)) {
+            wrong.push(`${field} = ${JSON.stringify(value)} threw ${String(result.left)}`)
+            continue
+          }
+          const checked = result.right
+          if (Either.isRight(checked)) continue
+          // the refusal names the field, the object that holds it (a union that no longer matches) or a field inside it
+          const issues = (checked.left.details.issues ?? []) as ReadonlyArray<string>
+          const named = [...issues, checked.left.message].some((issue) =>
+            issue.includes(`${field}.`) || path.some((_, n) => issue.includes(`${path.slice(0, path.length - n).join(".")}:`))
+          )
+          if (!named) wrong.push(`${field} = ${JSON.stringify(value)}: ${checked.left.message}`)
+        }
+      }
+    }
+    expect(wrong, wrong.join("\n")).toEqual([])
+    expect(tried).toBeGreaterThan(400)
+  })
+
+  it("a number or null where text is expected: input.inline, a CEL expression", () => {
+    expect(refused({ ...base, input: { inline: 42 } }).message).toContain("input.inline: expected string, got 42")
+    expect(refused({ ...base, input: { inline: null } }).message).toContain("input.inline: expected string, got null")
+    expect(refused({ ...base, responders: [{ kind: "actor", did: "d", expression: null }] }).message).toContain(
+      "responders.0.expression: expected string, got null"
+    )
+    expect(refused({ ...base, fold: { function: "expression", expression: null } }).message).toContain("fold.expression")
+  })
+})
+
 describe("a waterfall with the waterfall_first fold", () => {
   it("accepts candidates by the pattern's accept_expression", () => {
     const checked = accepted({

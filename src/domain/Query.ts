@@ -54,6 +54,14 @@ export const limits = {
 // Small pieces
 // ---------------------------------------------------------------------------
 
+/**
+ * The message of a length bound: "`prefix`, got N". Effect computes a refinement's
+ * message even when the value failed the type below it (null, a number: its own
+ * "expected string" is then shown), so the message reads the value only as text.
+ */
+const lengthMessage = (prefix: string) => (issue: { readonly actual: unknown }): string =>
+  typeof issue.actual === "string" ? `${prefix}, got ${issue.actual.length.toLocaleString("en-US")}` : prefix
+
 const Name = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(limits.maxNameChars, { message: () => `must be at most ${limits.maxNameChars} characters` })
@@ -63,8 +71,7 @@ const Name = Schema.String.pipe(
 export const Expression = Schema.String.pipe(
   Schema.minLength(1, { message: () => "an empty CEL expression" }),
   Schema.maxLength(limits.maxExpressionChars, {
-    message: (issue) =>
-      `a CEL expression of at most ${limits.maxExpressionChars} characters, got ${String((issue.actual as string).length)}`
+    message: lengthMessage(`a CEL expression of at most ${limits.maxExpressionChars} characters`)
   })
 ).annotations({ identifier: "CelExpression" })
 
@@ -88,8 +95,7 @@ export const Input = Schema.Struct({
   inline: Schema.optional(
     Schema.String.pipe(
       Schema.maxLength(limits.maxInlineChars, {
-        message: (issue) =>
-          `at most ${limits.maxInlineChars.toLocaleString("en-US")} characters, got ${(issue.actual as string).length.toLocaleString("en-US")}`
+        message: lengthMessage(`at most ${limits.maxInlineChars.toLocaleString("en-US")} characters`)
       })
     )
   ),
