@@ -44,10 +44,8 @@ export const SEQUENCES = 6
  */
 const SHORT_ROUNDS = 200
 /**
- * Pairs of the 256-token and chat-answer rows. A pair's ratio moves by a few percent on this machine (IQR about
- * 0.93-0.99 for 256 tokens); with 20 pairs the median itself moved by 0.02 between two runs of the same code
- * (0.962 and 0.982, bench/README session 23). The median's spread shrinks with the square root of the pairs:
- * 60 pairs, about 0.6 of 20's.
+ * Pairs of the 256-token and chat-answer rows: a pair's ratio moves by a few percent on a shared machine, and the
+ * median's spread shrinks only with the square root of the pairs.
  */
 const LONG_ROUNDS = 60
 const THREADS = 1

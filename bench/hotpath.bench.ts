@@ -7,9 +7,7 @@
  * back (the order alternating): at least CALLS (200), and as many more as make
  * the faster side's round last ROUND_MS (250 ms) of CPU time (20,000 calls at
  * most), so that one garbage collection more or less (V8 collects on helper
- * threads too) does not decide a round of a row whose call takes microseconds:
- * with 200 calls a round (session 11) the same code's ratio moved from 2.2 to 2.9
- * between runs, its interquartile range as wide (structured: 1.2-11). The
+ * threads too) does not decide a round of a row whose call takes microseconds. The
  * ratio is the median of per-round ratios of CPU time (the process's, user +
  * system), the interquartile range beside it, wall time per
  * call shown too. CPU time, because much of a zero-latency call's wall time is
@@ -487,8 +485,8 @@ const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> =
         plainFacadeCall(endpoint)
       )).pipe(withConstraint(textEngine))
   ],
-  // last: once OpenTelemetry's SDK spans have run in a process, the rows measured after them ran 1.4-1.8x slower
-  // (structured 171 -> 312 us, facade 922 -> 1,327 us CPU), though its layer is released and no context manager stays
+  // last: once OpenTelemetry's SDK spans have run in a process, code measured after them there runs slower, though
+  // its layer is released and no context manager stays
   ["telemetry", withTelemetry]
 ]
 

@@ -12,7 +12,7 @@
  *   - a request whose last engine call answered: recovered (200), whatever failed
  *     before it (a retryable failure retried);
  *   - a request whose last call failed: that failure's code, with its status
- *     (seed 03 and `http/Status.ts`): INFERENCE_ENGINE_ERROR and
+ *     (the error taxonomy, `http/Status.ts`): INFERENCE_ENGINE_ERROR and
  *     INFERENCE_MALFORMED_RESPONSE 502 after their retries, INFERENCE_MODEL_UNAVAILABLE
  *     503 and INFERENCE_CONTEXT_EXCEEDED 422 at once (never retried);
  *   - a chat turn whose tool hangs or throws: the failure fed back to the model
