@@ -3,9 +3,9 @@
  * itself (validation is for the edges: what a client, a file or a model sends).
  *
  * `new C(props, true)` skips validation but still copies the props twice and
- * walks every field of the class for defaults (Schema's `lazilyMergeDefaults`):
- * on a turn of the AgentLoop, about 8% of the CPU time went there, building
- * requests, messages and usages. `unchecked(C, props)` builds the same instance
+ * walks every field of the class for defaults (Schema's `lazilyMergeDefaults`),
+ * a cost paid for every request, message and usage a loop builds.
+ * `unchecked(C, props)` builds the same instance
  * (the class's prototype, the props as own fields, each missing field with a
  * default given a fresh default, in the constructor's order) with one copy and a
  * walk of the defaulted fields only, found once per class.
@@ -50,8 +50,7 @@ export const unchecked = <C extends SchemaClass<any>>(Class: C, props: Construct
 /**
  * `unchecked(Class, { ...base, ...fields })`, the fields over `base`'s, without
  * the literal: V8 (Node 20) builds an object literal that starts with a spread and
- * goes on with fields the slow way, about 500 ns (against 100 here: bench/README,
- * session 22).
+ * goes on with fields on a slow path.
  */
 export const uncheckedWith = <C extends SchemaClass<any>>(
   Class: C,

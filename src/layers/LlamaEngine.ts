@@ -163,7 +163,7 @@ const parts = Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
 /** Streams one generation: text deltas as they are decoded, then the tool calls and the finish. */
 const streamOf = (run: Run): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
-    // chains of steps, not generators: a generator function made per call costs V8 new maps (bench/README, session 19)
+    // chains of steps, not generators: a generator function made per call costs V8 new maps
     Stream.unwrapScoped(Effect.flatMap(parts, (queue) =>
       Effect.as(produce(run, queue), Stream.fromQueue(queue).pipe(Stream.flattenTake)))),
     // the same parts by callback, each handed on as it is taken (Engine.runParts)

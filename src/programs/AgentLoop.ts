@@ -171,7 +171,7 @@ export interface Turns {
 /**
  * A loop's turns, made now, for a caller that gives the loop its session and store and no system prompt (nothing to
  * save first) and runs one turn on it: a facade request, on its staged session. The loop's environment and one object
- * over it, not an AgentLoop's dozen closures (bench/README, session 22), with no effect to run for it; or the message
+ * over it, not an AgentLoop's dozen closures, with no effect to run for it; or the message
  * of the defect `makeIn` dies with (a tool choice that names no tool).
  *
  * `exclusive`: the caller runs one turn on the loop at a time, has set the turn's correlation (its request id and this
@@ -228,9 +228,7 @@ const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoo
  * an instance of a class with them. V8 builds the first on a slow path, and it
  * decided to allocate instances of the second in the old generation directly
  * (allocation-site pretenuring): each dead instance then kept the young objects
- * it pointed to alive through scavenges, promoted in turn. The bench's AgentLoop
- * turn promoted about a fifth of what `make` allocated either way; as a plain
- * object, about 4% (bench/README, session 18).
+ * it pointed to alive through scavenges, promoted in turn.
  */
 
 /** One session's view of the loop's SessionState. */
@@ -274,7 +272,7 @@ const chatStructured = <A, EV extends ValidationFailure = never>(
     Effect.gen(() => chatStructuredSteps(loop, services, schema, message, turn)).pipe(Observed.span("AgentLoop.chatStructured", { attributes: sessionAttributes(loop) }))
   )
 
-/** The steps of a structured turn, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a structured turn, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* chatStructuredSteps<A, EV extends ValidationFailure = never>(loop: Loop, services: Context.Context<Engine.Engine | Constraint>, schema: OutputSchema<A>, message: string, turn: StructuredTurnOptions<A, EV>) {
   const base = yield* loop.store.load(loop.sessionId)
   const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))

@@ -2,8 +2,9 @@
  * The lifecycle state machine at run time.
  *
  * The facade owns one tracker per request: it holds the ExecutionState, moves it
- * only along the transitions seed 03 allows, counts attempts (VALIDATE -> EXECUTE
- * is a retry) and records a LifecycleTransition event for every move. The tracker
+ * only along the transitions domain/Lifecycle allows (`canTransition`), counts
+ * attempts (VALIDATE -> EXECUTE is a retry) and records a LifecycleTransition
+ * event for every move. The tracker
  * travels with the fiber, so a loop deep inside the request (a structured call
  * re-prompting, a plan step) reports its retries with `transition` without knowing
  * who is listening. Outside a tracked request `transition` only records the event.
@@ -182,8 +183,8 @@ class Move {
  *
  * Its state is plain fields moved in one synchronous step (atomic between fibers): no Ref, no ExecutionState built
  * per move (one is built when the state is read), and no lock unless state spans must open and close in the order of
- * the moves. A class, not a closure per method: a request makes one, and a literal of a dozen closures cost about
- * 5 us of a facade request (bench/README, session 21); its effects (`state`, `history`) are made when read.
+ * the moves. A class, not a closure per method: a request makes one, and a literal of a dozen closures costs more
+ * than the work its closures do; its effects (`state`, `history`) are made when read.
  */
 class Machine implements Tracker {
   current: LifecycleState = "INIT"

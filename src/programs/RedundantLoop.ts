@@ -175,7 +175,7 @@ export const runStream = <A>(
     (result): Progress<A> => ({ _tag: "Finished", result })
   )
 
-/** The steps of a run, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a run, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: number, quorum: number, concurrency: number, voting: VotingStrategy) {
   const messages = yield* SpecializedLoop.prepare(prompt, options.systemPrompt)
   yield* Lifecycle.transition("PREPARE", "EXECUTE", 1, `${n} replicas, ${concurrency} at once, quorum ${quorum}, ${voting.name} voting`)

@@ -100,7 +100,7 @@ export const semantic = (
   context: options.context
 })
 
-/** The semantic check of seed 03's example: the output follows from the given context. */
+/** A semantic check that the output follows from the given context and adds nothing to it. */
 export const followsFromContext = (context: string, options: { readonly name?: string | undefined } = {}): Rule =>
   semantic("Every claim in the output follows from the context; it adds nothing the context does not say.", {
     name: options.name ?? "follows from the context",

@@ -202,7 +202,7 @@ export const makeStart = (settings: Settings) =>
       Effect.gen(() => startSteps(settings, system, engine, forget, now, body, context))
   })
 
-/** The steps of a started chat completion, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a started chat completion, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* startSteps(settings: Settings, system: Context.Tag.Service<typeof PaganticSystem>, engine: Context.Tag.Service<typeof Engine>, forget: (response: SystemResponse) => Effect.Effect<void>, now: Effect.Effect<number>, body: unknown, context: StartContext) {
   const requestId = context.requestId
   const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
@@ -310,7 +310,7 @@ export const make = (settings: Settings) =>
       Effect.gen(() => handleSteps(settings, start, newRequestId, request))
   })
 
-/** The steps of a `/v1/chat/completions` request, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a `/v1/chat/completions` request, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* handleSteps(settings: Settings, start: (body: unknown, context: StartContext) => Effect.Effect<Started, ChatFailure>, newRequestId: Effect.Effect<string>, request: HttpServerRequest.HttpServerRequest) {
   const requestId = yield* newRequestId
   const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
@@ -320,9 +320,8 @@ function* handleSteps(settings: Settings, start: (body: unknown, context: StartC
   const started = yield* start(body.right, { requestId, traceparent: request.headers["traceparent"] })
   if (started._tag === "Completed") {
     // written as built, not encoded again by HttpApi through the endpoint's ChatCompletion schema (its success
-    // schema, which the OpenAPI document shows): every field of it is plain JSON built here, so the encoding only
-    // copied it (2.7% of a loaded server's CPU samples, bench/README session 23); test/HttpFuzz decodes every 200
-    // with that schema, excess properties an error
+    // schema, which the OpenAPI document shows): every field of it is plain JSON built here, so the encoding would
+    // only copy it; test/HttpFuzz decodes every 200 with that schema, excess properties an error
     return HttpServerResponse.unsafeJson(
       OpenAi.toCompletion(started.responses, {
         ...started.meta,

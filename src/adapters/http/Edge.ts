@@ -181,9 +181,8 @@ export const refuseChat = (
  */
 /**
  * The longest excerpt of a caller's input an error response quotes: the project's
- * default excerpt (domain/Text). It was 200, so a 200-character run of a hostile
- * string came back whole (a tool step's argument in a failed plan, found by
- * test/HttpFuzz with FUZZ_SEED=181466445).
+ * default excerpt (domain/Text), so an error never sends a long hostile string back
+ * whole.
  */
 const QUOTED = Text.defaultExcerptLength
 const quoted = { maxString: QUOTED, maxDepth: 5, maxItems: 20 } as const
@@ -402,7 +401,7 @@ export const readRunBody = (
 ): Effect.Effect<Record<string, unknown>, RunFailure> =>
   Effect.gen(() => readRunBodySteps(request, settings, check, what, requestId))
 
-/** The steps of `readRunBody`, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of `readRunBody`, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* readRunBodySteps(request: HttpServerRequest.HttpServerRequest, settings: { readonly maxBodyBytes: number; readonly limits: Guard.Limits }, check: (body: unknown, limits: Guard.Limits) => Either.Either<void, Guard.Problem>, what: string, requestId: string) {
   const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
   if (Either.isLeft(body)) return yield* refuseRun(invalidRequest(body.left.message), requestId, body.left.status)

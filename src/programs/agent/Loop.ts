@@ -161,7 +161,7 @@ const loopNow = (
 /*
  * The loop and its settings are built per turn by a facade request (a loop per request): classes whose fields are
  * set by their constructors, not `kept` records (an Object.assign of 13 and 18 fields onto an empty instance grows
- * its property store step by step: about 2.6 KB and a microsecond a loop; bench/README, session 21). Like `kept`'s,
+ * its property store step by step). Like `kept`'s,
  * a `new` has no allocation site V8 could pretenure.
  */
 

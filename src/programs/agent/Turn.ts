@@ -69,7 +69,7 @@ const joined = (loop: Loop, result: TurnResult): ReadonlyArray<Message.Message> 
 const runTurn = (loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) =>
   Effect.gen(() => runTurnSteps(loop, input, turn, emit, streaming))
 
-/** The steps of `runTurn`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of `runTurn`, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Emit, streaming: boolean) {
   const base = yield* loop.store.load(loop.sessionId)
   const added = yield* turnMessages(base, input)

@@ -96,9 +96,7 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
         // the request's interrupt let go as it ends: it holds the request's fiber, and the request's state (its
         // fiber refs, its engine wrapper) leads to this entry, so a finished request's fiber stayed reachable from
         // whatever of it V8 had allocated old, through every young collection; V8 then allocated Effect's fiber and
-        // fiber-ref arrays in the old generation for every fiber of the process (bench:pretenured). Measured: a long
-        // run of chat requests 70-80 -> 49-55 us CPU each, the bench row's shorter rounds about 8% (bench/README,
-        // session 22)
+        // fiber-ref arrays in the old generation for every fiber of the process (bench:pretenured)
         entry.interrupt = undefined
         running.delete(requestId)
       }

@@ -239,7 +239,7 @@ const checkChatOnly = (request: SystemRequest): Either.Either<void, CheckFailure
 const checkPlan = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
   Either.gen(() => checkPlanSteps(env, request))
 
-/** The checks of a plan, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The checks of a plan, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* checkPlanSteps(env: Environment, request: SystemRequest) {
   const engine = yield* needEngine(env)
   yield* checkToolsAndHistory(env, request)
@@ -253,7 +253,7 @@ const checkExtraction = (
 ): Either.Either<Checked, CheckFailure> =>
   Either.gen(() => checkExtractionSteps(env, request, mode))
 
-/** The checks of an extraction, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The checks of an extraction, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* checkExtractionSteps(env: Environment, request: SystemRequest, mode: Extraction["mode"]) {
   const engine = yield* needEngine(env)
   const schema = yield* needSchema(request)
@@ -265,7 +265,7 @@ function* checkExtractionSteps(env: Environment, request: SystemRequest, mode: E
 const checkTask = (env: Environment, request: SystemRequest): Either.Either<Checked, CheckFailure> =>
   Either.gen(() => checkTaskSteps(env, request))
 
-/** The checks of a task, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The checks of a task, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* checkTaskSteps(env: Environment, request: SystemRequest) {
   const engine = yield* needEngine(env)
   const given = request.task?.tasks

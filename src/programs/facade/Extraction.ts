@@ -61,7 +61,7 @@ const commonOptions = (checked: Check.Extraction, validator: Option.Option<Valid
 export const structured = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
   Effect.gen(() => structuredSteps(env, checked, tracker))
 
-/** The steps of mode structured, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of mode structured, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
   const { output, tools } = checked.request
   const validator = yield* Effect.serviceOption(Validator)
@@ -93,7 +93,7 @@ function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: 
 export const redundant = (env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) =>
   Effect.gen(() => redundantSteps(env, checked, tracker))
 
-/** The steps of mode redundant, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of mode redundant, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* redundantSteps(env: Environment, checked: Check.Extraction, tracker: Lifecycle.Tracker) {
   const { redundancy } = checked.request
   const validator = yield* Effect.serviceOption(Validator)

@@ -282,7 +282,7 @@ const observedRun = <A>(
     )
   }
 
-/** The steps of an observed request, one generator function for every request (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of an observed request, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* observedSteps<A>(env: Environment, request: SystemRequest, requestId: string, sessionId: string | undefined, executed: Effect.Effect<A>) {
   // without a trace id of its own the request is in its span's trace: events and spans name the same trace
   const spanTrace = Option.filter(

@@ -217,7 +217,7 @@ const recordedInference = <E extends { readonly code: string; readonly message: 
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.AnySpan>], E, R> =>
   Effect.gen(() => recordedInferenceSteps(name, options))
 
-/** The steps of a recorded inference, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a recorded inference, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* recordedInferenceSteps<E extends { readonly code: string; readonly message: string }, R>(name: string, options: InferenceOptions<E, R>) {
   const { inferenceId, request } = options
   const started = yield* Clock.currentTimeMillis
@@ -306,7 +306,7 @@ const recordedTool = <A, E extends { readonly code: string; readonly message: st
   return Effect.gen(() => recordedToolSteps(options, attempt, call, inferenceId))
 }
 
-/** The steps of a recorded tool execution, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of a recorded tool execution, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* recordedToolSteps<A, E extends { readonly code: string; readonly message: string }, R>(options: ToolCallOptions<A, E, R>, attempt: number, call: ToolCallOptions<A, E, R>["call"], inferenceId: ToolCallOptions<A, E, R>["inferenceId"]) {
   if (attempt > 1) yield* withMetrics((m) => m.increment("tool_retries"))
   const started = yield* Clock.currentTimeMillis

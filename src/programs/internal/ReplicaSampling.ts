@@ -43,7 +43,7 @@ const seeded = (request: Engine.InferenceRequest, seed: number | undefined, inde
 /** What two requests must share to be samples of one: everything but the seed. */
 const sampleKey = (request: Engine.InferenceRequest): string => JSON.stringify(overlay(request, { seed: undefined }))
 
-/** The gathering views, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The gathering views, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* gatheringSteps(engine: Engine.Service, n: number, seed: number | undefined) {
   const first: Array<Engine.InferenceRequest | "absent" | undefined> = Array.from({ length: n }, () => undefined)
   const replies = yield* Effect.forEach(first, () => Deferred.make<Option.Option<Outcome>>())

@@ -48,7 +48,7 @@ const plainTypes: Readonly<Record<string, "string" | "boolean">> = Object.fromEn
  * object that passed, by identity (a run sends the same settings object on every
  * model call). Not a WeakMap of every object that passed: V8's young collector
  * keeps a WeakMap's keys alive through a scavenge, and a server decodes new
- * settings objects per request (bench/README, session 18).
+ * settings objects per request.
  */
 const passedPrimitives = new Map<string, Set<unknown>>()
 let primitivesKept = 0

@@ -210,9 +210,8 @@ const spanAndExporting: Effect.Effect<readonly [Option.Option<Tracer.Span>, bool
  * What it has read is kept on the effect itself, an instance of a class (a loop
  * makes one per run): not in a WeakMap keyed by it (V8's young-generation
  * collector keeps every key of a WeakMap alive through a scavenge, so a WeakMap of
- * per-call keys had each call's objects survive into the old generation: the
- * AgentLoop turn's bench, 1.2-1.9 MB promoted per scavenge; see bench/README), nor
- * in a property defined on an effect (140 ns a loop, bench/README session 22).
+ * per-call keys has each call's objects survive into the old generation), nor in a
+ * property defined on an effect (`Object.defineProperty` on a fresh object is slow).
  */
 export const lazyModelName = (modelInfo: Effect.Effect<{ readonly name: string }>): Effect.Effect<string> =>
   new LazyModelName(modelInfo)
@@ -269,7 +268,7 @@ export const inferenceInSpan = <E, R>(
 ): Effect.Effect<readonly [InferenceResult, Option.Option<Tracer.Span>], E, R> =>
   Effect.gen(() => inferenceInSpanSteps(name, request, call, options))
 
-/** The steps of `inferenceInSpan`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of `inferenceInSpan`, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* inferenceInSpanSteps<E, R>(name: string, request: InferenceRequest, call: Effect.Effect<InferenceResult, E, R>, options: InferenceSpanOptions) {
   const [span, annotated] = yield* spanAndExporting
   if (annotated) yield* annotateWith((current) => putRequest(current, name, request, options.inferenceId))

@@ -70,7 +70,7 @@ export const execute = <Out, E>(
 ): Effect.Effect<LoopResult<Out>, E | ConfigurationFailure> =>
   Effect.gen(() => executeSteps(rt, settings, input, streaming)).pipe(Observed.within(rt.observe))
 
-/** The steps of `execute`: one generator function for every call (a generator function made per call costs V8 new maps, see bench/README session 19). */
+/** The steps of `execute`: one generator function for every call (a generator function made per call costs V8 new maps). */
 function* executeSteps<Out, E>(rt: Runtime, settings: Settings<Out, E>, input: ReadonlyArray<RunMessage.Input>, streaming: boolean) {
   const messages = yield* takeInput(rt, input)
   const state: State<Out> = {

@@ -202,7 +202,7 @@ export const react = (): Strategy<string> => ({
 const parseReact = (response: InferenceResult): Effect.Effect<LoopAction<string>, ConstraintFailure> =>
   Effect.gen(() => parseReactSteps(response))
 
-/** The steps of `parseReact`, one generator function for every call (a generator function made per call costs V8 new maps: bench/README, session 19). */
+/** The steps of `parseReact`, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* parseReactSteps(response: InferenceResult) {
   const decoded = decodeAction(response.content.trim())
   if (decoded._tag === "Left") {

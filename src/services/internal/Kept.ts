@@ -12,13 +12,10 @@
  * each call's record is old garbage the young collector cannot free, and it
  * points at the call's young objects, which are kept through young collections
  * as if alive (copied, then promoted). Those objects' own sites then look
- * long-lived too, and are pretenured in turn: in the bench's AgentLoop turn,
- * about a dozen of the library's literal sites and Effect's own ended up
- * allocating in the old generation, and garbage collection took 16% of the
- * turn's CPU time (6% with V8's `--no-allocation-site-pretenuring`, which a
- * library cannot set for its users). `new` of a class has no allocation site:
- * the same records built with `kept` keep the turn's objects young (GC 5-7%,
- * bench/README, session 20).
+ * long-lived too, and are pretenured in turn (V8's
+ * `--no-allocation-site-pretenuring` would avoid it, but a library cannot set it
+ * for its users). `new` of a class has no allocation site: the same records built
+ * with `kept` keep the call's objects young.
  *
  * The literal given to `kept` is garbage at once (never alive at a collection,
  * so its site is never pretenured); the record is a `Kept` with the same own
@@ -27,8 +24,8 @@
  * spread, serialize and compare (`toEqual`, Schema) as the literal would; only a
  * check of the prototype (`toStrictEqual`, `Object.getPrototypeOf`) sees the class.
  *
- * `kept` costs an `Object.assign` (40-170 ns a record, against 10-20 for a
- * literal); `npm run bench:pretenured -- <row>` shows which sites need it.
+ * `kept` costs an `Object.assign` over a literal; `npm run bench:pretenured --
+ * <row>` shows which sites need it.
  */
 
 /** The class of every record `kept` builds: no methods, `Object.prototype` behind it. */
@@ -40,7 +37,7 @@ export const kept = <A extends object>(fields: A): A => Object.assign(new Kept()
 /**
  * `kept({ ...base, ...fields })`, the fields over `base`'s, without the literal:
  * V8 (Node 20) builds an object literal that starts with a spread and goes on
- * with fields the slow way, about 500 ns a record (bench/README, session 22).
+ * with fields on a slow path.
  */
 export const keptWith = <A extends object, B extends object>(base: A, fields: B): Omit<A, keyof B> & B =>
   Object.assign(new Kept(), base, fields)

@@ -40,8 +40,8 @@ class Entry<A> {
  * The write order is a queue of (session, write number) beside the Map, not the
  * Map's own order: the oldest entry of a Map is `keys().next()`, and V8 finds it
  * by stepping over every entry deleted since the Map's table was last rebuilt.
- * A full store drops one session per new one, so with the default 10,000
- * sessions that step cost about 8 us per write (against 0.5 us with 10). A
+ * A full store drops one session per new one, so that step would grow with
+ * every session ever dropped. A
  * queue entry whose session was written again since is stale and skipped; the
  * queue is rebuilt from the Map when stale entries outnumber live ones, so it
  * holds at most about twice the sessions (each write O(1), amortized).
