@@ -1,7 +1,6 @@
 /**
- * Rules of src/ that come from measuring what V8 does with the library's objects
- * (bench/README, session 18), checked on the source itself with TypeScript's
- * parser:
+ * Rules of src/ that come from what V8 does with the library's objects, checked
+ * on the source itself with TypeScript's parser:
  *
  * - no object literal with a `get` or `set` accessor: V8 builds one on a slow
  *   path, and the AgentLoop's, made per call, had a fifth of what `make`
@@ -16,15 +15,11 @@
  * - on the hot path (the run loop, the AgentLoop's turn, the facade's chat
  *   request, their observed inferences and tool calls), no generator function is made per call: each `function*` is
  *   declared once, at the top of its module, and `Effect.gen(() => steps(...))`
- *   runs it. On Node 20 a generator function made and run per call cost about
- *   2.5 us and new maps in the old generation, which kept each call's objects
- *   through a young collection (2M calls: 5.2 s and 11% of what was allocated
- *   promoted, against 0.18 s and 0% for one generator function; a RunLoop run
- *   31 -> 18 us, promoted 9.4% -> 3.8%; bench/README, session 19);
+ *   runs it. On Node 20 a generator function made per call costs new maps in the
+ *   old generation, which keep each call's objects through a young collection;
  * - on the same hot path, no object literal that starts with a spread and goes
  *   on with fields (`{ ...base, k: v }`): Node 20's V8 builds each on a slow
- *   path, about 500 ns against 50-100 for `overlay(base, { k: v })`
- *   (services/internal/Overlay; bench/README, session 22).
+ *   path (`overlay(base, { k: v })` instead: services/internal/Overlay).
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
