@@ -27,8 +27,9 @@ const sample = (code: Failure.FailureCode): Failure.Failure => {
 describe("Failure taxonomy", () => {
   const allCodes = Failure.FailureCode.members.flatMap((m) => m.literals) as ReadonlyArray<Failure.FailureCode>
 
-  it("has the 22 codes of seed 03, two labelled extensions, four of durable runs and one of query expressions, each mapped to a category", () => {
-    expect(allCodes).toHaveLength(29)
+  it("has the 22 codes of seed 03, two labelled extensions, four of durable runs, one of query expressions and one of a server's capacity, each mapped to a category", () => {
+    expect(allCodes).toHaveLength(30)
+    expect(allCodes).toContain("ORCHESTRATION_CAPACITY_EXCEEDED")
     expect(allCodes).toContain("ORCHESTRATION_REPLAY_DIVERGED")
     expect(allCodes).toContain("ORCHESTRATION_STATE_UNAVAILABLE")
     expect(allCodes).toContain("ORCHESTRATION_SLOT_CLOSED")
@@ -128,6 +129,7 @@ describe("Failure taxonomy", () => {
       F.OrchestrationFailure.slotClosed("x"),
       F.OrchestrationFailure.expressionFailed("x"),
       F.OrchestrationFailure.slotForbidden("x"),
+      F.OrchestrationFailure.capacityExceeded("x"),
       F.ConfigurationFailure.noEngine("x"),
       F.ConfigurationFailure.schemaRequired("x"),
       F.ConfigurationFailure.grammarNotFound("x"),
@@ -160,7 +162,9 @@ describe("Failure taxonomy", () => {
       // an expression fails the same way on the same recorded inputs
       ORCHESTRATION_EXPRESSION_FAILED: "never",
       // a wrong secret stays wrong
-      ORCHESTRATION_SLOT_FORBIDDEN: "never"
+      ORCHESTRATION_SLOT_FORBIDDEN: "never",
+      // a place is freed when a run ends
+      ORCHESTRATION_CAPACITY_EXCEEDED: "always"
     })
   })
 })

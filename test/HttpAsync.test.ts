@@ -208,6 +208,53 @@ describe("POST /v1/run, Prefer: respond-async", () => {
       })))
 })
 
+describe("POST /v1/run, Prefer: respond-async, its limits", () => {
+  const hang = ScriptedEngine.respond(() => Effect.never)
+
+  it.live("past maxRunsInFlight it is 429 with Retry-After and a JSON error naming what is full; a run that ends frees its place", () =>
+    withServer([hang, hang, ScriptedEngine.reply("pong"), hang], (url) =>
+      Effect.gen(function* () {
+        const first = yield* post(`${url}/v1/run`, chat("one"), async)
+        const second = yield* post(`${url}/v1/run`, chat("two"), async)
+        expect([first.status, second.status]).toEqual([202, 202])
+        const full = yield* post(`${url}/v1/run`, chat("three", { requestId: "r-full" }), async)
+        expect(full.status).toBe(429)
+        expect(Number(full.headers.get("retry-after"))).toBeGreaterThan(0)
+        expect(full.headers.get("x-request-id")).toBe("r-full")
+        expect(full.json.requestId).toBe("r-full")
+        expect(full.json.error).toMatchObject({
+          code: "ORCHESTRATION_CAPACITY_EXCEEDED",
+          retryable: true,
+          details: { limit: "maxRunsInFlight", max: 2 }
+        })
+        expect(full.json.error.message).toContain("durable runs in flight")
+        // a request the server would refuse anyway is refused for what it is, full or not
+        const bad = yield* post(`${url}/v1/run`, chat("x", { mode: "bogus" }), async)
+        expect(bad.status).toBe(400)
+        // a synchronous request is not a durable run: not counted
+        expect((yield* post(`${url}/v1/run`, chat("sync"))).status).toBe(200)
+
+        yield* post(`${url}/v1/runs/${first.json.runId}/cancel`, {})
+        yield* ended(url, first.json.runId)
+        // the place is freed once the run's end is seen (bounded by the test's timeout)
+        for (;;) {
+          const again = yield* post(`${url}/v1/run`, chat("four"), async)
+          if (again.status === 202) break
+          expect(again.status).toBe(429)
+          yield* Effect.sleep("20 millis")
+        }
+      }), { http: { maxRunsInFlight: 2 } }))
+
+  it.live("past maxRunsPerPrincipal one principal's next async run is 429 naming the principal's limit", () =>
+    withServer([hang, hang], (url) =>
+      Effect.gen(function* () {
+        expect((yield* post(`${url}/v1/run`, chat("one"), async)).status).toBe(202)
+        const full = yield* post(`${url}/v1/run`, chat("two"), async)
+        expect(full.status).toBe(429)
+        expect(full.json.error).toMatchObject({ code: "ORCHESTRATION_CAPACITY_EXCEEDED", details: { limit: "maxRunsPerPrincipal", max: 1 } })
+      }), { http: { maxRunsInFlight: 10, maxRunsPerPrincipal: 1 } }))
+})
+
 describe("Prefer, as read", () => {
   it("respond-async and wait=N, case-insensitive, other preferences and malformed waits ignored, waits capped", () => {
     expect(preferenceOf(undefined, undefined)).toEqual({ async: false, wait: Duration.millis(0) })

@@ -181,6 +181,38 @@ describe("POST /v1/queries", () => {
       { requestTimeout: "300 millis" }
     ))
 
+  it.live("past maxRunsInFlight a query is 429 with Retry-After naming what is full (a wrong one still 400); a run that ends frees its place", () =>
+    withServer(
+      (url, runs) =>
+        Effect.gen(function* () {
+          const slow = query({ responders: [{ kind: "system", capability: "slow" }] })
+          const first = yield* post(`${url}/v1/queries`, { ...slow, async: true })
+          expect(first.status).toBe(202)
+          const full = yield* post(`${url}/v1/queries`, { ...query(), async: true, requestId: "q-full" })
+          expect(full.status).toBe(429)
+          expect(Number(full.headers.get("retry-after"))).toBeGreaterThan(0)
+          expect(full.json).toMatchObject({
+            requestId: "q-full",
+            error: { code: "ORCHESTRATION_CAPACITY_EXCEEDED", retryable: true, details: { limit: "maxRunsInFlight", max: 1 } }
+          })
+          // a query that waits for its answer is a durable run in flight too
+          expect((yield* post(`${url}/v1/queries`, query())).status).toBe(429)
+          expect((yield* post(`${url}/v1/queries`, query({ top_k: 0 }))).status).toBe(400)
+          expect(yield* runs.list()).toHaveLength(1)
+
+          yield* runs.cancel(first.json.query.runId)
+          for (;;) {
+            const again = yield* post(`${url}/v1/queries`, query())
+            if (again.status === 200) break
+            expect(again.status).toBe(429)
+            yield* Effect.sleep("20 millis")
+          }
+          // a query that ended in the request left its place: the next one is admitted at once
+          expect((yield* post(`${url}/v1/queries`, query())).status).toBe(200)
+        }),
+      { maxRunsInFlight: 1 }
+    ))
+
   it.live("the served model answers queries by default (Live.layer): an llm responder named model, ~model", () =>
     Effect.scoped(
       Effect.gen(function* () {

@@ -45,6 +45,7 @@ import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
 import type { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
+import * as Admission from "./http/Admission.js"
 import { PaganticApi } from "./http/Api.js"
 import * as ChatCompletions from "./http/ChatCompletions.js"
 import * as Responses from "./http/Responses.js"
@@ -70,10 +71,12 @@ const handlers = (options: Options) =>
     Effect.gen(function* () {
       const settings = settingsOf(options)
       const engine = yield* Engine
-      const run = yield* Run.make(settings)
+      // one count of durable runs in flight for both routes that start them
+      const places = Admission.runPlaces(settings)
+      const run = yield* Run.make(settings, places)
       const chat = yield* ChatCompletions.make(settings)
       const responses = yield* Responses.make(settings)
-      const queries = yield* Queries.make(settings)
+      const queries = yield* Queries.make(settings, places)
       return handlers
         .handleRaw("run", ({ request }) => run(request))
         .handleRaw("chatCompletions", ({ request }) => chat(request))

@@ -51,7 +51,9 @@ export const OrchestrationCode = Schema.Literal(
   /** A query's CEL expression (a threshold, an acceptance, a weight, a fold) failed on the values it was given at run time. */
   "ORCHESTRATION_EXPRESSION_FAILED",
   /** An answer came for a human slot with a secret that does not open it; nothing was recorded. */
-  "ORCHESTRATION_SLOT_FORBIDDEN"
+  "ORCHESTRATION_SLOT_FORBIDDEN",
+  /** A server's places for what it runs at once (durable runs in flight, event listeners) are all taken; nothing was started. */
+  "ORCHESTRATION_CAPACITY_EXCEEDED"
 )
 export const ConfigurationCode = Schema.Literal(
   "CONFIG_NO_ENGINE",
@@ -257,6 +259,11 @@ export class OrchestrationFailure extends Schema.TaggedError<OrchestrationFailur
   static slotForbidden(message: string, fields: Extra = {}): OrchestrationFailure {
     return new OrchestrationFailure({ code: "ORCHESTRATION_SLOT_FORBIDDEN", retryable: false, message, ...extra(fields) })
   }
+
+  /** Every place is taken (the details name the limit): nothing was started; retrying once one is freed succeeds. */
+  static capacityExceeded(message: string, fields: Extra = {}): OrchestrationFailure {
+    return new OrchestrationFailure({ code: "ORCHESTRATION_CAPACITY_EXCEEDED", retryable: true, message, ...extra(fields) })
+  }
 }
 
 /** The system is not configured for the request. */
@@ -351,6 +358,7 @@ export const categoryOfCode: { readonly [C in FailureCode]: FailureCategory } = 
   ORCHESTRATION_SLOT_CLOSED: "OrchestrationFailure",
   ORCHESTRATION_EXPRESSION_FAILED: "OrchestrationFailure",
   ORCHESTRATION_SLOT_FORBIDDEN: "OrchestrationFailure",
+  ORCHESTRATION_CAPACITY_EXCEEDED: "OrchestrationFailure",
   CONFIG_NO_ENGINE: "ConfigurationFailure",
   CONFIG_SCHEMA_REQUIRED: "ConfigurationFailure",
   CONFIG_GRAMMAR_NOT_FOUND: "ConfigurationFailure",
@@ -388,6 +396,7 @@ export const retryabilityOfCode: { readonly [C in FailureCode]: "always" | "neve
   ORCHESTRATION_SLOT_CLOSED: "never",
   ORCHESTRATION_EXPRESSION_FAILED: "never",
   ORCHESTRATION_SLOT_FORBIDDEN: "never",
+  ORCHESTRATION_CAPACITY_EXCEEDED: "always",
   CONFIG_NO_ENGINE: "never",
   CONFIG_SCHEMA_REQUIRED: "never",
   CONFIG_GRAMMAR_NOT_FOUND: "never",

@@ -39,7 +39,7 @@ import { ChatCompletion, ChatCompletionRequest, OpenAiErrorBody } from "./ChatCo
 // ---------------------------------------------------------------------------
 
 /** The statuses a failure code maps to (`Status.ts`). */
-export const errorStatuses = [400, 403, 413, 422, 499, 500, 502, 503, 504] as const
+export const errorStatuses = [400, 403, 413, 422, 429, 499, 500, 502, 503, 504] as const
 export type ErrorStatus = (typeof errorStatuses)[number]
 
 /**

@@ -35,13 +35,33 @@ export interface Options {
   readonly corsOrigins?: ReadonlyArray<string> | undefined
   /** Bounds on what a body may hold (depth, size, schemas, enums, plans, grammars); see `Guard.Limits`. */
   readonly limits?: Partial<Guard.Limits> | undefined
+  /**
+   * Durable runs in flight the server admits at once (`/v1/run` asked
+   * `respond-async`, `/v1/queries`), from start to end; past it 429 with
+   * `Retry-After`. Default 32. See `Admission`.
+   */
+  readonly maxRunsInFlight?: number | undefined
+  /** Of those, at most this many of one principal. Default 16. */
+  readonly maxRunsPerPrincipal?: number | undefined
+  /**
+   * Longest a `/v1/run` asked `respond-async` may run: its timeout hint (a
+   * shorter hint from the client wins), stated in the 202; past it the run ends
+   * failed, CANCELLED_TIMEOUT. Default 30 minutes.
+   */
+  readonly asyncRunTimeout?: Duration.DurationInput | undefined
+  /** `/v1/events/stream` listeners at once; past it 429 with `Retry-After`. Default 32. */
+  readonly maxEventListeners?: number | undefined
 }
 
 export const defaults = {
   port: 8080,
   host: "127.0.0.1",
   maxBodyBytes: 1024 * 1024,
-  requestTimeout: Duration.minutes(5)
+  requestTimeout: Duration.minutes(5),
+  maxRunsInFlight: 32,
+  maxRunsPerPrincipal: 16,
+  asyncRunTimeout: Duration.minutes(30),
+  maxEventListeners: 32
 }
 
 /** What the handlers run with: the options with their defaults applied. */
@@ -52,16 +72,34 @@ export interface Settings {
   /** How long the adapter waits for a run before it ends it itself; undefined when unbounded. */
   readonly backstop: Duration.Duration | undefined
   readonly limits: Guard.Limits
+  readonly maxRunsInFlight: number
+  readonly maxRunsPerPrincipal: number
+  /** The time limit of an async run in ms; undefined when unbounded. */
+  readonly asyncLimitMs: number | undefined
+  readonly maxEventListeners: number
 }
+
+/** A duration as a positive number of ms, or undefined when it is unbounded (infinite or 0). */
+const limitOf = (input: Duration.DurationInput): number | undefined => {
+  const limit = Duration.decode(input)
+  return Duration.isFinite(limit) && Duration.toMillis(limit) > 0 ? Duration.toMillis(limit) : undefined
+}
+
+/** A count as a whole number of at least 1 (a smaller or missing one: the default). */
+const countOf = (n: number | undefined, fallback: number): number => (n === undefined || !(n >= 1) ? fallback : Math.floor(n))
 
 export const settingsOf = (options: Options): Settings => {
   const limit = Duration.decode(options.requestTimeout ?? defaults.requestTimeout)
-  const limitMs = Duration.isFinite(limit) && Duration.toMillis(limit) > 0 ? Duration.toMillis(limit) : undefined
+  const limitMs = limitOf(limit)
   return {
     maxBodyBytes: options.maxBodyBytes ?? defaults.maxBodyBytes,
     limitMs,
     backstop: limitMs === undefined ? undefined : backstopOf(limit),
-    limits: { ...Guard.defaultLimits, ...options.limits }
+    limits: { ...Guard.defaultLimits, ...options.limits },
+    maxRunsInFlight: countOf(options.maxRunsInFlight, defaults.maxRunsInFlight),
+    maxRunsPerPrincipal: countOf(options.maxRunsPerPrincipal, defaults.maxRunsPerPrincipal),
+    asyncLimitMs: limitOf(options.asyncRunTimeout ?? defaults.asyncRunTimeout),
+    maxEventListeners: countOf(options.maxEventListeners, defaults.maxEventListeners)
   }
 }
 
@@ -72,6 +110,9 @@ export const settingsOf = (options: Options): Settings => {
 const commaList = (name: string) =>
   Config.map(Config.withDefault(Config.string(name), ""), (text) =>
     text.split(",").map((item) => item.trim()).filter((item) => item !== ""))
+
+const count = (name: string) =>
+  Config.integer(name).pipe(Config.validate({ message: "a whole number of at least 1", validation: (n) => n >= 1 }))
 
 /** The options from the environment (see `Http.layerConfig`); `overrides` win over it. */
 export const optionsConfig = (overrides: Options = {}): Config.Config<Options> =>
@@ -88,7 +129,11 @@ export const optionsConfig = (overrides: Options = {}): Config.Config<Options> =
       requestTimeout: Config.withDefault(Config.duration("PAGANTIC_REQUEST_TIMEOUT"), defaults.requestTimeout),
       apiKey: Config.option(Config.redacted("PAGANTIC_API_KEY")),
       allowedHosts: commaList("PAGANTIC_ALLOWED_HOSTS"),
-      corsOrigins: commaList("PAGANTIC_CORS_ORIGINS")
+      corsOrigins: commaList("PAGANTIC_CORS_ORIGINS"),
+      maxRunsInFlight: Config.withDefault(count("PAGANTIC_MAX_RUNS_IN_FLIGHT"), defaults.maxRunsInFlight),
+      maxRunsPerPrincipal: Config.withDefault(count("PAGANTIC_MAX_RUNS_PER_PRINCIPAL"), defaults.maxRunsPerPrincipal),
+      asyncRunTimeout: Config.withDefault(Config.duration("PAGANTIC_ASYNC_RUN_TIMEOUT"), defaults.asyncRunTimeout),
+      maxEventListeners: Config.withDefault(count("PAGANTIC_MAX_EVENT_LISTENERS"), defaults.maxEventListeners)
     }),
     (env): Options => {
       const defined = Object.fromEntries(Object.entries(overrides).filter(([, v]) => v !== undefined)) as Options

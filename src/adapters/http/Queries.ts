@@ -20,20 +20,30 @@
  * A query waits for its answer within the server's request limit: past it the
  * request ends CANCELLED_TIMEOUT and its run is cancelled. A client that hangs up
  * cancels it the same way. Longer queries are asked with `async`.
+ *
+ * On a server whose queries are durable runs (it has `Runs`), each query takes a
+ * place among the durable runs in flight (`Admission`) until its run ends (for a
+ * 202, after the answer): past the limit it is 429 with `Retry-After` and no run
+ * starts; a query the server would refuse anyway is refused for what it is.
  */
 import * as HttpApp from "@effect/platform/HttpApp"
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { SystemResponse } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import { PaganticSystem } from "../../programs/Facade.js"
+import { Runs } from "../../services/Runs.js"
+import * as Admission from "./Admission.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
+import { CurrentPrincipal } from "./Principal.js"
 import { statusOfError, traceIdOf } from "./Status.js"
 
 /** The longest request id a client may send. */
@@ -60,12 +70,35 @@ const encode = Schema.encodeSync(SystemResponse)
 
 const refuse = Edge.refuseRun
 
-/** The handler of `/v1/queries`, built once per server (it keeps the ids of the requests running). */
-export const make = (settings: Settings) =>
+/**
+ * The handler of `/v1/queries`, built once per server (it keeps the ids of the
+ * requests running); with durable runs, a query takes one of `places` until its run ends.
+ */
+export const make = (settings: Settings, places: Admission.Places = Admission.runPlaces(settings)) =>
   Effect.gen(function* () {
     const system = yield* PaganticSystem
     const newRequestId = yield* Lifetime.newRequestIds
     const inFlight = Lifetime.makeInFlight()
+    const runs = yield* Effect.serviceOption(Runs)
+
+    /** A place for the request's run, held until `ended`; undefined when queries are not durable runs here. */
+    const placeFor = (envelope: unknown, requestId: string) =>
+      Effect.gen(function* () {
+        if (Option.isNone(runs)) return undefined
+        const place = yield* places.take((yield* CurrentPrincipal).name)
+        if (Either.isRight(place)) return place.right
+        const refused = yield* system.check(envelope)
+        if (refused !== undefined) return yield* refuse(refused, requestId, statusOfError(refused))
+        return yield* Admission.refuse(place.left, requestId)
+      })
+
+    /** Frees `release` once the run the response names ends (a run still going: in a fiber of its own). */
+    const releaseAfter = (response: SystemResponse, release: Effect.Effect<void>) => {
+      const runId = response.query?.runId
+      return Option.isNone(runs) || runId === undefined || response.query?.status === "completed"
+        ? release
+        : Effect.asVoid(Effect.forkDaemon(Effect.ensuring(Effect.ignore(runs.value.await(runId)), release)))
+    }
 
     return (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
@@ -93,10 +126,11 @@ export const make = (settings: Settings) =>
         yield* HttpApp.appendPreResponseHandler((_, reply) =>
           Effect.succeed(HttpServerResponse.setHeader(reply, "x-request-id", Edge.requestIdHeader(requestId)))
         )
+        const release = (yield* placeFor(envelope, requestId)) ?? Effect.void
         const response = yield* inFlight.claim(
           requestId,
           Lifetime.runTied(system, requestId, system.runUnknown(envelope, { detach: fields.right.async }), settings.backstop)
-        )
+        ).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? releaseAfter(exit.value, release) : release))
         if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
         if (response.query !== undefined && response.query.status !== "completed") {
           return HttpServerResponse.unsafeJson(encode(response), { status: 202 })

@@ -18,8 +18,10 @@
  * SystemResponse as its result, or the request's error; `POST
  * /v1/runs/{id}/cancel` cancels it (CANCELLED_SIGNAL). The server's time limit
  * does not apply to such a run (its own `hints.timeout` does), and its request id
- * stays in use until it ends. A server without them answers in the request, with
- * no `Preference-Applied`.
+ * stays in use until it ends. Such a run takes a place among the server's durable
+ * runs in flight (`Admission`) until it ends: past the limit (the server's, or
+ * the principal's) the request is 429 with `Retry-After` and nothing starts. A
+ * server without them answers in the request, with no `Preference-Applied`.
  */
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpApp from "@effect/platform/HttpApp"
@@ -38,11 +40,13 @@ import { RequestRuns } from "../../programs/facade/RequestRun.js"
 import { ConversationStore } from "../../services/ConversationStore.js"
 import type { RunInfo, RunsError } from "../../services/Runs.js"
 import { Runs } from "../../services/Runs.js"
+import * as Admission from "./Admission.js"
 import type { RunAccepted } from "./Api.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
+import { CurrentPrincipal } from "./Principal.js"
 import { statusOfError, traceIdOf } from "./Status.js"
 
 /** The longest id (request, session, trace) a client may send. */
@@ -111,8 +115,11 @@ const linksOf = (runId: string) => {
   return { self, events: `${self}/events`, cancel: `${self}/cancel` }
 }
 
-/** The handler of `/v1/run`, built once per server (it keeps the ids of the requests running). */
-export const make = (settings: Settings) =>
+/**
+ * The handler of `/v1/run`, built once per server (it keeps the ids of the
+ * requests running); an async run takes one of `places` until it ends.
+ */
+export const make = (settings: Settings, places: Admission.Places = Admission.runPlaces(settings)) =>
   Effect.gen(function* () {
     const system = yield* PaganticSystem
     const store = yield* Effect.serviceOption(ConversationStore)
@@ -127,14 +134,16 @@ export const make = (settings: Settings) =>
       : Option.none()
 
     /**
-     * Starts the envelope as a durable run; its request id stays in use until the
-     * run ends (in a fiber of its own: the client may go away, the run goes on).
+     * Starts the envelope as a durable run; its request id and its place stay
+     * taken until the run ends (in a fiber of its own: the client may go away,
+     * the run goes on).
      */
     const startRun = (
       service: Runs["Type"],
       definition: RequestRuns["Type"]["definition"],
       requestId: string,
-      envelope: unknown
+      envelope: unknown,
+      release: Effect.Effect<void>
     ): Effect.Effect<string, RunsError> =>
       Effect.gen(function* () {
         const started = yield* Deferred.make<string, RunsError>()
@@ -143,7 +152,7 @@ export const make = (settings: Settings) =>
           yield* Deferred.succeed(started, runId)
           yield* service.await(runId)
         }).pipe(Effect.catchAll((error) => Deferred.fail(started, error)), Effect.ignore)
-        yield* Effect.forkDaemon(inFlight.claim(requestId, hold))
+        yield* Effect.forkDaemon(Effect.ensuring(inFlight.claim(requestId, hold), release))
         return yield* Deferred.await(started)
       })
 
@@ -212,7 +221,9 @@ export const make = (settings: Settings) =>
           const refused = yield* system.check(envelope)
           if (refused !== undefined) return yield* refuse(refused, requestId, statusOfError(refused))
           const { definition, runs: service } = durable.value
-          const runId = yield* startRun(service, definition, requestId, envelope).pipe(
+          const place = yield* places.take((yield* CurrentPrincipal).name)
+          if (Either.isLeft(place)) return yield* Admission.refuse(place.left, requestId)
+          const runId = yield* startRun(service, definition, requestId, envelope, place.right).pipe(
             Effect.catchAll((error) => refuse(toSystemError(error), requestId))
           )
           if (Duration.toMillis(preference.wait) > 0) {

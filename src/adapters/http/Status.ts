@@ -16,6 +16,9 @@
  *        and STATE_UNAVAILABLE (ORCHESTRATION_SLOT_CLOSED: the answer came for
  *        a slot that no longer takes one; ORCHESTRATION_EXPRESSION_FAILED: a
  *        query's CEL expression failed on the answers it read)
+ *   429  ORCHESTRATION_CAPACITY_EXCEEDED (every place for durable runs in flight,
+ *        or for event listeners, is taken: nothing was started; sent with
+ *        `Retry-After`)
  *   499  CANCELLED_SIGNAL (the caller went away; nginx's "client closed request")
  *   500  ORCHESTRATION_DEFECT (a bug, labelled; never a stack trace),
  *        ORCHESTRATION_REPLAY_DIVERGED (a recorded run the deployed code no
@@ -41,6 +44,8 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
       return 400
     case "ORCHESTRATION_SLOT_FORBIDDEN":
       return 403
+    case "ORCHESTRATION_CAPACITY_EXCEEDED":
+      return 429
     case "CONFIG_NO_ENGINE":
     case "INFERENCE_MODEL_UNAVAILABLE":
     case "TOOL_UNAVAILABLE":
