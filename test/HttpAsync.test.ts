@@ -245,6 +245,25 @@ describe("POST /v1/run, Prefer: respond-async, its limits", () => {
         }
       }), { http: { maxRunsInFlight: 2 } }))
 
+  it.live("an async run has the server's time limit for async runs, stated in the 202 (timeoutMs, deadline): past it the run ends CANCELLED_TIMEOUT", () =>
+    withServer([hang, hang], (url) =>
+      Effect.gen(function* () {
+        const before = Date.now()
+        const reply = yield* post(`${url}/v1/run`, chat("ping"), async)
+        expect(reply.status).toBe(202)
+        expect(reply.json.timeoutMs).toBe(400)
+        const deadline = Date.parse(reply.json.deadline)
+        expect(deadline).toBeGreaterThanOrEqual(before + 400)
+        expect(deadline).toBeLessThanOrEqual(Date.now() + 400)
+        const done = yield* ended(url, reply.json.runId)
+        expect(done.json.status).toBe("failed")
+        expect(done.json.error.code).toBe("CANCELLED_TIMEOUT")
+        // a shorter limit asked by the client wins, and is the one stated
+        const shorter = yield* post(`${url}/v1/run`, chat("ping", { hints: { timeout: 150 } }), async)
+        expect(shorter.json.timeoutMs).toBe(150)
+        expect((yield* ended(url, shorter.json.runId)).json.error.code).toBe("CANCELLED_TIMEOUT")
+      }), { http: { asyncRunTimeout: "400 millis" } }))
+
   it.live("past maxRunsPerPrincipal one principal's next async run is 429 naming the principal's limit", () =>
     withServer([hang, hang], (url) =>
       Effect.gen(function* () {

@@ -122,13 +122,17 @@ export const Health = Schema.Struct({
 /**
  * A request started as a durable run (202, asked with `Prefer: respond-async`):
  * follow it at `links.self` (its result is the SystemResponse), `links.events`
- * (SSE), cancel it at `links.cancel`.
+ * (SSE), cancel it at `links.cancel`; it ends by `deadline` at the latest.
  */
 export const RunAccepted = Schema.Struct({
   runId: Schema.String,
   requestId: Schema.String,
   status: Schema.Literal("running", "suspended", "stale", "completed", "failed", "cancelled"),
-  links: Schema.Struct({ self: Schema.String, events: Schema.String, cancel: Schema.String })
+  links: Schema.Struct({ self: Schema.String, events: Schema.String, cancel: Schema.String }),
+  /** The run's time limit in ms (absent: unbounded); past it the run ends CANCELLED_TIMEOUT. */
+  timeoutMs: Schema.optional(Schema.Number),
+  /** When the limit passes (ISO 8601), counted from the run's start. */
+  deadline: Schema.optional(Schema.String)
 }).annotations({ identifier: "RunAccepted" })
 export type RunAccepted = typeof RunAccepted.Type
 

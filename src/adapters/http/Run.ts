@@ -10,14 +10,17 @@
  * runs (`RequestRun.RequestRuns`), the request is checked (decoded and the
  * facade's INIT checks: a bad one is refused as usual and no run is started),
  * then started as a durable run; the answer is
- * 202 with `{ runId, requestId, status, links }`, `Location: /v1/runs/{id}` and
+ * 202 with `{ runId, requestId, status, links, timeoutMs, deadline }`, `Location: /v1/runs/{id}` and
  * `Preference-Applied: respond-async`, unless the run ends within `wait` seconds:
  * then the answer is the response itself (or its refusal), as without the
  * preference, with the run's id in `x-run-id`. The run goes on in the server (a
  * client that hangs up does not cancel it); `GET /v1/runs/{id}` gives the
  * SystemResponse as its result, or the request's error; `POST
- * /v1/runs/{id}/cancel` cancels it (CANCELLED_SIGNAL). The server's time limit
- * does not apply to such a run (its own `hints.timeout` does), and its request id
+ * /v1/runs/{id}/cancel` cancels it (CANCELLED_SIGNAL). Such a run has the
+ * server's time limit for async runs (`asyncRunTimeout`, not the request limit:
+ * a shorter `hints.timeout` from the client wins), stated in the 202 as
+ * `timeoutMs` and `deadline`; past it the run ends failed, CANCELLED_TIMEOUT (a
+ * run re-driven after a restart gets its whole limit again). Its request id
  * stays in use until it ends. Such a run takes a place among the server's durable
  * runs in flight (`Admission`) until it ends: past the limit (the server's, or
  * the principal's) the request is 429 with `Retry-After` and nothing starts. A
@@ -26,6 +29,7 @@
 import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpApp from "@effect/platform/HttpApp"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -59,6 +63,10 @@ const checkId = (raw: Record<string, unknown>, field: "requestId" | "sessionId" 
     ? undefined
     : { field, message: `expected a string of 1 to ${maxIdLength} characters` }
 }
+
+/** The timeout hint (ms) of `hints`, when it has a positive one. */
+const timeoutOf = (hints: unknown): number | undefined =>
+  Json.isObject(hints) && typeof hints.timeout === "number" && hints.timeout > 0 ? hints.timeout : undefined
 
 /** The server's limit as the envelope's timeout hint (ms); a shorter hint from the client wins. */
 const withTimeout = (hints: unknown, limitMs: number | undefined): unknown => {
@@ -217,13 +225,17 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
           ...(raw.traceId === undefined && traceId !== undefined ? { traceId } : {})
         }
         if (preference.async && Option.isSome(durable)) {
+          const hints = withTimeout(raw.hints, settings.asyncLimitMs)
+          const runEnvelope = hints === undefined ? envelope : { ...envelope, hints }
+          const timeoutMs = timeoutOf(hints)
           // checked before anything starts (decoded, then the facade's INIT checks): a bad request starts no run
-          const refused = yield* system.check(envelope)
+          const refused = yield* system.check(runEnvelope)
           if (refused !== undefined) return yield* refuse(refused, requestId, statusOfError(refused))
           const { definition, runs: service } = durable.value
           const place = yield* places.take((yield* CurrentPrincipal).name)
           if (Either.isLeft(place)) return yield* Admission.refuse(place.left, requestId)
-          const runId = yield* startRun(service, definition, requestId, envelope, place.right).pipe(
+          const startedAt = yield* Clock.currentTimeMillis
+          const runId = yield* startRun(service, definition, requestId, runEnvelope, place.right).pipe(
             Effect.catchAll((error) => refuse(toSystemError(error), requestId))
           )
           if (Duration.toMillis(preference.wait) > 0) {
@@ -238,7 +250,8 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
             runId,
             requestId,
             status: Option.isSome(info) ? info.value.status : "running",
-            links
+            links,
+            ...(timeoutMs === undefined ? {} : { timeoutMs, deadline: new Date(startedAt + timeoutMs).toISOString() })
           }
           return HttpServerResponse.unsafeJson(body, {
             status: 202,
