@@ -171,8 +171,10 @@ describe("Durable runs in memory", () => {
 
         const late = yield* Effect.flip(runs.respond(id, "review", secretOf(slot!), { approved: false, note: "late" }))
         expect(late.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        // a slot that does not exist is refused as a wrong secret is: the same code and message, nothing told apart
         const unknown = yield* Effect.flip(runs.respond(id, "nope", "s", {}))
-        expect(unknown.code).toBe("ORCHESTRATION_SLOT_CLOSED")
+        expect(unknown.code).toBe("ORCHESTRATION_SLOT_FORBIDDEN")
+        expect(unknown.message).toBe(wrong.message.replace(`"review"`, `"nope"`))
       })
     ).pipe(Effect.timeout("20 seconds")))
 

@@ -1,7 +1,9 @@
 /**
  * Humans in the patterns, on the in-memory runs with TestClock: a human CALL is a
- * durable slot; accept moves the deadline to max(deadline, now + eta) and reopens
- * the call, decline closes it without counting, submit answers; the deadline
+ * durable slot; an answer off the query's shape is refused when it arrives (the
+ * slot stays open); accept moves the deadline to max(deadline, now + eta) within
+ * the query's latency bound and reopens the call, decline closes it without
+ * counting, submit answers; the deadline
  * closes it as expired (escalate then commits the previous tier's answer marked
  * expired, or fails by option); an answer to a closed slot is SLOT_CLOSED.
  */
@@ -43,7 +45,7 @@ const learned = (thread: ReadonlyArray<Records.QueryRecord>) =>
   thread.filter((r): r is Records.Learn => r.kind === "LEARN").map((r) => r.body)
 
 describe("humans in the patterns (TestClock)", () => {
-  it.effect("an accept moves the deadline to max(deadline, now + eta); the submit on the reopened call is committed; the first slot is then SLOT_CLOSED", () =>
+  it.effect("an accept past the query's latency bound is refused naming eta_seconds (the slot stays open); one within it reopens the call; the submit on it is committed; the first slot is then SLOT_CLOSED", () =>
     Effect.gen(function* () {
       const { layer, notices, queries } = yield* setup({ haiku: [classify("news", 0.5)] }, humans)
       yield* Effect.gen(function* () {
@@ -56,16 +58,20 @@ describe("humans in the patterns (TestClock)", () => {
         expect(first!.slot.deadline.epochMillis).toBe(3_600_000)
 
         yield* TestClock.adjust("1000 seconds")
-        expect(yield* runs.respond(id, first!.slot.key, secret(first!), { kind: "infer.accept.v1", eta_seconds: 7200 })).toBe("Accepted")
+        // 1000 s + 7200 s is past the query's bound (3600 s): refused, nothing recorded, the slot still takes an answer
+        const past = yield* Effect.flip(runs.respond(id, first!.slot.key, secret(first!), { kind: "infer.accept.v1", eta_seconds: 7200 }))
+        expect(past.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(past.details).toMatchObject({ field: "answer.eta_seconds" })
+        expect(past.message).toContain("1970-01-01T01:00:00.000Z")
+        expect((yield* Ref.get(notices)).length).toBe(1)
+        expect(yield* runs.respond(id, first!.slot.key, secret(first!), { kind: "infer.accept.v1", eta_seconds: 2000 })).toBe("Accepted")
         yield* settle
         yield* runs.await(id, { untilSuspended: true })
         const second = (yield* Ref.get(notices))[1]!
-        // 1000 s + 7200 s, later than the first deadline (3600 s); give or take the 100 ms the run took to move
-        expect(second.slot.deadline.epochMillis).toBeGreaterThanOrEqual(8_200_000)
-        expect(second.slot.deadline.epochMillis).toBeLessThanOrEqual(8_200_100)
+        // 1000 s + 2000 s is earlier than the first deadline: it stays (3600 s)
+        expect(second.slot.deadline.epochMillis).toBe(3_600_000)
 
-        // past the first deadline, the call is still open
-        yield* TestClock.adjust("3000 seconds")
+        yield* TestClock.adjust("2000 seconds")
         expect((yield* runs.poll(id)).status).toBe("suspended")
         yield* runs.respond(id, second.slot.key, secret(second), { kind: "core.classification.v1", category: "research", _confidence: 0.95, _rationale: "a grant" })
         yield* settle
@@ -141,6 +147,57 @@ describe("humans in the patterns (TestClock)", () => {
         const failed = thread.find((r): r is Records.Do => r.kind === "DO" && r.body.kind === "infer.failure.v1")!
         expect(failed.body).toMatchObject({ problem: "no answer within 100 s" })
         expect(thread.find((r) => r.kind === "KNOW")!.body).toMatchObject({ category: "news", _fold: { valid: 1, total: 2 } })
+      }).pipe(Effect.provide(layer))
+    }), 30_000)
+
+  it.effect("an answer off the query's shape is refused when it arrives, naming the field, and the slot stays open: a label outside the labels, another kind, a verdict off the audit's schema", () =>
+    Effect.gen(function* () {
+      const { layer, notices, queries } = yield* setup({ haiku: [classify("news", 0.5)], gpt: [classify("research")] }, humans)
+      yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(runs, queries, escalation(), { aliases })
+        yield* runs.await(id, { untilSuspended: true })
+        const [notice] = yield* Ref.get(notices)
+        const refused = (answer: unknown) => Effect.flip(runs.respond(id, notice!.slot.key, secret(notice!), answer))
+        const before = (yield* Orchestration.thread(runs, id)).length
+        const sports = yield* refused({ kind: "core.classification.v1", category: "sports" })
+        expect(sports.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(sports.details).toMatchObject({ field: "answer.category" })
+        expect(sports.message).toContain(`category "sports" is none of the labels`)
+        expect(sports.message).toContain(`["research","news"]`)
+        const missing = yield* refused({ kind: "core.classification.v1", label: "research" })
+        expect(missing.details).toMatchObject({ field: "answer.category" })
+        const otherKind = yield* refused({ kind: "core.summary.v1", summary: "a grant" })
+        expect(otherKind.details).toMatchObject({ field: "answer.kind" })
+        expect(otherKind.message).toContain("core.classification.v1")
+        // nothing recorded, the run still waits on the same slot, which takes a good answer
+        expect((yield* Orchestration.thread(runs, id)).length).toBe(before)
+        expect((yield* runs.poll(id)).status).toBe("suspended")
+        expect(yield* runs.respond(id, notice!.slot.key, secret(notice!), { kind: "core.classification.v1", category: "research" })).toBe("Accepted")
+        yield* settle
+        expect((yield* runs.await(id)).status).toBe("completed")
+
+        // an auditor's verdict is checked against the verdict's schema, not the query's
+        const audited = yield* Orchestration.start(runs, queries, query({
+          max_latency_secs: 3600,
+          orchestration: {
+            pattern: "ensemble_with_audit",
+            primary_responders: [{ kind: "llm", model: "~gpt" }],
+            auditor: { kind: "actor", did: "did:example:alice" },
+            audit_expression: "audit.approved == true"
+          }
+        }), { aliases })
+        yield* runs.await(audited, { untilSuspended: true })
+        const auditor = (yield* Ref.get(notices)).find((n) => n.slot.runId === audited)!
+        const offSchema = yield* Effect.flip(runs.respond(audited, auditor.slot.key, secret(auditor), { kind: "core.json.v1", value: { approved: "yes" } }))
+        expect(offSchema.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(offSchema.details).toMatchObject({ field: "answer.value" })
+        expect(offSchema.message).toContain("approved")
+        const asQuery = yield* Effect.flip(runs.respond(audited, auditor.slot.key, secret(auditor), { kind: "core.classification.v1", category: "research" }))
+        expect(asQuery.details).toMatchObject({ field: "answer.kind" })
+        expect(yield* runs.respond(audited, auditor.slot.key, secret(auditor), { kind: "core.json.v1", value: { approved: true, rationale: "ok" } })).toBe("Accepted")
+        yield* settle
+        expect((yield* runs.await(audited)).status).toBe("completed")
       }).pipe(Effect.provide(layer))
     }), 30_000)
 

@@ -101,6 +101,13 @@ for (const [name, store, available] of stores) {
           expect((yield* runs.list({ status: "completed" })).map((r) => r.id)).toEqual([id])
           expect(yield* runs.list({ status: "running" })).toEqual([])
           expect(yield* runs.list({ status: "stale" })).toEqual([])
+          // the owner a caller gives is recorded and listed on (issue #42)
+          expect(info.owner).toBeUndefined()
+          const owned = yield* runs.start(Reference, { seed: 12 }, { id: "contract-owned", owner: "alice" })
+          expect((yield* runs.await(owned)).owner).toBe("alice")
+          expect((yield* runs.list({ owner: "alice" })).map((r) => r.id)).toEqual([owned])
+          expect((yield* runs.list({ owner: "alice", status: "completed" })).map((r) => r.id)).toEqual([owned])
+          expect((yield* runs.list({ owner: "bob" })).length).toBe(0)
         })
       ).pipe(Effect.timeout("40 seconds")), 60_000)
 
@@ -246,6 +253,28 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
       yield* PostgresRuns.migrate({ url })
       const tables = yield* Effect.promise(() => Postgres.tables(url))
       expect(tables).toEqual(expect.arrayContaining(["pagantic_runs", "pagantic_slots", "pagantic_records", "cluster_messages", "cluster_replies", "cluster_runners"]))
+    }).pipe(Effect.timeout("40 seconds")), 60_000)
+
+  it.live("a database from before owners: migrate adds the columns (idempotent) and keeps the runs", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase()
+      yield* Effect.promise(() => Postgres.query(url, `CREATE TABLE pagantic_runs (id TEXT PRIMARY KEY, definition TEXT NOT NULL,
+        payload TEXT NOT NULL, status TEXT NOT NULL, waiting_on TEXT, result TEXT, error TEXT, owner TEXT,
+        created_at DOUBLE PRECISION NOT NULL, updated_at DOUBLE PRECISION NOT NULL)`))
+      yield* Effect.promise(() => Postgres.query(url, `CREATE TABLE pagantic_slots (run_id TEXT NOT NULL, key TEXT NOT NULL,
+        shape TEXT NOT NULL, secret_hash TEXT NOT NULL, status TEXT NOT NULL, deadline DOUBLE PRECISION NOT NULL, answer TEXT,
+        closed_at DOUBLE PRECISION, delivered INTEGER NOT NULL DEFAULT 0, PRIMARY KEY (run_id, key))`))
+      yield* Effect.promise(() => Postgres.query(url, `INSERT INTO pagantic_runs VALUES ('old', 'reference', '{}', 'completed',
+        NULL, NULL, NULL, NULL, 1, 1)`))
+      yield* PostgresRuns.migrate({ url })
+      yield* PostgresRuns.migrate({ url })
+      const columns = yield* Effect.promise(() =>
+        Postgres.query<{ table_name: string; column_name: string }>(url, `SELECT table_name, column_name FROM information_schema.columns
+          WHERE table_name IN ('pagantic_runs', 'pagantic_slots')`))
+      const of = (table: string) => columns.filter((c) => c.table_name === table).map((c) => c.column_name)
+      expect(of("pagantic_runs")).toContain("principal")
+      expect(of("pagantic_slots")).toEqual(expect.arrayContaining(["responder", "terms", "latest", "accepts"]))
+      expect(yield* Effect.promise(() => Postgres.query(url, "SELECT id, principal FROM pagantic_runs"))).toEqual([{ id: "old", principal: null }])
     }).pipe(Effect.timeout("40 seconds")), 60_000)
 
   it("two runners starting at once on an empty database both come up; a run going on one is awaited, answered and cancelled on the other", async () => {

@@ -127,9 +127,9 @@ describe("pagantic migrate | runs | thread | respond (in process, a temporary st
       expect(JSON.parse(shown.out)).toMatchObject({ id: "t-1", status: "suspended", waitingOn: "review" })
 
       const forbidden = yield* runCli(["respond", "--secret", "wrong", "--submit", `{"approved":true,"note":"x"}`, "--state", file, "t-1", "review"])
-      expect(forbidden.err[0]).toMatch(/^error: ORCHESTRATION_SLOT_FORBIDDEN: the secret does not open slot "review"/)
+      expect(forbidden.err[0]).toMatch(/^error: ORCHESTRATION_SLOT_FORBIDDEN: run t-1 has no slot "review" that this answerer may answer/)
       const shape = yield* runCli(["respond", "--secret", secret, "--submit", `{"approved":"yes"}`, "--state", file, "t-1", "review"])
-      expect(shape.err[0]).toMatch(/^error: CONFIG_INVALID_REQUEST: the answer to slot "review" does not match/)
+      expect(shape.err[0]).toMatch(/^error: CONFIG_INVALID_REQUEST: answer: does not match the shape "review" of slot "review"/)
       const notJson = yield* runCli(["respond", "--secret", secret, "--submit", "{nope", "--state", file, "t-1", "review"])
       expect(notJson.err[0]).toContain("--submit is not JSON")
       expect(JSON.parse((yield* runCli(["runs", "show", "--json", "--state", file, "t-1"])).out).waitingOn).toBe("review")

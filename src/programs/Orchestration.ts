@@ -112,7 +112,7 @@ export const start = (
   wire: unknown,
   options: Check.Options & Runs.StartOptions = {}
 ): Effect.Effect<string, Runs.RunsError> =>
-  Effect.flatMap(Check.check(wire, options), (checked) => runs.start(queries, checked.query, { id: options.id }))
+  Effect.flatMap(Check.check(wire, options), (checked) => runs.start(queries, checked.query, { id: options.id, owner: options.owner }))
 
 const decodeRecord = Schema.decodeUnknownEither(Records.QueryRecord)
 

@@ -11,11 +11,14 @@
  * computed once, that a restart does not push back.
  *
  * A human slot (`slot`, `awaitAnswer`) is a question sent out of the run: a
- * random secret and an absolute deadline are drawn in a step; the answer comes
- * through `Runs.respond` with that secret (a responder may first `accept`, which
- * moves the deadline to at least now + its eta, or `decline`); if none comes by the deadline, a timer
- * closes the slot as expired. Whoever closes the slot first wins; the run waits
- * (SUSPENDED) without holding a fiber, across restarts.
+ * random secret and an absolute deadline are drawn in a step (the deadline is
+ * journaled, the secret only its hash: it is handed to the program, never
+ * written down); the answer comes through `Runs.respond` with that secret, or
+ * from the responder the slot names (a responder may first `accept`, which
+ * moves the deadline to at least now + its eta within the slot's bound, or
+ * `decline`); if none comes by the deadline, a timer closes the slot as expired.
+ * Whoever closes the slot first wins; the run waits (SUSPENDED) without holding
+ * a fiber, across restarts.
  *
  * The service exists only inside a run (the Runs layer provides it to the
  * program); its methods never need anything else from the context.
@@ -28,17 +31,41 @@ import * as Schema from "effect/Schema"
 import type { Failure } from "../domain/Failure.js"
 
 /**
- * The kind of answer a slot takes: a name and the schema every answer must match.
- * A run definition lists its shapes, so `Runs.respond` checks an answer before
- * the slot is closed with it.
+ * The kind of answer a slot takes: a name, the schema every answer must match,
+ * and optionally what one slot's answers must satisfy besides (`check`, given the
+ * terms the slot was opened with). A run definition lists its shapes, so
+ * `Runs.respond` checks an answer before the slot is closed with it: a refused
+ * answer leaves the slot open.
  */
 export interface AnswerShape<A, I = A> {
   readonly name: string
   readonly schema: Schema.Schema<A, I>
+  readonly check?: ((answer: A, slot: SlotTerms) => AnswerProblem | undefined) | undefined
+}
+
+/** What `AnswerShape.check` knows of the slot an answer came to. */
+export interface SlotTerms {
+  /** The slot's `terms` (`SlotOptions.terms`), as recorded. */
+  readonly terms: unknown
+  /** When the answer came (epoch milliseconds). */
+  readonly at: number
+  readonly deadline: number
+  /** The latest an accept may move the deadline to (epoch milliseconds); none: no bound. */
+  readonly latest: number | undefined
+}
+
+/** Why an answer is refused: the field (a path in the answer, e.g. `category`) and what is wrong. */
+export interface AnswerProblem {
+  readonly field: string
+  readonly message: string
 }
 
 /** An answer shape named `name` (unique among the shapes of a run definition). */
-export const answerShape = <A, I>(name: string, schema: Schema.Schema<A, I>): AnswerShape<A, I> => ({ name, schema })
+export const answerShape = <A, I>(
+  name: string,
+  schema: Schema.Schema<A, I>,
+  check?: (answer: A, slot: SlotTerms) => AnswerProblem | undefined
+): AnswerShape<A, I> => (check === undefined ? { name, schema } : { name, schema, check })
 
 /** An open human slot: where to answer, with which secret, until when. */
 export class Slot extends Schema.Class<Slot>("pagantic/Slot")({
@@ -47,7 +74,11 @@ export class Slot extends Schema.Class<Slot>("pagantic/Slot")({
   key: Schema.String,
   /** The answer shape's name. */
   shape: Schema.String,
-  /** The capability to answer: without it `Runs.respond` refuses and records nothing. */
+  /**
+   * The capability to answer, for whoever the program hands it to (a notification
+   * link): without it, or the responder the slot names, `Runs.respond` refuses and
+   * records nothing. Only its hash is stored.
+   */
   secret: Schema.Redacted(Schema.String),
   deadline: Schema.DateTimeUtc
 }) {}
@@ -77,6 +108,16 @@ export interface SlotOptions {
   readonly key?: string | undefined
   /** How long the slot stays open, from when it is first opened (journaled as an absolute deadline). */
   readonly sla: Duration.DurationInput
+  /** The responder it is asked of: `Runs.respond` takes its answer without the secret (`{ responder }`). */
+  readonly responder?: string | undefined
+  /** What the shape's `check` reads for this slot (JSON), recorded with it. */
+  readonly terms?: unknown
+  /**
+   * How late an accept may move the deadline, as a wait from when the slot is
+   * first opened (recorded as an absolute time). Default: no bound but a year
+   * from the accept.
+   */
+  readonly bound?: Duration.DurationInput | undefined
 }
 
 export interface Service {
@@ -97,7 +138,7 @@ export interface Service {
   readonly now: (key: string) => Effect.Effect<DateTime.Utc, Failure>
   /** `after` from now, computed once and journaled under `key` as an absolute time. */
   readonly deadline: (key: string, after: Duration.DurationInput) => Effect.Effect<DateTime.Utc, Failure>
-  /** Opens a human slot taking answers of `shape` (its secret and deadline journaled). */
+  /** Opens a human slot taking answers of `shape` (its deadline journaled, its secret stored only as a hash). */
   readonly slot: <A, I>(shape: AnswerShape<A, I>, options: SlotOptions) => Effect.Effect<Slot, Failure>
   /**
    * Waits for the slot to close: answered (the value decoded with the shape),

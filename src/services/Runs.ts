@@ -57,6 +57,8 @@ export class RunInfo extends Schema.Class<RunInfo>("pagantic/RunInfo")({
   id: Schema.String,
   definition: Schema.String,
   status: RunStatus,
+  /** Who started it (a principal's name, as the caller of `start` gave it); none when nobody said. */
+  owner: Schema.optional(Schema.String),
   /** The key of the slot a suspended run waits for. */
   waitingOn: Schema.optional(Schema.String),
   /** The result, encoded with the definition's success schema (completed runs). */
@@ -89,7 +91,15 @@ export class ThreadSlot extends Schema.Class<ThreadSlot>("pagantic/ThreadSlot")(
   status: Schema.Literal("open", "answered", "declined", "expired", "cancelled"),
   deadline: Schema.Number,
   answer: Schema.optional(Schema.Unknown),
-  closedAt: Schema.optional(Schema.Number)
+  closedAt: Schema.optional(Schema.Number),
+  /** The responder it was asked of (who may answer it without the secret). */
+  responder: Schema.optional(Schema.String),
+  /** What its answers must satisfy beyond the shape's schema (the shape's `check` reads it). */
+  terms: Schema.optional(Schema.Unknown),
+  /** The latest an accept may move its deadline to (epoch milliseconds); none: a year from the accept. */
+  latest: Schema.optional(Schema.Number),
+  /** How many accepts it took. */
+  accepts: Schema.optional(Schema.Number)
 }) {}
 
 /**
@@ -101,6 +111,8 @@ export class ThreadSlot extends Schema.Class<ThreadSlot>("pagantic/ThreadSlot")(
 export class Thread extends Schema.Class<Thread>("pagantic/Thread")({
   runId: Schema.String,
   definition: Schema.String,
+  /** Who started the run; kept by an import. */
+  owner: Schema.optional(Schema.String),
   payload: Schema.Unknown,
   records: Schema.Array(ThreadRecord),
   slots: Schema.Array(ThreadSlot)
@@ -108,6 +120,8 @@ export class Thread extends Schema.Class<Thread>("pagantic/Thread")({
 
 export interface ListOptions {
   readonly status?: RunStatus | undefined
+  /** Only the runs this owner started. */
+  readonly owner?: string | undefined
   /** At most this many, newest first. Default 100. */
   readonly limit?: number | undefined
 }
@@ -115,7 +129,20 @@ export interface ListOptions {
 export interface StartOptions {
   /** The run's id; default a random one. Starting an id that exists returns it unchanged. */
   readonly id?: string | undefined
+  /** Who starts it (a principal's name): recorded with the run, for whoever serves runs to several callers. */
+  readonly owner?: string | undefined
 }
+
+/**
+ * Who answers a slot: the holder of its secret (the string the run handed out),
+ * the responder it was asked of (`{ responder }`: the caller vouches that it
+ * authenticated as that responder), or the operator (`{ operator: true }`),
+ * trusted with every slot.
+ */
+export type Answerer = string | { readonly responder: string } | { readonly operator: true }
+
+/** How many times one slot may be accepted (each accept may move its deadline, up to the slot's bound). */
+export const maxAcceptsPerSlot = 3
 
 /** The errors of the Runs API: an unknown run or a bad input, a store down, a closed slot. */
 export type RunsError = OrchestrationFailure | ConfigurationFailure
@@ -139,45 +166,51 @@ export interface Service {
   /** Cancels the run: it ends `cancelled` with CANCELLED_SIGNAL, its open slots closed. */
   readonly cancel: (runId: string) => Effect.Effect<void, RunsError>
   /**
-   * Answers a slot. A wrong secret is refused (ORCHESTRATION_SLOT_FORBIDDEN) and records
-   * nothing; an answer that does not match the slot's shape is refused and the slot
-   * stays open; a slot already closed (answered, expired, cancelled) or past its
-   * deadline is ORCHESTRATION_SLOT_CLOSED.
+   * Answers a slot. An answerer the slot does not take (a wrong secret, another
+   * responder) and a slot that does not exist are refused alike
+   * (ORCHESTRATION_SLOT_FORBIDDEN, the same message) and record nothing; an answer
+   * that does not match the slot's shape, or that the shape's `check` refuses for
+   * this slot, is CONFIG_INVALID_REQUEST naming the field (`details.field`, a path
+   * in the answer) and the slot stays open; a slot already closed (answered,
+   * expired, cancelled) or past its deadline is ORCHESTRATION_SLOT_CLOSED.
    */
   readonly respond: (
     runId: string,
     slotKey: string,
-    secret: string,
+    answerer: Answerer,
     answer: unknown
   ) => Effect.Effect<"Accepted", RunsError>
   /**
    * A responder takes the slot and expects to answer within `etaSeconds`: the
-   * deadline becomes the later of itself and now + eta (the slot stays open).
-   * Checked like `respond`.
+   * deadline becomes the later of itself and now + eta (the slot stays open). At
+   * most `maxAcceptsPerSlot` accepts per slot (past it: CONFIG_INVALID_REQUEST,
+   * `details.field` "kind"), and never past the slot's bound (`details.field`
+   * "etaSeconds"). Checked like `respond`.
    */
   readonly accept: (
     runId: string,
     slotKey: string,
-    secret: string,
+    answerer: Answerer,
     etaSeconds: number
   ) => Effect.Effect<"Accepted", RunsError>
   /** A responder declines the slot: it closes, and the run sees `Declined` with the reason. Checked like `respond`. */
   readonly decline: (
     runId: string,
     slotKey: string,
-    secret: string,
+    answerer: Answerer,
     reason: DeclineReason
   ) => Effect.Effect<"Declined", RunsError>
   /** The run's records in order, then the new ones as they come, ending after the run ends. */
   readonly events: (runId: string) => Stream.Stream<ThreadRecord, RunsError>
-  /** The runs recorded, newest first. */
+  /** The runs recorded, newest first (only `owner`'s when it is given). */
   readonly list: (options?: ListOptions) => Effect.Effect<ReadonlyArray<RunInfo>, RunsError>
   /** The run's thread, to import elsewhere. */
   readonly exportThread: (runId: string) => Effect.Effect<Thread, RunsError>
   /**
    * Records an exported thread (its end left out) and re-drives it: steps whose
-   * response is in the thread are not run again. A run with the id already here is
-   * refused.
+   * response is in the thread are not run again; its owner, and its slots'
+   * responders and terms, are kept (their secrets are not: an open slot gets a new
+   * one). A run with the id already here is refused.
    */
   readonly importThread: (thread: Thread) => Effect.Effect<string, RunsError>
   /** Deletes the records of runs that ended longer ago than `olderThan`; returns how many runs went. */

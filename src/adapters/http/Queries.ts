@@ -15,7 +15,8 @@
  *        runs endpoints with `query.runId`.
  *   4xx/5xx  the SystemResponse with its `error`, as `/v1/run` refuses.
  *
- * Every answer carries the request id in `x-request-id`.
+ * Every answer carries the request id in `x-request-id`. A durable run the query
+ * starts is owned by the caller (its principal's name).
  *
  * A query waits for its answer within the server's request limit: past it the
  * request ends CANCELLED_TIMEOUT and its run is cancelled. A client that hangs up
@@ -44,6 +45,7 @@ import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import { CurrentPrincipal } from "./Principal.js"
+import { ownerOf } from "./Runs.js"
 import { statusOfError, traceIdOf } from "./Status.js"
 
 /** The longest request id a client may send. */
@@ -129,7 +131,12 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const release = (yield* placeFor(envelope, requestId)) ?? Effect.void
         const response = yield* inFlight.claim(
           requestId,
-          Lifetime.runTied(system, requestId, system.runUnknown(envelope, { detach: fields.right.async }), settings.backstop)
+          Lifetime.runTied(
+            system,
+            requestId,
+            system.runUnknown(envelope, { detach: fields.right.async, owner: ownerOf(yield* CurrentPrincipal) }),
+            settings.backstop
+          )
         ).pipe(Effect.onExit((exit) => Exit.isSuccess(exit) ? releaseAfter(exit.value, release) : release))
         if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
         if (response.query !== undefined && response.query.status !== "completed") {

@@ -51,6 +51,7 @@ import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import { CurrentPrincipal } from "./Principal.js"
+import { ownerOf } from "./Runs.js"
 import { statusOfError, traceIdOf } from "./Status.js"
 
 /** The longest id (request, session, trace) a client may send. */
@@ -156,7 +157,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
       Effect.gen(function* () {
         const started = yield* Deferred.make<string, RunsError>()
         const hold = Effect.gen(function* () {
-          const runId = yield* service.start(definition, envelope)
+          const runId = yield* service.start(definition, envelope, { owner: ownerOf(yield* CurrentPrincipal) })
           yield* Deferred.succeed(started, runId)
           yield* service.await(runId)
         }).pipe(Effect.catchAll((error) => Deferred.fail(started, error)), Effect.ignore)
@@ -267,7 +268,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
           Lifetime.runTied(
             system,
             requestId,
-            system.runUnknown({ ...envelope, hints: withTimeout(raw.hints, settings.limitMs) }),
+            system.runUnknown({ ...envelope, hints: withTimeout(raw.hints, settings.limitMs) }, { owner: ownerOf(yield* CurrentPrincipal) }),
             settings.backstop
           )
         )

@@ -43,6 +43,7 @@ import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
+import type { Principal } from "./Principal.js"
 import { statusOfError } from "./Status.js"
 
 /** The longest run id or slot key accepted in a path (the router matches no longer parameter: a 404). */
@@ -60,6 +61,9 @@ export const checkKey = (value: string, field: string): Guard.Problem | undefine
   value.length === 0 || value.length > maxIdLength || !printable.test(value)
     ? { field, message: `expected 1 to ${maxIdLength} printable characters without spaces, got ${quote(value)}` }
     : undefined
+
+/** The owner a run started by `principal` records: its name (the principal of no edge owns nothing). */
+export const ownerOf = (principal: Principal): string | undefined => (principal.name === "" ? undefined : principal.name)
 
 /** A run as the endpoints send it. */
 export const viewOf = (info: RunInfo): RunView => ({

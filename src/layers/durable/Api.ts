@@ -14,9 +14,10 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
-import type { RunsError, Service as RunsService } from "../../services/Runs.js"
-import { RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
-import type { RunRow } from "./Store.js"
+import type { AnswerProblem } from "../../services/Durable.js"
+import type { Answerer, RunsError, Service as RunsService } from "../../services/Runs.js"
+import { maxAcceptsPerSlot, RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
+import type { RunRow, SlotRow } from "./Store.js"
 import { describeParse, encodeFailure, parseJson, recordOf, endsThread, secretMatches, toUtc, workflowName, decodeFailure } from "./Encoding.js"
 import type { Runtime } from "./Runtime.js"
 import type { Slots } from "./Slots.js"
@@ -39,6 +40,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       id: row.id,
       definition: row.definition,
       status: row.status === "running" && row.owner !== owner && !(row.owner !== null && isLive(row.owner)) ? "stale" : row.status,
+      ...(row.principal === null ? {} : { owner: row.principal }),
       ...(row.waiting_on === null ? {} : { waitingOn: row.waiting_on }),
       ...(row.result === null ? {} : { result: parseJson(row.result) }),
       ...(Option.isSome(error) ? { error: error.value } : {}),
@@ -75,24 +77,29 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       })
     )
 
+  /** Whether `answerer` may answer `slot`. */
+  const opens = (slot: SlotRow, answerer: Answerer): boolean =>
+    typeof answerer === "string"
+      ? secretMatches(answerer, slot.secret_hash)
+      : "responder" in answerer
+      ? slot.responder !== null && slot.responder === answerer.responder
+      : answerer.operator
+
   /**
-   * The slot `slotKey` of `runId` if `secret` opens it and it still takes a
-   * response: a wrong secret is refused before anything else is said about the
-   * slot; a slot past its deadline is closed as expired on the way.
+   * The slot `slotKey` of `runId` if `answerer` may answer it and it still takes a
+   * response: a slot that does not exist and one the answerer may not answer are
+   * refused alike, before anything else is said about the slot; a slot past its
+   * deadline is closed as expired on the way.
    */
-  const openSlot = (runId: string, slotKey: string, secret: string) =>
+  const openSlot = (runId: string, slotKey: string, answerer: Answerer) =>
     Effect.gen(function* () {
       const { definition } = yield* findRun(runId)
       const slot = yield* store.getSlot(runId, slotKey)
-      if (slot === undefined) {
-        return yield* OrchestrationFailure.slotClosed(`run ${runId} has no slot "${slotKey}"`, {
-          details: { runId, slot: slotKey }
-        })
-      }
-      if (!secretMatches(secret, slot.secret_hash)) {
-        return yield* OrchestrationFailure.slotForbidden(`the secret does not open slot "${slotKey}" of run ${runId}`, {
-          details: { runId, slot: slotKey }
-        })
+      if (slot === undefined || !opens(slot, answerer)) {
+        return yield* OrchestrationFailure.slotForbidden(
+          `run ${runId} has no slot "${slotKey}" that this answerer may answer`,
+          { details: { runId, slot: slotKey } }
+        )
       }
       if (slot.status !== "open") {
         return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} is closed (${slot.status})`, {
@@ -108,6 +115,12 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         )
       }
       return { at, definition, slot }
+    })
+
+  /** A response the slot refuses as sent (CONFIG_INVALID_REQUEST), naming the field of the response. */
+  const refused = (runId: string, slotKey: string, problem: AnswerProblem) =>
+    ConfigurationFailure.invalidRequest(`${problem.field}: ${problem.message}`, {
+      details: { runId, slot: slotKey, field: problem.field }
     })
 
   const closedBefore = (runId: string, slotKey: string) =>
@@ -130,7 +143,14 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       )
       const id = startOptions?.id ?? globalThis.crypto.randomUUID()
       if (id.length === 0) return yield* ConfigurationFailure.invalidRequest("a run id cannot be empty")
-      const inserted = yield* store.insertRun({ id, definition: definition.name, payload: input, owner, at: yield* now })
+      const inserted = yield* store.insertRun({
+        id,
+        definition: definition.name,
+        payload: input,
+        owner,
+        principal: startOptions?.owner,
+        at: yield* now
+      })
       if (inserted) {
         yield* changed(id)
         yield* engine.execute(entry.workflow, { executionId: id, payload: { input }, discard: true })
@@ -164,54 +184,79 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       cancelled.add(runId)
       const failure = Cancellation.signal(`run ${runId} was cancelled`, { runId })
       yield* store.finish(runId, { status: "cancelled", error: encodeFailure(failure) }, yield* now)
+      runtime.secrets.delete(runId)
       yield* changed(runId)
       for (const slot of yield* store.openSlotsOf(runId)) yield* close(runId, slot.key, "cancelled")
       yield* engine.interrupt(workflow, runId)
     }),
 
-    respond: Effect.fn("Runs.respond")(function* (runId, slotKey, secret, answer) {
-      const { at, definition, slot } = yield* openSlot(runId, slotKey, secret)
+    respond: Effect.fn("Runs.respond")(function* (runId, slotKey, answerer, answer) {
+      const { at, definition, slot } = yield* openSlot(runId, slotKey, answerer)
       const shape = (definition.answers ?? []).find((candidate) => candidate.name === slot.shape)
       if (shape === undefined) {
         return yield* ConfigurationFailure.invalidRequest(
           `slot "${slotKey}" of run ${runId} takes the answer shape "${slot.shape}", which "${definition.name}" no longer lists`
         )
       }
-      const encoded = yield* Schema.decodeUnknown(shape.schema)(answer).pipe(
-        Effect.flatMap(Schema.encode(shape.schema)),
+      const decoded = yield* Schema.decodeUnknown(shape.schema)(answer).pipe(
         Effect.mapError((error) =>
-          ConfigurationFailure.invalidRequest(
-            `the answer to slot "${slotKey}" does not match the shape "${shape.name}": ${describeParse(error)}`,
-            { details: { runId, slot: slotKey } }
-          )
+          refused(runId, slotKey, {
+            field: "answer",
+            message: `does not match the shape "${shape.name}" of slot "${slotKey}": ${describeParse(error)}`
+          })
         )
       )
+      const problem = shape.check?.(decoded, {
+        terms: parseJson(slot.terms),
+        at,
+        deadline: slot.deadline,
+        latest: slot.latest ?? undefined
+      })
+      if (problem !== undefined) return yield* refused(runId, slotKey, { ...problem, field: `answer.${problem.field}` })
+      const encoded = yield* Effect.orDie(Schema.encode(shape.schema)(decoded))
       const won = yield* close(runId, slotKey, "answered", { value: encoded, at })
       if (!won) return yield* closedBefore(runId, slotKey)
       return "Accepted" as const
     }),
 
-    accept: Effect.fn("Runs.accept")(function* (runId, slotKey, secret, etaSeconds) {
+    accept: Effect.fn("Runs.accept")(function* (runId, slotKey, answerer, etaSeconds) {
       if (!(Number.isFinite(etaSeconds) && etaSeconds >= 0 && etaSeconds <= 366 * 24 * 3600)) {
-        return yield* ConfigurationFailure.invalidRequest(
-          `an accept's etaSeconds must be a number of seconds from 0 to a year, got ${etaSeconds}`
-        )
+        return yield* refused(runId, slotKey, {
+          field: "etaSeconds",
+          message: `an accept's etaSeconds must be a number of seconds from 0 to a year, got ${etaSeconds}`
+        })
       }
-      const { at } = yield* openSlot(runId, slotKey, secret)
-      const deadline = yield* store.extendSlot(runId, slotKey, at + Math.round(etaSeconds * 1000))
-      if (deadline === undefined) return yield* closedBefore(runId, slotKey)
+      const { at, slot } = yield* openSlot(runId, slotKey, answerer)
+      const tooMany = refused(runId, slotKey, {
+        field: "kind",
+        message: `slot "${slotKey}" of run ${runId} was accepted ${maxAcceptsPerSlot} times, the most it takes: submit or decline`
+      })
+      if (slot.accepts >= maxAcceptsPerSlot) return yield* tooMany
+      const until = at + Math.round(etaSeconds * 1000)
+      if (slot.latest !== null && until > slot.latest) {
+        return yield* refused(runId, slotKey, {
+          field: "etaSeconds",
+          message: `an accept of slot "${slotKey}" may move its deadline to ${new Date(slot.latest).toISOString()} at the latest; ` +
+            `now + ${etaSeconds} s is later`
+        })
+      }
+      const deadline = yield* store.extendSlot(runId, slotKey, until, maxAcceptsPerSlot)
+      if (deadline === undefined) {
+        const after = yield* store.getSlot(runId, slotKey)
+        return yield* (after?.status === "open" ? tooMany : closedBefore(runId, slotKey))
+      }
       yield* store.record(runId, "DO", `${slotKey}/accepted/${deadline}`, at, { slot: "accepted", etaSeconds, deadline })
       yield* appended(runId)
       return "Accepted" as const
     }),
 
-    decline: Effect.fn("Runs.decline")(function* (runId, slotKey, secret, reason) {
+    decline: Effect.fn("Runs.decline")(function* (runId, slotKey, answerer, reason) {
       if (!DeclineReason.literals.includes(reason)) {
         return yield* ConfigurationFailure.invalidRequest(
           `a decline's reason is one of ${DeclineReason.literals.join(", ")}, got ${String(reason)}`
         )
       }
-      yield* openSlot(runId, slotKey, secret)
+      yield* openSlot(runId, slotKey, answerer)
       const won = yield* close(runId, slotKey, "declined", { reason })
       if (!won) return yield* closedBefore(runId, slotKey)
       return "Declined" as const
@@ -250,7 +295,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       const status = listOptions?.status
       // running and stale share the stored status: the limit applies after telling them apart
       const split = status === "running" || status === "stale"
-      const rows = yield* store.list(status, split ? Number.MAX_SAFE_INTEGER : limit)
+      const rows = yield* store.list(status, split ? Number.MAX_SAFE_INTEGER : limit, listOptions?.owner)
       const isLive = yield* liveness
       const infos = rows.map((row) => infoOf(row, isLive))
       return status === undefined ? infos : infos.filter((info) => info.status === status).slice(0, limit)
@@ -263,6 +308,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       return new Thread({
         runId,
         definition: row.definition,
+        ...(row.principal === null ? {} : { owner: row.principal }),
         payload: parseJson(row.payload),
         records: records.map(recordOf),
         slots: slots.map((slot) =>
@@ -272,7 +318,11 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
             status: slot.status,
             deadline: slot.deadline,
             ...(slot.answer === null ? {} : { answer: parseJson(slot.answer) }),
-            ...(slot.closed_at === null ? {} : { closedAt: slot.closed_at })
+            ...(slot.closed_at === null ? {} : { closedAt: slot.closed_at }),
+            ...(slot.responder === null ? {} : { responder: slot.responder }),
+            ...(slot.terms === null ? {} : { terms: parseJson(slot.terms) }),
+            ...(slot.latest === null ? {} : { latest: slot.latest }),
+            accepts: slot.accepts
           })
         )
       })
@@ -290,6 +340,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         definition: thread.definition,
         payload: thread.payload,
         owner,
+        principal: thread.owner,
         at: yield* now,
         records: thread.records
           .filter((r) => r.kind !== "KNOW" && r.kind !== "STATE")
@@ -300,7 +351,11 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
           status: slot.status,
           deadline: slot.deadline,
           answer: slot.answer,
-          closedAt: slot.closedAt
+          closedAt: slot.closedAt,
+          responder: slot.responder,
+          terms: slot.terms,
+          latest: slot.latest,
+          accepts: slot.accepts
         }))
       })
       if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)

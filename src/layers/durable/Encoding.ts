@@ -35,7 +35,8 @@ export const SlotClosed = Schema.Union(
 )
 export type SlotClosed = typeof SlotClosed.Type
 
-export const Ticket = Schema.Struct({ secret: Schema.String, deadline: Schema.Number })
+/** What the engine journals of an opened slot: its deadline (never its secret, which only the store's hash keeps). */
+export const Ticket = Schema.Struct({ deadline: Schema.Number })
 
 export const slotDeferred = (key: string) => DurableDeferred.make(`slot/${key}`, { success: SlotClosed })
 
@@ -60,10 +61,15 @@ export type RunWorkflow = ReturnType<typeof makeWorkflow>
 
 export const sha256 = (text: string): string => createHash("sha256").update(text).digest("hex")
 
-export const secretMatches = (secret: string, hash: string): boolean => {
+/** Whether `secret` is one of a slot's secrets (`hashes`: their SHA-256, space-separated), each compared in constant time. */
+export const secretMatches = (secret: string, hashes: string): boolean => {
   const given = Buffer.from(sha256(secret), "hex")
-  const stored = Buffer.from(hash, "hex")
-  return given.length === stored.length && timingSafeEqual(given, stored)
+  let found = false
+  for (const hash of hashes.split(" ")) {
+    const stored = Buffer.from(hash, "hex")
+    if (given.length === stored.length && timingSafeEqual(given, stored)) found = true
+  }
+  return found
 }
 
 /** The first stack frame outside this folder and node_modules: where a step was called. */

@@ -13,8 +13,9 @@
  *   deferred that either the answer or the SLA timer completes; the store's
  *   conditional UPDATE decides who was first, and only the winner completes it.
  * - A deferred completed twice drops the second answer silently, and its token is
- *   derived from the payload: answers go through `respond`, which checks a random
- *   secret (drawn in a step, stored hashed) and the slot's status first.
+ *   derived from the payload: answers go through `respond`, which checks who
+ *   answers (a random secret drawn in a step, stored hashed and never journaled;
+ *   or the responder the slot names) and the slot's status first.
  * - A resume can be lost when a deferred completes before the run's suspension is
  *   stored: after delivering an answer the run is resumed again until it moves.
  * - Recorded values are decoded with the program's schemas: a record the code no

@@ -38,7 +38,7 @@ export const makeDurable = (
   definition: AnyDefinition,
   context: Context.Context<WorkflowEngine | WorkflowInstance>
 ): Durable["Type"] => {
-  const { appended, cancelled, changed, engine, inherited, now, store } = runtime
+  const { appended, cancelled, changed, engine, inherited, now, secrets, store } = runtime
   const { arm } = slots
   const claimed = new Map<string, string>()
   const shapes = new Set((definition.answers ?? []).map((shape) => shape.name))
@@ -102,6 +102,25 @@ export const makeDurable = (
       return Effect.succeed(body.value as I)
     })
 
+  const remember = (key: string, secret: string) => {
+    const known = secrets.get(runId) ?? new Map<string, string>()
+    secrets.set(runId, known.set(key, secret))
+  }
+
+  /**
+   * The secret of a slot being replayed: the one this process drew, or, when it
+   * drew none (a restart, another process), a new one the slot takes as well (if
+   * it is still open), since the journal keeps no secret to hand out again.
+   */
+  const secretOf = (key: string) =>
+    Effect.suspend(() => {
+      const known = secrets.get(runId)?.get(key)
+      if (known !== undefined) return Effect.succeed(known)
+      const secret = randomBytes(24).toString("base64url")
+      remember(key, secret)
+      return Effect.as(Effect.orDie(store.addSecretHash(runId, key, sha256(secret))), secret)
+    })
+
   const step: Durable["Type"]["step"] = (key, schema, effect, stepOptions) => {
     const site = callSite()
     const run = effect.pipe(
@@ -130,6 +149,7 @@ export const makeDurable = (
     const site = callSite()
     const key = slotOptions.key ?? shape.name
     const sla = Duration.toMillis(Duration.decode(slotOptions.sla))
+    const bound = slotOptions.bound === undefined ? undefined : Duration.toMillis(Duration.decode(slotOptions.bound))
     return Effect.gen(function* () {
       if (!shapes.has(shape.name)) {
         return yield* Effect.die(
@@ -151,11 +171,20 @@ export const makeDurable = (
             key,
             shape: shape.name,
             secretHash: sha256(secret),
-            deadline: at + sla
+            deadline: at + sla,
+            responder: slotOptions.responder,
+            terms: slotOptions.terms,
+            latest: bound === undefined ? undefined : at + bound
           })
-          yield* store.record(runId, "CALL", key, at, { slot: key, shape: shape.name, deadline })
+          yield* store.record(runId, "CALL", key, at, {
+            slot: key,
+            shape: shape.name,
+            deadline,
+            ...(slotOptions.responder === undefined ? {} : { responder: slotOptions.responder })
+          })
           yield* appended(runId)
-          return { secret, deadline }
+          remember(key, secret)
+          return { deadline }
         })
       )
       yield* arm(runId, key, ticket.deadline)
@@ -163,7 +192,7 @@ export const makeDurable = (
         runId,
         key,
         shape: shape.name,
-        secret: Redacted.make(ticket.secret),
+        secret: Redacted.make(yield* secretOf(key)),
         deadline: toUtc(ticket.deadline)
       })
     })
@@ -255,6 +284,7 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
       ? { status: "completed" as const, result: exit.value }
       : { status: "failed" as const, error: encodeFailure(failureOfCause(exit.cause)) }
     yield* store.finish(runId, end, yield* now).pipe(Effect.orDie)
+    runtime.secrets.delete(runId)
     yield* changed(runId)
     // the run is over: a slot it left open (a human it no longer waits for) takes no late answer
     for (const open of yield* store.openSlotsOf(runId).pipe(Effect.orDie)) {

@@ -2,7 +2,8 @@
  * The state the parts of the durable runs share in one process: the engine, the
  * store, the registered definitions with their workflows, the change feed every
  * write publishes a run id on (for `await` and `events`), the SLA timers, the runs
- * cancelled here and the runs this process did not start (re-driven or imported).
+ * cancelled here, the runs this process did not start (re-driven or imported) and
+ * the secrets of the slots it opened (in memory only).
  * With several processes on one store (`Shared`), the feed carries their changes
  * too, and a run recorded running by another live process is not stale.
  */
@@ -58,6 +59,12 @@ export interface Runtime {
    * wrote in the engine's journal as well, so it skips the lookup.
    */
   readonly inherited: Set<string>
+  /**
+   * The secrets of the slots this process drew or re-drew, by run then slot key,
+   * while the run goes: a replay of the run hands the program the same one.
+   * Never written anywhere.
+   */
+  readonly secrets: Map<string, Map<string, string>>
   readonly byName: ReadonlyMap<string, Entry>
   readonly shared: Shared | undefined
   /** The run's row moved (status, waiting slot, end). */
@@ -84,6 +91,7 @@ export const make = (
     const timers = yield* FiberMap.make<string>()
     const cancelled = new Set<string>()
     const inherited = new Set<string>()
+    const secrets = new Map<string, Map<string, string>>()
 
     const byName = new Map<string, Entry>()
     for (const definition of definitions) {
@@ -128,5 +136,5 @@ export const make = (
 
     const findRun = (runId: string) => Effect.flatMap(store.getRun(runId), (row) => entryOf(runId, row))
 
-    return { engine, store, owner, scope, changes, timers, cancelled, inherited, byName, shared, changed, appended, now, findRun } satisfies Runtime
+    return { engine, store, owner, scope, changes, timers, cancelled, inherited, secrets, byName, shared, changed, appended, now, findRun } satisfies Runtime
   })

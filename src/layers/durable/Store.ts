@@ -1,7 +1,9 @@
 /**
  * The runs' own tables, next to the workflow engine's: what the engine does not
- * keep in a form the Runs API can read. One row per run (status, result, owner),
- * one per human slot (the secret's hash, the absolute deadline, how it closed),
+ * keep in a form the Runs API can read. One row per run (status, result, the
+ * process going it (`owner`) and the principal who started it (`principal`)),
+ * one per human slot (the secret's hash, the responder asked, the absolute
+ * deadline and how late an accept may move it, how it closed),
  * and the thread of records per run. Every write that may race (closing a slot,
  * ending a run) is one conditional UPDATE: the first writer wins, the others see
  * that they lost. Store errors are retried on a short named schedule, then become
@@ -9,6 +11,7 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
+import type * as Statement from "@effect/sql/Statement"
 import * as Effect from "effect/Effect"
 import * as Schedule from "effect/Schedule"
 import { OrchestrationFailure } from "../../domain/Failure.js"
@@ -31,7 +34,8 @@ const guarded = (what: string) => <A, R>(effect: Effect.Effect<A, SqlError, R>) 
  * The tables, created if missing. Run before any runner starts. On Postgres the
  * times (epoch milliseconds) are DOUBLE PRECISION, exact for whole milliseconds,
  * which the driver reads as numbers (it reads BIGINT as strings); `seq` is a BIGINT
- * identity, read back as a number.
+ * identity, read back as a number. The columns added since the tables were
+ * first released are added to a database that lacks them (idempotent).
  */
 export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlClient> = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -74,6 +78,22 @@ export const migrate: Effect.Effect<void, OrchestrationFailure, SqlClient.SqlCli
     body TEXT,
     UNIQUE (run_id, kind, key)
   )`
+  const added: ReadonlyArray<readonly [table: string, column: string, type: Statement.Fragment]> = [
+    ["pagantic_runs", "principal", sql.literal("TEXT")],
+    ["pagantic_slots", "responder", sql.literal("TEXT")],
+    ["pagantic_slots", "terms", sql.literal("TEXT")],
+    ["pagantic_slots", "latest", time],
+    ["pagantic_slots", "accepts", sql.literal("INTEGER NOT NULL DEFAULT 0")]
+  ]
+  for (const [table, column, type] of added) {
+    yield* sql.onDialectOrElse({
+      pg: () => sql`ALTER TABLE ${sql(table)} ADD COLUMN IF NOT EXISTS ${sql(column)} ${type}`.pipe(Effect.asVoid),
+      orElse: () =>
+        Effect.flatMap(sql<{ name: string }>`SELECT name FROM pragma_table_info(${table})`, (columns) =>
+          columns.some((c) => c.name === column) ? Effect.void : Effect.asVoid(sql`ALTER TABLE ${sql(table)} ADD COLUMN ${sql(column)} ${type}`))
+    })
+  }
+  yield* sql`CREATE INDEX IF NOT EXISTS pagantic_runs_principal ON pagantic_runs (principal, created_at)`
 }).pipe(guarded("create its tables"))
 
 export interface RunRow {
@@ -85,6 +105,7 @@ export interface RunRow {
   readonly result: string | null
   readonly error: string | null
   readonly owner: string | null
+  readonly principal: string | null
   readonly created_at: number
   readonly updated_at: number
 }
@@ -101,6 +122,10 @@ export interface SlotRow {
   readonly answer: string | null
   readonly closed_at: number | null
   readonly delivered: number
+  readonly responder: string | null
+  readonly terms: string | null
+  readonly latest: number | null
+  readonly accepts: number
 }
 
 export interface RecordRow {
@@ -113,6 +138,9 @@ export interface RecordRow {
 }
 
 const json = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value))
+
+/** The most hashes a slot keeps (the first, then the latest): one more per restart that finds it open. */
+const maxSecretHashes = 8
 
 /** A record row with its `seq` a number (Postgres reads a BIGINT as a string). */
 const numbered = (row: RecordRow): RecordRow => (typeof row.seq === "number" ? row : { ...row, seq: Number(row.seq) })
@@ -137,11 +165,18 @@ export const make = Effect.gen(function* () {
     getRun,
 
     /** Records a new run and its INTEND; false when the id exists. */
-    insertRun: (row: { readonly id: string; readonly definition: string; readonly payload: unknown; readonly owner: string; readonly at: number }) =>
+    insertRun: (row: {
+      readonly id: string
+      readonly definition: string
+      readonly payload: unknown
+      readonly owner: string
+      readonly principal: string | undefined
+      readonly at: number
+    }) =>
       sql.withTransaction(
         Effect.gen(function* () {
-          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, created_at, updated_at)
-            VALUES (${row.id}, ${row.definition}, ${JSON.stringify(row.payload)}, 'running', ${row.owner}, ${row.at}, ${row.at})
+          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, principal, created_at, updated_at)
+            VALUES (${row.id}, ${row.definition}, ${JSON.stringify(row.payload)}, 'running', ${row.owner}, ${row.principal ?? null}, ${row.at}, ${row.at})
             ON CONFLICT (id) DO NOTHING RETURNING id`
           if (inserted.length === 0) return false
           yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${row.id}, 'INTEND', 'payload', ${row.at}, ${JSON.stringify(row.payload)})`
@@ -226,14 +261,26 @@ export const make = Effect.gen(function* () {
       readonly definition: string
       readonly payload: unknown
       readonly owner: string
+      readonly principal: string | undefined
       readonly at: number
       readonly records: ReadonlyArray<{ readonly kind: RecordKind; readonly key: string; readonly at: number; readonly body: unknown }>
-      readonly slots: ReadonlyArray<{ readonly key: string; readonly shape: string; readonly status: SlotStatus; readonly deadline: number; readonly answer: unknown; readonly closedAt: number | undefined }>
+      readonly slots: ReadonlyArray<{
+        readonly key: string
+        readonly shape: string
+        readonly status: SlotStatus
+        readonly deadline: number
+        readonly answer: unknown
+        readonly closedAt: number | undefined
+        readonly responder: string | undefined
+        readonly terms: unknown
+        readonly latest: number | undefined
+        readonly accepts: number | undefined
+      }>
     }) =>
       sql.withTransaction(
         Effect.gen(function* () {
-          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, created_at, updated_at)
-            VALUES (${thread.id}, ${thread.definition}, ${JSON.stringify(thread.payload)}, 'running', ${thread.owner}, ${thread.at}, ${thread.at})
+          const inserted = yield* sql<{ id: string }>`INSERT INTO pagantic_runs (id, definition, payload, status, owner, principal, created_at, updated_at)
+            VALUES (${thread.id}, ${thread.definition}, ${JSON.stringify(thread.payload)}, 'running', ${thread.owner}, ${thread.principal ?? null}, ${thread.at}, ${thread.at})
             ON CONFLICT (id) DO NOTHING RETURNING id`
           if (inserted.length === 0) return false
           for (const r of thread.records) {
@@ -241,9 +288,10 @@ export const make = Effect.gen(function* () {
               ON CONFLICT (run_id, kind, key) DO NOTHING`
           }
           for (const slot of thread.slots) {
-            yield* sql`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline, answer, closed_at, delivered)
+            yield* sql`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline, answer, closed_at, delivered,
+                responder, terms, latest, accepts)
               VALUES (${thread.id}, ${slot.key}, ${slot.shape}, '', ${slot.status}, ${slot.deadline}, ${json(slot.answer)},
-                ${slot.closedAt ?? null}, 0)`
+                ${slot.closedAt ?? null}, 0, ${slot.responder ?? null}, ${json(slot.terms)}, ${slot.latest ?? null}, ${slot.accepts ?? 0})`
           }
           return true
         })
@@ -261,15 +309,44 @@ export const make = Effect.gen(function* () {
      * after a crash) the new secret replaces the old, and the deadline stays (closed
      * or imported: nothing changes). Returns the deadline in force.
      */
-    openSlot: (slot: { readonly runId: string; readonly key: string; readonly shape: string; readonly secretHash: string; readonly deadline: number }) =>
-      sql<{ deadline: number }>`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline)
-          VALUES (${slot.runId}, ${slot.key}, ${slot.shape}, ${slot.secretHash}, 'open', ${slot.deadline})
+    openSlot: (slot: {
+      readonly runId: string
+      readonly key: string
+      readonly shape: string
+      readonly secretHash: string
+      readonly deadline: number
+      readonly responder: string | undefined
+      readonly terms: unknown
+      readonly latest: number | undefined
+    }) =>
+      sql<{ deadline: number }>`INSERT INTO pagantic_slots (run_id, key, shape, secret_hash, status, deadline, responder, terms, latest)
+          VALUES (${slot.runId}, ${slot.key}, ${slot.shape}, ${slot.secretHash}, 'open', ${slot.deadline},
+            ${slot.responder ?? null}, ${json(slot.terms)}, ${slot.latest ?? null})
         ON CONFLICT (run_id, key) DO UPDATE SET secret_hash = CASE
           WHEN pagantic_slots.status = 'open' THEN excluded.secret_hash ELSE pagantic_slots.secret_hash END
         RETURNING deadline`.pipe(
         Effect.map((rows) => rows[0]?.deadline ?? slot.deadline),
         guarded(`open slot ${slot.key} of run ${slot.runId}`)
       ),
+
+    /**
+     * One more secret opens the open slot `key` (those it had still do): for a
+     * process that re-drives the run and no longer knows the secret drawn before.
+     * The first hash and the latest are kept, at most `maxSecretHashes`.
+     */
+    addSecretHash: (runId: string, key: string, hash: string) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql<{ secret_hash: string }>`SELECT secret_hash FROM pagantic_slots
+            WHERE run_id = ${runId} AND key = ${key} AND status = 'open'`
+          if (rows[0] === undefined) return
+          const hashes = rows[0].secret_hash.split(" ").filter((h) => h.length > 0)
+          const kept = [...hashes, hash]
+          const bounded = kept.length <= maxSecretHashes ? kept : [kept[0]!, ...kept.slice(kept.length - maxSecretHashes + 1)]
+          yield* sql`UPDATE pagantic_slots SET secret_hash = ${bounded.join(" ")}
+            WHERE run_id = ${runId} AND key = ${key} AND status = 'open'`
+        })
+      ).pipe(guarded(`add a secret to slot ${key} of run ${runId}`)),
 
     getSlot: (runId: string, key: string) =>
       sql<SlotRow>`SELECT * FROM pagantic_slots WHERE run_id = ${runId} AND key = ${key}`.pipe(
@@ -285,10 +362,14 @@ export const make = Effect.gen(function* () {
         guarded(`close slot ${key} of run ${runId}`)
       ),
 
-    /** Moves an open slot's deadline to `atLeast` if later; the deadline then, or undefined when the slot is not open. */
-    extendSlot: (runId: string, key: string, atLeast: number) =>
-      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = ${greatest} (deadline, ${atLeast})
-        WHERE run_id = ${runId} AND key = ${key} AND status = 'open' RETURNING deadline`.pipe(
+    /**
+     * An accept of an open slot that took fewer than `maxAccepts`: counts it and
+     * moves the deadline to `atLeast` if later; the deadline then, or undefined
+     * when the slot is not open or took its accepts.
+     */
+    extendSlot: (runId: string, key: string, atLeast: number, maxAccepts: number) =>
+      sql<{ deadline: number }>`UPDATE pagantic_slots SET deadline = ${greatest} (deadline, ${atLeast}), accepts = accepts + 1
+        WHERE run_id = ${runId} AND key = ${key} AND status = 'open' AND accepts < ${maxAccepts} RETURNING deadline`.pipe(
         Effect.map((rows) => rows[0]?.deadline),
         guarded(`extend slot ${key} of run ${runId}`)
       ),
@@ -316,11 +397,14 @@ export const make = Effect.gen(function* () {
       guarded("read the active runs")
     ),
 
-    list: (status: RunStatus | undefined, limit: number) =>
-      (status === undefined
-        ? sql<RunRow>`SELECT * FROM pagantic_runs ORDER BY created_at DESC, id LIMIT ${limit}`
-        : sql<RunRow>`SELECT * FROM pagantic_runs WHERE status = ${status === "stale" ? "running" : status}
-            ORDER BY created_at DESC, id LIMIT ${limit}`).pipe(guarded("list runs")),
+    list: (status: RunStatus | undefined, limit: number, principal: string | undefined) => {
+      const conditions = [
+        ...(status === undefined ? [] : [sql`status = ${status === "stale" ? "running" : status}`]),
+        ...(principal === undefined ? [] : [sql`principal = ${principal}`])
+      ]
+      return sql<RunRow>`SELECT * FROM pagantic_runs ${conditions.length === 0 ? sql`` : sql`WHERE ${sql.and(conditions)}`}
+        ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(guarded("list runs"))
+    },
 
     /** Deletes runs over before `before` with their slots and records; returns their ids. */
     prune: (before: number) =>

@@ -231,7 +231,7 @@ const runDurable = (
 ): Effect.Effect<Outcome, Failure> =>
   Effect.gen(function* () {
     const { runs, definition } = placement
-    const runId = yield* runs.start(definition, checked.query.query)
+    const runId = yield* runs.start(definition, checked.query.query, { owner: runOptions.owner })
     if (runOptions.detach === true || checked.humans.length > 0) {
       yield* tracker.transition("EXECUTE", `run ${runId} started`)
       const info = yield* runs.poll(runId)

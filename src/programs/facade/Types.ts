@@ -91,6 +91,8 @@ export interface RunOptions {
    * responder always answers so: its answer may take days.
    */
   readonly detach?: boolean | undefined
+  /** Who asks (a principal's name): recorded as the owner of a durable run the request starts. */
+  readonly owner?: string | undefined
 }
 
 export interface Facade {

@@ -86,8 +86,9 @@ const foldView = (know: Records.Know): Cel.FoldView => {
 
 /**
  * Waits for `parentRunId` to end and starts each trigger's child whose kind and
- * condition match its KNOW; returns the children's run ids (started now or
- * before). A parent that failed or was cancelled starts nothing.
+ * condition match its KNOW (owned by the parent's owner); returns the
+ * children's run ids (started now or before). A parent that failed or was
+ * cancelled starts nothing.
  */
 export const follow = (
   runs: Runs.Service,
@@ -110,7 +111,7 @@ export const follow = (
       if (know.body.kind !== trigger.kind) continue
       if (condition !== undefined && !(yield* condition.run({ fold: foldView(know) }))) continue
       const query: Query.Query = { ...trigger.query, input: { record_id: know.id } }
-      started.push(yield* runs.start(queries, query, { id: childId(parentRunId, trigger) }))
+      started.push(yield* runs.start(queries, query, { id: childId(parentRunId, trigger), owner: info.owner }))
     }
     return started
   })

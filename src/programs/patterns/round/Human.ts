@@ -1,29 +1,86 @@
 /**
  * A human CALL: its answer comes through a durable slot, one per candidate.
- * The human is notified when the slot opens; each accept (`infer.accept.v1`)
- * moves the deadline to max(deadline, answered at + eta) and opens the next
- * slot; a decline or a submit closes the call, and the deadline closes it as
- * expired. At most `maxAccepts` accepts per call.
+ * The slot names its responder (who may answer it with their own key) and the
+ * terms its answers are checked against when they arrive (the answer kind and
+ * shape the round asks for, the CALL's latency bound): an answer off them is
+ * refused and the slot stays open. The human is notified when the slot opens;
+ * each accept (`infer.accept.v1`) moves the deadline to max(deadline, answered
+ * at + eta), never past the bound, and opens the next slot; a decline or a
+ * submit closes the call, and the deadline closes it as expired. At most
+ * `maxAccepts` accepts per call.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import type { Failure } from "../../../domain/Failure.js"
+import * as AnswerShape from "../../../domain/AnswerShape.js"
+import { canonicalJson } from "../../../domain/Json.js"
+import * as Query from "../../../domain/Query.js"
 import * as Records from "../../../domain/Records.js"
-import type { Slot } from "../../../services/Durable.js"
+import * as Text from "../../../domain/Text.js"
+import type { AnswerProblem, Slot, SlotTerms } from "../../../services/Durable.js"
 import { answerShape } from "../../../services/Durable.js"
 import type * as Select from "../../query/Select.js"
 import { doRecord, failureBody } from "./Journal.js"
 import type { Spec, Thread } from "./Types.js"
 
-/** The answers a human slot takes: accept, decline or submit. */
-export const HumanResponse = answerShape("infer.response.v1", Records.HumanAnswer)
+/** What a human slot records of its round: the answer kind and shape asked for. */
+const Terms = Schema.Struct({ kind: Records.AnswerKind, answer_shape: Query.AnswerShape })
+const decodeTerms = Schema.decodeUnknownOption(Terms)
+
+/** The field of a submit that carries the answer, per kind. */
+const answerField: Readonly<Record<Records.AnswerKind, string>> = {
+  "core.classification.v1": "category",
+  "core.summary.v1": "summary",
+  "core.text.v1": "text",
+  "core.json.v1": "value"
+}
+
+/**
+ * A human answer as its slot's terms take it: an accept within the bound, a
+ * decline, or a submit of the kind asked for that the round's shape accepts (as
+ * the fold will check it). A slot without terms (opened before they were
+ * recorded) takes any answer its schema does.
+ */
+export const checkHumanAnswer = (answer: Records.HumanAnswer, slot: SlotTerms): AnswerProblem | undefined => {
+  if (answer.kind === Records.kinds.accept) {
+    const eta = (answer as { readonly eta_seconds: number }).eta_seconds
+    return slot.latest !== undefined && slot.at + eta * 1000 > slot.latest
+      ? {
+        field: "eta_seconds",
+        message: `an accept may move the deadline to ${new Date(slot.latest).toISOString()} at the latest (the query's latency bound); now + ${eta} s is later`
+      }
+      : undefined
+  }
+  if (answer.kind === Records.kinds.decline) return undefined
+  const terms = decodeTerms(slot.terms)
+  if (terms._tag === "None") return undefined
+  const { answer_shape, kind } = terms.value
+  if (answer.kind !== kind) {
+    return { field: "kind", message: `the query asks for ${kind} (or an accept or decline), got ${Text.excerpt(String(answer.kind), 60)}` }
+  }
+  const body = Records.bodyOfSubmit(Records.submitBody(kind, "", withoutKind(answer)))
+  const checked = AnswerShape.checker(answer_shape).check(AnswerShape.answerOf(body))
+  if (checked._tag === "Right") return undefined
+  const labels = answer_shape.kind === "core.classification.v1" ? answer_shape.labels : undefined
+  return {
+    field: answerField[kind],
+    message: labels === undefined ? checked.left : `${checked.left} (the labels: ${Text.excerpt(canonicalJson(labels), 200)})`
+  }
+}
+
+/** The answers a human slot takes: accept, decline or submit, checked against the slot's terms when they arrive. */
+export const HumanResponse = answerShape("infer.response.v1", Records.HumanAnswer, checkHumanAnswer)
 
 /** Accepts a human may send on one CALL; the last one closes the call as failed (an answer never came). */
 export const maxAccepts = 32
 
-/** Opens the `n`th slot of a human CALL (its deadline the candidate's latency bound, or `deadline`) and notifies the human. */
+/**
+ * Opens the `n`th slot of a human CALL and notifies the human: the first one's
+ * deadline is the candidate's latency bound; the next ones' `next.deadline`, and
+ * no accept moves any past `next.latest` (the first one's deadline).
+ */
 export const openSlot = (
   thread: Thread,
   spec: Spec,
@@ -31,15 +88,22 @@ export const openSlot = (
   call: Records.Call,
   input: string,
   n: number,
-  deadline: number | undefined
+  next: { readonly deadline: number; readonly latest: number } | undefined
 ): Effect.Effect<Slot, Failure> =>
   Effect.gen(function* () {
     const { durable } = thread
     const at = `${spec.key}/${candidate.index}/${n}`
-    const sla = deadline === undefined
-      ? Duration.seconds(candidate.maxLatencySecs)
-      : Duration.millis(Math.max(0, deadline - (yield* durable.now(`${spec.key}/now/${candidate.index}/${n}`)).epochMillis))
-    const slot = yield* durable.slot(HumanResponse, { key: `${spec.key}/slot/${candidate.index}/${n}`, sla })
+    const now = next === undefined ? 0 : (yield* durable.now(`${spec.key}/now/${candidate.index}/${n}`)).epochMillis
+    const sla = next === undefined ? Duration.seconds(candidate.maxLatencySecs) : Duration.millis(Math.max(0, next.deadline - now))
+    const bound = next === undefined ? sla : Duration.millis(Math.max(0, next.latest - now))
+    const wire = spec.shape?.wire ?? thread.checked.query.answer_shape
+    const slot = yield* durable.slot(HumanResponse, {
+      key: `${spec.key}/slot/${candidate.index}/${n}`,
+      sla,
+      bound,
+      responder: candidate.responder.id,
+      terms: { kind: wire.kind, answer_shape: wire }
+    })
     const notify = thread.options.notify
     if (notify !== undefined) {
       yield* durable.step(`${spec.key}/notify/${candidate.index}/${n}`, Schema.Void, notify({ slot, call, responder: candidate.responder, input }))
@@ -65,6 +129,7 @@ export const awaitHuman = (
     const accepts: Array<Records.Do> = []
     let slot = first
     let deadline = first.deadline.epochMillis
+    const latest = first.deadline.epochMillis
     for (let n = 1; ; n++) {
       const outcome = yield* durable.awaitAnswer(HumanResponse, slot)
       if (outcome._tag === "Expired") {
@@ -106,8 +171,8 @@ export const awaitHuman = (
           )
           return { record, accepts, expired: false }
         }
-        deadline = Math.max(deadline, outcome.at.epochMillis + eta * 1000)
-        slot = yield* openSlot(thread, spec, candidate, call, input, n + 1, deadline)
+        deadline = Math.min(latest, Math.max(deadline, outcome.at.epochMillis + eta * 1000))
+        slot = yield* openSlot(thread, spec, candidate, call, input, n + 1, { deadline, latest })
         continue
       }
       const body: Records.DoBody = answer.kind === Records.kinds.decline
