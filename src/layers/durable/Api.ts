@@ -153,7 +153,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       })
       if (inserted) {
         yield* changed(id)
-        yield* engine.execute(entry.workflow, { executionId: id, payload: { input }, discard: true })
+        yield* engine.execute(entry.workflow, { executionId: id, payload: {}, discard: true })
       }
       return id
     }),
@@ -174,7 +174,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
     resume: Effect.fn("Runs.resume")(function* (runId) {
       const { row, workflow } = yield* findRun(runId)
       if (terminalStatuses.has(row.status)) return
-      yield* engine.execute(workflow, { executionId: runId, payload: { input: parseJson(row.payload) }, discard: true })
+      yield* engine.execute(workflow, { executionId: runId, payload: {}, discard: true })
       yield* engine.resume(workflow, runId)
     }),
 
@@ -361,7 +361,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)
       inherited.add(thread.runId)
       yield* changed(thread.runId)
-      yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: { input: thread.payload }, discard: true })
+      yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: {}, discard: true })
       for (const slot of yield* store.undelivered) if (slot.run_id === thread.runId) yield* deliver(slot)
       for (const slot of yield* store.openSlotsOf(thread.runId)) yield* arm(slot.run_id, slot.key, slot.deadline)
       return thread.runId

@@ -19,11 +19,12 @@ import type { AnyDefinition } from "../../services/Runs.js"
 import { ThreadRecord } from "../../services/Runs.js"
 import type { RecordRow } from "./Store.js"
 
-/** How a run ended, as the workflow's result: the program's failures are values, not engine failures. */
-export const Outcome = Schema.Union(
-  Schema.TaggedStruct("Ok", { value: Schema.Unknown }),
-  Schema.TaggedStruct("Failed", { error: Schema.Unknown })
-)
+/**
+ * How a run ended, as the workflow's result: the program's failures are values,
+ * not engine failures. The result or the failure itself is in the run's row
+ * (`pagantic_runs`), kept once; the journal keeps only which end it was.
+ */
+export const Outcome = Schema.Union(Schema.TaggedStruct("Ok", {}), Schema.TaggedStruct("Failed", {}))
 export type Outcome = typeof Outcome.Type
 
 /** A closed slot, as its deferred carries it. */
@@ -45,10 +46,15 @@ export const decodeFailure = Schema.decodeUnknownOption(Failure)
 
 export const workflowName = (definition: string) => `pagantic/${definition}`
 
+/**
+ * The workflow of a run definition. Its payload is empty: the run's input is kept
+ * once, in the run's row, and an execution reads it from there (a journal written
+ * when the message carried the input too still decodes).
+ */
 export const makeWorkflow = (definition: AnyDefinition) =>
   Workflow.make({
     name: workflowName(definition.name),
-    payload: { input: Schema.Unknown },
+    payload: {},
     success: Outcome,
     idempotencyKey: () => ""
   })

@@ -40,7 +40,6 @@ import { ConfigurationFailure } from "../../domain/Failure.js"
 import type { OrchestrationFailure } from "../../domain/Failure.js"
 import type { AnyDefinition, Requirements, Service as RunsService } from "../../services/Runs.js"
 import * as Api from "./Api.js"
-import { parseJson } from "./Encoding.js"
 import * as InRun from "./InRun.js"
 import * as Runtime from "./Runtime.js"
 import * as Slots from "./Slots.js"
@@ -116,7 +115,7 @@ export const make = <Defs extends AnyDefinition>(
         continue
       }
       inherited.add(row.id)
-      yield* engine.execute(entry.workflow, { executionId: row.id, payload: { input: parseJson(row.payload) }, discard: true })
+      yield* engine.execute(entry.workflow, { executionId: row.id, payload: {}, discard: true })
       yield* engine.resume(entry.workflow, row.id)
     }
     const slotsLeft = Effect.gen(function* () {

@@ -251,7 +251,7 @@ const transition = (fromState: LifecycleState, toState: LifecycleState, reason: 
 /** One execution (or replay) of a run: the program under Durable, its end recorded once. */
 export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Context<never>) =>
 (definition: AnyDefinition) =>
-(payload: { readonly input: unknown }, runId: string): Effect.Effect<Outcome, never, WorkflowEngine | WorkflowInstance> =>
+(_: unknown, runId: string): Effect.Effect<Outcome, never, WorkflowEngine | WorkflowInstance> =>
   Effect.gen(function* () {
     const { changed, now, owner, store } = runtime
     const context = yield* Effect.context<WorkflowEngine | WorkflowInstance>()
@@ -261,12 +261,13 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
     if (before?.status === "suspended" && row?.status === "running") {
       yield* transition("SUSPENDED", "EXECUTE", `run ${runId} resumed (slot "${before.waiting_on ?? ""}" closed)`)
     }
-    if (row !== undefined && terminalStatuses.has(row.status)) {
-      return row.status === "completed"
-        ? ({ _tag: "Ok", value: parseJson(row.result) } as const)
-        : ({ _tag: "Failed", error: parseJson(row.error) } as const)
+    if (row === undefined) {
+      // pruned while the engine still held its message: nothing left to run
+      yield* Effect.logWarning(`run ${runId} has no row in the run store (pruned?): not executed`)
+      return { _tag: "Failed" } as const
     }
-    const exit = yield* Schema.decodeUnknown(definition.payload)(payload.input).pipe(
+    if (terminalStatuses.has(row.status)) return { _tag: row.status === "completed" ? "Ok" : "Failed" } as const
+    const exit = yield* Schema.decodeUnknown(definition.payload)(parseJson(row.payload)).pipe(
       Effect.mapError((error) =>
         OrchestrationFailure.replayDiverged(
           `the recorded payload (INTEND) of run ${runId} no longer matches "${definition.name}": ${describeParse(error)}`
@@ -290,7 +291,5 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
     for (const open of yield* store.openSlotsOf(runId).pipe(Effect.orDie)) {
       yield* slots.close(runId, open.key, "cancelled").pipe(Effect.orDie)
     }
-    return end.status === "completed"
-      ? ({ _tag: "Ok", value: end.result } as const)
-      : ({ _tag: "Failed", error: end.error } as const)
+    return { _tag: end.status === "completed" ? "Ok" : "Failed" } as const
   })

@@ -4,7 +4,9 @@
  * process going it (`owner`) and the principal who started it (`principal`)),
  * one per human slot (the secret's hash, the responder asked, the absolute
  * deadline and how late an accept may move it, how it closed),
- * and the thread of records per run. Every write that may race (closing a slot,
+ * and the thread of records per run. What the run's row keeps (its payload, its
+ * result, its failure) is not copied into the records that show it (INTEND, KNOW,
+ * STATE failed/cancelled): their body is read from the row. Every write that may race (closing a slot,
  * ending a run) is one conditional UPDATE: the first writer wins, the others see
  * that they lost. Store errors are retried on a short named schedule, then become
  * ORCHESTRATION_STATE_UNAVAILABLE.
@@ -139,6 +141,18 @@ export interface RecordRow {
 
 const json = (value: unknown): string | null => (value === undefined ? null : JSON.stringify(value))
 
+/**
+ * The records' columns, a body left empty because the run's row keeps it read
+ * from the row: INTEND its payload, KNOW its result, STATE failed or cancelled its
+ * failure. (Threads written before carry the copy, read as it is.)
+ */
+const recordColumns = (sql: SqlClient.SqlClient) => sql`seq, run_id, kind, key, at, CASE
+    WHEN body IS NOT NULL THEN body
+    WHEN kind = 'INTEND' THEN (SELECT payload FROM pagantic_runs WHERE pagantic_runs.id = pagantic_records.run_id)
+    WHEN kind = 'KNOW' THEN (SELECT result FROM pagantic_runs WHERE pagantic_runs.id = pagantic_records.run_id)
+    WHEN kind = 'STATE' AND key IN ('failed', 'cancelled') THEN (SELECT error FROM pagantic_runs WHERE pagantic_runs.id = pagantic_records.run_id)
+    ELSE NULL END AS body`
+
 /** The most hashes a slot keeps (the first, then the latest): one more per restart that finds it open. */
 const maxSecretHashes = 8
 
@@ -149,6 +163,7 @@ const numbered = (row: RecordRow): RecordRow => (typeof row.seq === "number" ? r
 export const make = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const greatest = sql.onDialectOrElse({ pg: () => sql.literal("GREATEST"), orElse: () => sql.literal("MAX") })
+  const columns = recordColumns(sql)
 
   const record = (runId: string, kind: RecordKind, key: string, at: number, body?: unknown) =>
     sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
@@ -179,7 +194,7 @@ export const make = Effect.gen(function* () {
             VALUES (${row.id}, ${row.definition}, ${JSON.stringify(row.payload)}, 'running', ${row.owner}, ${row.principal ?? null}, ${row.at}, ${row.at})
             ON CONFLICT (id) DO NOTHING RETURNING id`
           if (inserted.length === 0) return false
-          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${row.id}, 'INTEND', 'payload', ${row.at}, ${JSON.stringify(row.payload)})`
+          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${row.id}, 'INTEND', 'payload', ${row.at}, NULL)`
           return true
         })
       ).pipe(guarded(`record run ${row.id}`)),
@@ -222,10 +237,8 @@ export const make = Effect.gen(function* () {
               result = ${result}, error = ${error}, updated_at = ${at}
             WHERE id = ${id} AND status NOT IN ('completed', 'failed', 'cancelled') RETURNING id`
           if (updated.length === 0) return false
-          const [kind, key, body] = end.status === "completed"
-            ? (["KNOW", "result", result] as const)
-            : (["STATE", end.status, error] as const)
-          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${id}, ${kind}, ${key}, ${at}, ${body})
+          const [kind, key] = end.status === "completed" ? (["KNOW", "result"] as const) : (["STATE", end.status] as const)
+          yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${id}, ${kind}, ${key}, ${at}, NULL)
             ON CONFLICT (run_id, kind, key) DO NOTHING`
           return true
         })
@@ -233,14 +246,14 @@ export const make = Effect.gen(function* () {
 
     /** Records after `afterSeq`, in order. */
     records: (runId: string, afterSeq: number) =>
-      sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND seq > ${afterSeq} ORDER BY seq`.pipe(
+      sql<RecordRow>`SELECT ${columns} FROM pagantic_records WHERE run_id = ${runId} AND seq > ${afterSeq} ORDER BY seq`.pipe(
         Effect.map((rows) => rows.map(numbered)),
         guarded(`read the records of run ${runId}`)
       ),
 
     /** The record `kind` `key` of a run, if any. */
     findRecord: (runId: string, kind: RecordKind, key: string) =>
-      sql<RecordRow>`SELECT * FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
+      sql<RecordRow>`SELECT ${columns} FROM pagantic_records WHERE run_id = ${runId} AND kind = ${kind} AND key = ${key}`.pipe(
         Effect.map((rows) => (rows[0] === undefined ? undefined : numbered(rows[0]))),
         guarded(`read record ${kind} ${key} of run ${runId}`)
       ),
@@ -284,7 +297,9 @@ export const make = Effect.gen(function* () {
             ON CONFLICT (id) DO NOTHING RETURNING id`
           if (inserted.length === 0) return false
           for (const r of thread.records) {
-            yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${thread.id}, ${r.kind}, ${r.key}, ${r.at}, ${json(r.body)})
+            // the payload is the row's
+            const body = r.kind === "INTEND" && r.key === "payload" ? null : json(r.body)
+            yield* sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${thread.id}, ${r.kind}, ${r.key}, ${r.at}, ${body})
               ON CONFLICT (run_id, kind, key) DO NOTHING`
           }
           for (const slot of thread.slots) {
