@@ -15,7 +15,8 @@
  * processes on the machine stretch.
  *
  * Rows: an AgentLoop turn (the model asks for add(2,3), the tool runs, the model
- * answers "5"; a fresh loop per turn), the same with Telemetry.layerInMemory (the
+ * answers "5"; a fresh loop per turn), the same turn against the Vercel AI SDK's
+ * `generateText` (bench/vercelAi.ts), the same with Telemetry.layerInMemory (the
  * OpenTelemetry SDK recording every span), Structured.run (valid JSON at the first
  * reply), RedundantLoop N=5 (five replicas and a majority vote), a PlanExecutor
  * plan of 3 chained infer steps, and a Facade chat request.
@@ -51,6 +52,7 @@ import { Engine, InferenceRequest, InferenceResult, streamFrom, StreamPart } fro
 import * as Tool from "../src/services/ToolRegistry.js"
 import * as PlainFacade from "./plainFacade.js"
 import { plainPlanEquivalent } from "./plainPlan.js"
+import { vercelAiTurn } from "./vercelAi.js"
 import { profiled, summarize } from "./Gc.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
@@ -360,6 +362,7 @@ export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void,
   facadeEquivalent: Effect.suspend(() => ourCalls.facade!),
   planEquivalent: Effect.suspend(() => ourCalls.plan!),
   agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(agentTurn, c)),
+  agentVercelAi: Effect.suspend(() => ourCalls.agent!),
   telemetry: Effect.map(Layer.build(Layer.mergeAll(toolEngine, tools, Telemetry.layerInMemory())), (c) => Effect.provide(agentTurn, c)),
   structured: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(structuredCall, c)),
   redundant: Effect.map(Layer.build(Layer.merge(jsonEngine, JsonConstraint.layer)), (c) => Effect.provide(redundantCall, c)),
@@ -376,6 +379,7 @@ export const ourCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void,
 /** The same calls' plain-Effect baselines, on the same services (to profile or count a baseline as ours). */
 export const baseCalls: Readonly<Record<string, Effect.Effect<Effect.Effect<void, unknown>, never, Scope.Scope>>> = {
   agent: Effect.map(Layer.build(agentServices), (c) => Effect.provide(plainTurn, c)),
+  agentVercelAi: Effect.succeed(vercelAiTurn),
   telemetry: Effect.map(Layer.build(agentServices), (c) => Effect.provide(plainTurn, c)),
   structured: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainStructuredCall, c)),
   redundant: Effect.map(Layer.build(jsonEngine), (c) => Effect.provide(plainRedundant, c)),
@@ -434,6 +438,12 @@ const comparisons: ReadonlyArray<readonly [string, Effect.Effect<Comparison>]> =
   [
     "agent",
     compare(`AgentLoop turn (tool call + tool + answer) vs plain-Effect loop`, 2.0, agentTurn, plainTurn).pipe(
+      Effect.provide(Layer.merge(toolEngine, tools))
+    )
+  ],
+  [
+    "agentVercelAi",
+    compare(`AgentLoop turn vs the same turn through the Vercel AI SDK (generateText, bench/vercelAi.ts)`, 0.25, agentTurn, vercelAiTurn).pipe(
       Effect.provide(Layer.merge(toolEngine, tools))
     )
   ],
