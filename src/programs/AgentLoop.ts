@@ -58,7 +58,7 @@ import type * as Engine from "../services/Engine.js"
 import type * as ConversationStore from "../services/ConversationStore.js"
 import type { Loop } from "./agent/Loop.js"
 import { environment, environmentNow, noEmit } from "./agent/Loop.js"
-import { promptSystem, type TurnInput, turnEffect, UserInput } from "./agent/Turn.js"
+import { promptSystem, type TurnInput, turnEffect, userInput } from "./agent/Turn.js"
 import { withTurnScope } from "./agent/TurnScope.js"
 import type {
   AgentEvent,
@@ -75,8 +75,6 @@ import * as Observed from "./internal/Observed.js"
 import * as Prompt from "./internal/Prompt.js"
 import * as Spans from "./internal/Spans.js"
 import * as Structured from "./Structured.js"
-import { kept } from "../services/internal/Kept.js"
-import { overlay } from "../services/internal/Overlay.js"
 
 export type {
   AgentEvent,
@@ -192,7 +190,7 @@ export const turnsNow = (
 class LoopTurns implements Turns {
   constructor(private readonly loop: Loop) {}
   chat(message: string, turn: TurnOptions = {}): Effect.Effect<TurnResult, AgentLoopError> {
-    return chat(this.loop, new UserInput(message), turn)
+    return chat(this.loop, userInput(message), turn)
   }
   resume(results: ReadonlyArray<Message.ToolResult>, turn: TurnOptions = {}): Effect.Effect<TurnResult, AgentLoopError> {
     return chat(this.loop, { _tag: "ToolResults", results }, turn)
@@ -204,8 +202,8 @@ const agentOf = (loop: Loop, services: Context.Context<Engine.Engine>): AgentLoo
   const constraint = Context.getOption(services, Constraint)
   return {
     sessionId: loop.sessionId,
-    chat: (message, turn = {}) => chat(loop, new UserInput(message), turn),
-    chatStream: (message, turn = {}) => chatStream(loop, new UserInput(message), turn),
+    chat: (message, turn = {}) => chat(loop, userInput(message), turn),
+    chatStream: (message, turn = {}) => chatStream(loop, userInput(message), turn),
     resume: (results, turn = {}) => chat(loop, { _tag: "ToolResults", results }, turn),
     resumeStream: (results, turn = {}) => chatStream(loop, { _tag: "ToolResults", results }, turn),
     chatStructured: (schema, message, turn = {}) =>
@@ -278,18 +276,19 @@ function* chatStructuredSteps<A, EV extends ValidationFailure = never>(loop: Loo
   const context = turn.context ?? (yield* EphemeralContext.retrieve(loop.contextProvider, message))
   const { context: _, ...options } = turn
   const system = yield* promptSystem(loop, base)
-  const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), overlay(options, {
+  const ask = Structured.run(Prompt.place(loop.prompts, [...system, ...base, Message.user(message)], context), {
+    ...options,
     schema,
     grammar: turn.grammar ?? loop.options.grammar,
     maxTokens: turn.maxTokens ?? loop.maxTokens,
     topP: turn.topP ?? loop.options.topP,
     inferenceRetry: turn.inferenceRetry ?? loop.options.inferenceRetry,
     sessionKey: loop.sessionId
-  })).pipe(Effect.provide(services))
+  }).pipe(Effect.provide(services))
   return yield* Effect.uninterruptibleMask((restore) =>
     Effect.tap(restore(ask), (result) =>
       loop.store.save(loop.sessionId, [...base, Message.user(message), Message.assistant(result.content)]))
   )
 }
 
-const sessionAttributes = (loop: Loop) => kept({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })
+const sessionAttributes = (loop: Loop) => ({ sessionId: loop.sessionId, [Spans.Pagantic.sessionId]: loop.sessionId })

@@ -38,8 +38,6 @@ import * as Observed from "./internal/Observed.js"
 import * as Spans from "./internal/Spans.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
-import { keptArray } from "../services/internal/Kept.js"
-import { overlay } from "../services/internal/Overlay.js"
 
 export interface Tracker {
   /** The current ExecutionState (a copy). */
@@ -121,7 +119,7 @@ export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRe
 
 const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) => {
   const recorded = recordEvent(
-    (base) => new Event.LifecycleTransition(overlay(base, { layer: "orchestrate" as const, fromState, toState, attempt, reason }))
+    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate" as const, fromState, toState, attempt, reason })
   )
   return fromState === "VALIDATE" && toState === "EXECUTE"
     ? Effect.zipRight(recorded, withMetrics((m) => m.increment("retries")))
@@ -193,7 +191,7 @@ class Machine implements Tracker {
   totalSteps = 0
   lastStep: string | undefined = undefined
   lastError: SystemError | undefined = undefined
-  readonly moves: Array<Move> = keptArray()
+  readonly moves: Array<Move> = []
 
   constructor(fiber: Fiber.RuntimeFiber<unknown, unknown>) {
     this.enteredAt = Context.get(fiber.currentDefaultServices, Clock.Clock).unsafeCurrentTimeMillis()

@@ -67,7 +67,6 @@ import type { VotingStrategy } from "./Voting.js"
 import { MajorityVoting } from "./Voting.js"
 import * as Local from "../services/internal/Local.js"
 import * as Construct from "../domain/Construct.js"
-import { kept, keptArray, keptWith } from "../services/internal/Kept.js"
 
 export const defaultReplicas = 3
 
@@ -182,17 +181,18 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
   const engine = yield* EngineTag
   const draw = yield* ReplicaSampling.make(engine, n, options.seed, concurrency >= n)
   // every reply's usage, in the order replies came (replicas add to it in one step each)
-  const spent = keptArray<TokenUsage.TokenUsage>()
+  const spent: Array<TokenUsage.TokenUsage> = []
   const onUsage = options.onUsage
-  // the caller's options with the replica's own over them (`keptWith`: no literal that starts with a spread)
-  const replicaOptions: Structured.Options<A, ValidationFailure> = keptWith(options, {
+  // the caller's options with the replica's own over them
+  const replicaOptions: Structured.Options<A, ValidationFailure> = {
+    ...options,
     // a replica breaking a rule is a failed replica: it never votes with a partial result
     strictValidation: true,
     retry: options.retry ?? RetryPolicy.none,
     onUsage: onUsage === undefined
       ? (usage: TokenUsage.TokenUsage) => Effect.sync(() => void spent.push(usage))
       : (usage: TokenUsage.TokenUsage) => Effect.zipRight(Effect.sync(() => void spent.push(usage)), onUsage(usage))
-  })
+  }
   // One replica: its outcome as a value (a failure; a defect or an interruption stays one), the sampler
   // told it ended when it gathers first replies (however the replica ended), then the outcome emitted.
   const settled = (replica: number): Effect.Effect<Replica<A>, never, Engine.Engine | Constraint> => {
@@ -200,10 +200,10 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
     const call = Structured.run(messages, replicaOptions)
     const outcome = Effect.match(
       view === engine ? call : Local.provideService(call, EngineTag, view),
-      kept({
-        onFailure: (failure: InferenceFailure | ConstraintFailure | ValidationFailure): Replica<A> => kept({ _tag: "Failed", replica, failure }),
-        onSuccess: (result: Structured.Result<A>): Replica<A> => kept({ _tag: "Valid", replica, result })
-      })
+      {
+        onFailure: (failure: InferenceFailure | ConstraintFailure | ValidationFailure): Replica<A> => ({ _tag: "Failed", replica, failure }),
+        onSuccess: (result: Structured.Result<A>): Replica<A> => ({ _tag: "Valid", replica, result })
+      }
     )
     return draw.gathers ? Effect.ensuring(outcome, draw.ended(replica)) : outcome
   }
@@ -213,7 +213,7 @@ function* runSteps<A>(prompt: string, options: Options<A>, emit: Emit<A>, n: num
   // A replica's own moves are events only: the request's tracker sees the loop as a whole (set once, for
   // all of them: the replicas' fibers inherit it).
   const replicas = yield* Local.locally(
-    Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, kept({ concurrency })),
+    Effect.forEach(Array.from({ length: n }, (_, i) => i), replicaOf, { concurrency }),
     Lifecycle.currentTracker,
     Option.none()
   )

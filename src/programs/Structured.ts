@@ -47,7 +47,6 @@ import * as Spans from "./internal/Spans.js"
 import * as Lifecycle from "./Lifecycle.js"
 import * as RetryPolicy from "../services/RetryPolicy.js"
 import * as Construct from "../domain/Construct.js"
-import { kept } from "../services/internal/Kept.js"
 
 /** The violations of a reply that passed (one array for every call: nobody writes to it). */
 const noViolations: ReadonlyArray<string> = Object.freeze([])
@@ -239,7 +238,7 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
       const n = attempts
       const repairAttempts = repairs
       const violations = partial === undefined ? noViolations : partial.failedRules.length > 0 ? partial.failedRules : [partial.message]
-      return kept({
+      return {
         value: enforced.value,
         content: enforced.content,
         raw: enforced.raw,
@@ -251,7 +250,7 @@ const runUntraced = <A, EV extends ValidationFailure = never>(
           ? Construct.unchecked(ValidationResult, { passed: 1, failed: n - 1, repairAttempts, violations })
           : Construct.unchecked(ValidationResult, { passed: 0, failed: n, repairAttempts, violations }),
         partial: partial !== undefined
-      })
+      }
     }
 
     // A rejected reply. VALIDATE -> EXECUTE only when the schedule grants another attempt

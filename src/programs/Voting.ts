@@ -16,7 +16,6 @@ import { OrchestrationFailure } from "../domain/Failure.js"
 import { canonicalJson } from "../domain/Json.js"
 import * as Folds from "./Folds.js"
 import * as Observed from "./internal/Observed.js"
-import { kept } from "../services/internal/Kept.js"
 
 /** The outcome of a vote. */
 export interface Vote {
@@ -79,7 +78,7 @@ export const MajorityVoting: VotingStrategy = {
     if (candidates.length === 0) return yield* noCandidates("majority")
     const folded = yield* consensusOf("majority", candidates)
     const winner = folded.chosen.responderIndex
-    const vote: Vote = kept({ winner, content: candidates[winner]!, confidence: folded.confidence })
+    const vote: Vote = { winner, content: candidates[winner]!, confidence: folded.confidence }
     return vote
   })
 }

@@ -14,7 +14,6 @@ import type { Message } from "../domain/Message.js"
 import { approximateBytes } from "../domain/Size.js"
 import type { InMemoryOptions } from "./internal/Sessions.js"
 import { makeSessions } from "./internal/Sessions.js"
-import { kept } from "./internal/Kept.js"
 
 export { type InMemoryOptions, inMemoryDefaults } from "./internal/Sessions.js"
 
@@ -63,7 +62,7 @@ const historyBytes = (messages: ReadonlyArray<Message>): number => {
 export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Service> =>
   Effect.sync(() => {
     const sessions = makeSessions<ReadonlyArray<Message>>(options)
-    return kept({
+    return {
       load: (sessionId) => Effect.sync(() => (sessions.get(sessionId) ?? []).slice()),
       append: (sessionId, messages) =>
         Effect.sync(() =>
@@ -76,5 +75,5 @@ export const makeInMemory = (options: InMemoryOptions = {}): Effect.Effect<Servi
       save: (sessionId, messages) => Effect.sync(() => sessions.put(sessionId, messages.slice(), historyBytes(messages))),
       clear: (sessionId) => Effect.sync(() => sessions.remove(sessionId)),
       sessions: Effect.sync(() => sessions.ids())
-    } satisfies Service)
+    } satisfies Service
   })

@@ -24,8 +24,6 @@ import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
 import type { ModelInfo } from "../domain/ModelInfo.js"
 import { Logprobs, Penalty, StopTexts, TopLogprobs } from "../domain/Sampling.js"
 import { TokenUsage } from "../domain/TokenUsage.js"
-import { kept } from "./internal/Kept.js"
-import { overlay } from "./internal/Overlay.js"
 
 /** What one inference call asks of the engine. */
 export class InferenceRequest extends Schema.Class<InferenceRequest>("InferenceRequest")({
@@ -216,7 +214,7 @@ export class Engine extends Context.Tag("pagantic/Engine")<Engine, Service>() {}
 export const sampleRequest = (request: InferenceRequest, index: number): InferenceRequest =>
   request.seed === undefined || index === 0
     ? request
-    : new InferenceRequest(overlay(request, { seed: request.seed + index }), true)
+    : new InferenceRequest({ ...request, seed: request.seed + index }, true)
 
 /** `n` concurrent `infer` calls, sample `i` seeded `seed + i`: what `sampleMany` is for any engine. */
 export const independentSamples = (engine: Service, request: InferenceRequest, n: number) =>
@@ -264,7 +262,7 @@ export const inRequest = (engine: Service): Service => {
   if (followsRequest in engine) return engine
   /** The engine as the request in progress makes its calls (its wrapper read from the calling fiber). */
   const current = (fiber: Fiber.RuntimeFiber<unknown, unknown>) => fiber.getFiberRef(currentRequest)(engine)
-  const following: Service & { readonly [followsRequest]: true } = kept({
+  const following: Service & { readonly [followsRequest]: true } = {
     [followsRequest]: true,
     // the request's wrapper read and applied in one step
     infer: (request) => Effect.withFiberRuntime((fiber) => current(fiber).infer(request)),
@@ -284,6 +282,6 @@ export const inRequest = (engine: Service): Service => {
       sampleMany: (request: InferenceRequest, n: number) =>
         Effect.withFiberRuntime((fiber) => sampleMany(current(fiber), request, n))
     })
-  })
+  }
   return following
 }

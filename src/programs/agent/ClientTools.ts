@@ -20,8 +20,6 @@ import * as Message from "../../domain/Message.js"
 import type { ToolCallRecord } from "../../domain/System.js"
 import type { Strategy, ToolUsePolicy } from "../run/Types.js"
 import type { ToolChoice } from "./Types.js"
-import { overlay } from "../../services/internal/Overlay.js"
-import { keptWith } from "../../services/internal/Kept.js"
 
 /** The index of the last assistant message, -1 when there is none. */
 const lastAssistant = (messages: ReadonlyArray<Message.Message>): number => {
@@ -72,16 +70,16 @@ export const unknownChoice = (
  */
 export const strategy = (inner: Strategy<string>, clientNames: ReadonlySet<string>, parallel: boolean): Strategy<string> =>
   // no client tool and every call acted on: the protocol changes nothing
-  // kept for the loop's length (`keptWith`: no literal that starts with a spread, see services/internal/Overlay)
-  clientNames.size === 0 && parallel ? inner : keptWith(inner, {
+  clientNames.size === 0 && parallel ? inner : {
+    ...inner,
     parseResponse: (response: Parameters<Strategy<string>["parseResponse"]>[0]) =>
       parallel
         ? inner.parseResponse(response)
         : Effect.map(inner.parseResponse(response), (action) =>
-          action.toolCalls.length <= 1 ? action : overlay(action, { toolCalls: action.toolCalls.slice(0, 1) })),
+          action.toolCalls.length <= 1 ? action : { ...action, toolCalls: action.toolCalls.slice(0, 1) }),
     shouldContinue: (action: Parameters<Strategy<string>["shouldContinue"]>[0], iteration: number) =>
       action.toolCalls.some((call) => clientNames.has(call.name)) ? Effect.succeed(false) : inner.shouldContinue(action, iteration)
-  })
+  }
 
 /** A turn's transcript that ended on client calls, split into what stays and what waits. */
 export interface Pending {

@@ -10,8 +10,6 @@
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Message from "../../domain/Message.js"
-import type { ToolCallRecord } from "../../domain/System.js"
-import type * as TokenUsage from "../../domain/TokenUsage.js"
 import * as EphemeralContext from "../internal/EphemeralContext.js"
 import * as Observed from "../internal/Observed.js"
 import * as Prompt from "../internal/Prompt.js"
@@ -30,11 +28,8 @@ export type TurnInput =
   | { readonly _tag: "User"; readonly text: string }
   | { readonly _tag: "ToolResults"; readonly results: ReadonlyArray<Message.ToolResult> }
 
-/** A user message's turn input, kept for the turn: built by its constructor (services/internal/Kept says why). */
-export class UserInput {
-  readonly _tag = "User" as const
-  constructor(readonly text: string) {}
-}
+/** A user message as a turn's input. */
+export const userInput = (text: string): TurnInput => ({ _tag: "User", text })
 
 /**
  * The PromptProvider's system message for a history without one, built with the
@@ -99,15 +94,15 @@ function* runTurnSteps(loop: Loop, input: TurnInput, turn: TurnOptions, emit: Em
   const transcript = RunMessage.toEngine(result.messages.slice(base.length))
   const pending = ClientTools.pendingOf(transcript, loop.clientNames)
   if (pending === undefined) {
-    return new Answered(
-      result.content,
-      result.stopReason as StopReason,
-      result.toolCalls,
-      noCalls,
-      result.usage,
-      result.iterations,
+    return {
+      content: result.content,
+      stopReason: result.stopReason as StopReason,
+      toolCalls: result.toolCalls,
+      pendingToolCalls: noCalls,
+      usage: result.usage,
+      inferences: result.iterations,
       transcript
-    )
+    }
   }
   // the registered tools the same reply called run now; the client calls wait for the caller
   const served = yield* runServerCalls(loop, pending.calls.filter((call) => !loop.clientNames.has(call.name)), emit)
@@ -196,15 +191,3 @@ const eventsOf = (loop: Loop, emit: Emit): Option.Option<(event: LoopEvent<strin
   })
 }
 
-/** A turn's result, handed to the caller: built by its constructor (services/internal/Kept says why not a literal). */
-class Answered implements TurnResult {
-  constructor(
-    readonly content: string,
-    readonly stopReason: StopReason,
-    readonly toolCalls: ReadonlyArray<ToolCallRecord>,
-    readonly pendingToolCalls: ReadonlyArray<Message.ToolCall>,
-    readonly usage: TokenUsage.TokenUsage,
-    readonly inferences: number,
-    readonly transcript: ReadonlyArray<Message.Message>
-  ) {}
-}

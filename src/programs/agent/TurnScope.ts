@@ -45,7 +45,7 @@ export const withTurnScope = <A, E>(
     Effect.withFiberRuntime<A, E | Cancellation>((fiber) => {
       const outer = fiber.getFiberRef(currentCorrelation)
       const correlation = (requestId: string) =>
-        Construct.uncheckedWith(CorrelationContext, outer, { requestId, sessionId: loop.sessionId })
+        Construct.unchecked(CorrelationContext, { ...outer, requestId, sessionId: loop.sessionId })
       // the caller's correlation names the loop's session already (a facade request's turn): nothing to set or put back
       const correlated = outer.sessionId === loop.sessionId && outer.requestId !== "unscoped"
       const release = Effect.sync(() => {

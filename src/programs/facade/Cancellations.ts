@@ -56,7 +56,7 @@ class Running {
   interrupt: (() => void) | undefined = undefined
 }
 
-/** What a request is handed when it registers (a class: no allocation site, see services/internal/Kept). */
+/** What a request is handed when it registers. */
 class Registered implements Registration {
   constructor(readonly cancelledEarly: boolean, private readonly entry: Running) {}
   readonly onCancel = (interrupt: () => void): void => {

@@ -37,7 +37,6 @@ import type * as Partial from "./Partial.js"
 import * as Prompts from "./Prompts.js"
 import * as Session from "./Session.js"
 import type { Outcome, Progress, RunOptions } from "./Types.js"
-import { kept } from "../../services/internal/Kept.js"
 
 const silent = (_: Progress): Effect.Effect<void> => Effect.void
 
@@ -221,14 +220,14 @@ const turnOf = (
     }
   }
   // the engine's request carries `options` only when the request has them
-  const turnOptions = kept({
+  const turnOptions = {
     context: retrieved.messages,
     onEvent,
     ...(hints.options === undefined ? {} : { request: { options: hints.options } })
-  })
+  }
   const turn = results.length === 0 ? agent.chat(chat.user.content, turnOptions) : agent.resume(results, turnOptions)
   const executed = Effect.flatMap(turn, (turn) =>
-      Effect.as(session.commit, kept({
+      Effect.as(session.commit, {
         content: turn.content,
         toolCallsMade: turn.toolCalls,
         usage: turn.usage,
@@ -236,7 +235,7 @@ const turnOf = (
         ...(turn.pendingToolCalls.length === 0 ? {} : { pendingToolCalls: turn.pendingToolCalls }),
         logprobs,
         ...Confidence.retrieval(retrieved.scores)
-      } satisfies Outcome)))
+      } satisfies Outcome))
   return fiber === undefined
     ? Lifecycle.moveThen(tracker, "EXECUTE", "chat turn", executed)
     : Lifecycle.moveNowThen(fiber, tracker, "EXECUTE", "chat turn", executed)

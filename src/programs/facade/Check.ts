@@ -211,20 +211,7 @@ const checkChat = (env: Environment, request: SystemRequest, sessionId: string):
   const choice = checkToolChoice(env, request)
   if (Either.isLeft(choice)) return Either.left(choice.left)
   const prior = request.messages.slice(0, request.messages.length - Math.max(1, toolResults.right.length))
-  return Either.right(new CheckedChat(request, engine.right, user, toolResults.right, prior, sessionId))
-}
-
-/** A checked chat, kept for the request: built by its constructor (services/internal/Kept says why not a literal). */
-class CheckedChat implements Chat {
-  readonly mode = "chat" as const
-  constructor(
-    readonly request: SystemRequest,
-    readonly engine: Engine.Service,
-    readonly user: Message.UserMessage,
-    readonly toolResults: ReadonlyArray<Message.ToolMessage>,
-    readonly prior: ReadonlyArray<Message.Message>,
-    readonly sessionId: string
-  ) {}
+  return Either.right({ mode: "chat", request, engine: engine.right, user, toolResults: toolResults.right, prior, sessionId })
 }
 
 /** The caller's own tools and the tool choice are a chat's: another mode would silently ignore them. */
@@ -287,11 +274,6 @@ export const check = (env: Environment, request: SystemRequest): Effect.Effect<A
     return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
   })
 
-/** A chat's admission, kept for the request: built by its constructor (services/internal/Kept says why). */
-class Admitted implements Admission {
-  constructor(readonly sessionId: string, readonly checked: Either.Either<Checked, CheckFailure>) {}
-}
-
 /**
  * `check`, made now by a caller inside a step of its own: `undefined` when it
  * needs an effect (a query's checks). A chat without a session id gets a new
@@ -303,7 +285,7 @@ export const checkNow = (env: Environment, request: SystemRequest): Admission | 
   switch (request.mode) {
     case "chat": {
       const sessionId = request.sessionId ?? Ids.unsafeSessionId()
-      return new Admitted(sessionId, checkChat(env, request, sessionId))
+      return { sessionId, checked: checkChat(env, request, sessionId) }
     }
     case "plan":
       return { sessionId: request.sessionId, checked: checkPlan(env, request) }

@@ -24,7 +24,6 @@ import * as Hints from "./Hints.js"
 import * as Prompts from "./Prompts.js"
 import type { Outcome } from "./Types.js"
 import * as Tracing from "../../services/internal/Tracing.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /** The request's own system message, else the PromptProvider's, else the facade's default. */
 const systemPromptOf = (env: Environment, checked: Check.Extraction) => {
@@ -66,7 +65,8 @@ function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: 
   const { output, tools } = checked.request
   const validator = yield* Effect.serviceOption(Validator)
   yield* tracker.transition("EXECUTE", "structured call")
-  const result = yield* SpecializedLoop.call(checked.user.content, overlay(commonOptions(checked, validator, yield* systemPromptOf(env, checked)), {
+  const result = yield* SpecializedLoop.call(checked.user.content, {
+    ...commonOptions(checked, validator, yield* systemPromptOf(env, checked)),
     // when no retry is left for the Validator's rules, strictValidation says whether it fails the request
     strictValidation: output.strictValidation,
     // An empty list means no tools here, so a plain extraction is never preceded
@@ -74,7 +74,7 @@ function* structuredSteps(env: Environment, checked: Check.Extraction, tracker: 
     useTools: tools.length > 0,
     allowTools: tools.length === 0 ? undefined : tools,
     maxToolIterations: env.options.maxToolIterations
-  }))
+  })
   yield* tracker.transition("VALIDATE", "output validated against the schema")
   return {
     content: result.raw,
@@ -98,14 +98,15 @@ function* redundantSteps(env: Environment, checked: Check.Extraction, tracker: L
   const { redundancy } = checked.request
   const validator = yield* Effect.serviceOption(Validator)
   yield* tracker.transition("EXECUTE", "redundant replicas")
-  const result = yield* RedundantLoop.run(checked.user.content, overlay(commonOptions(checked, validator, yield* systemPromptOf(env, checked)), {
+  const result = yield* RedundantLoop.run(checked.user.content, {
+    ...commonOptions(checked, validator, yield* systemPromptOf(env, checked)),
     // a replica whose value breaks one of the Validator's rules does not vote
     voting: redundancy?.voting === "unanimity" ? Voting.UnanimityVoting : Voting.MajorityVoting,
     n: redundancy?.n,
     quorum: redundancy?.quorum,
     // replica i samples with seed + i: replicas differ, and the vote replays exactly
     seed: Hints.effective(checked.request.hints).seed
-  }))
+  })
   yield* tracker.transition("VALIDATE", "replicas voted")
   yield* Tracing.annotate({
     "pagantic.vote.confidence": result.confidence,

@@ -34,7 +34,7 @@ const insideInference = (fiber: Fiber.RuntimeFiber<unknown, unknown>): boolean =
 /** `engine`, each inference no loop observes observed as one. */
 export const observed = (engine: Engine.Service): Engine.Service => new ObservedEngine(engine)
 
-/** `engine` with its `infer` observed; kept for the request, built by its constructor (services/internal/Kept). */
+/** `engine` with its `infer` observed. */
 class ObservedEngine implements Engine.Service {
   readonly stream: Engine.Service["stream"]
   readonly modelInfo: Engine.Service["modelInfo"]

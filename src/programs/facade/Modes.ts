@@ -22,7 +22,6 @@ import * as Plan from "./Plan.js"
 import * as QueryMode from "./Query.js"
 import * as TaskMode from "./Task.js"
 import type { Outcome, RunOptions } from "./Types.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /**
  * Reads `output.grammarFile` into `output.grammar` (PREPARE): a regular file of
@@ -48,7 +47,7 @@ const resolveGrammar = (env: Environment, request: SystemRequest): Effect.Effect
       (info) => notFound(`it is ${Number(info.size)} bytes, more than the ${Gbnf.defaultLimits.maxBytes} a grammar may have`)
     ),
     Effect.zipRight(Effect.mapError(fs.readFileString(file), (e) => notFound(e.message))),
-    Effect.map((grammar) => new SystemRequestClass(overlay(request, { output: new OutputContract(overlay(request.output, { grammar })) })))
+    Effect.map((grammar) => new SystemRequestClass({ ...request, output: new OutputContract({ ...request.output, grammar }) }))
   )
 }
 
@@ -66,11 +65,11 @@ const runMode = (
     switch (checked.mode) {
       case "chat":
         return Effect.withFiberRuntime((fiber) =>
-          Chat.runFrom(fiber, env, request === checked.request ? checked : overlay(checked, { request }), partial, tracker, runOptions))
+          Chat.runFrom(fiber, env, request === checked.request ? checked : { ...checked, request }, partial, tracker, runOptions))
       case "structured":
-        return Extraction.structured(env, request === checked.request ? checked : overlay(checked, { request }), tracker)
+        return Extraction.structured(env, request === checked.request ? checked : { ...checked, request }, tracker)
       case "redundant":
-        return Extraction.redundant(env, request === checked.request ? checked : overlay(checked, { request }), tracker)
+        return Extraction.redundant(env, request === checked.request ? checked : { ...checked, request }, tracker)
     }
   }
   const reason = `mode ${checked.mode}`

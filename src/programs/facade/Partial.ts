@@ -11,10 +11,5 @@ export interface Partial {
   text: string
 }
 
-/** A request's cell: built by its constructor (services/internal/Kept says why not a literal). */
-class Cell implements Partial {
-  text = ""
-}
-
 /** An empty partial output. */
-export const make = (): Partial => new Cell()
+export const make = (): Partial => ({ text: "" })

@@ -31,7 +31,6 @@ import type * as Spent from "./Spent.js"
 import type { Outcome } from "./Types.js"
 import * as Construct from "../../domain/Construct.js"
 import * as Tracing from "../../services/internal/Tracing.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /** Who the response answers. */
 export interface Addressee {
@@ -97,10 +96,11 @@ const optionalFields = [
 const withSpent = (outcome: Outcome, spent: Spent.Spent): Outcome => {
   const { toolCalls, usage } = spent.unsafeSoFar()
   const own = outcome.toolCallsMade ?? []
-  return overlay(outcome, {
+  return {
+    ...outcome,
     usage: usage.calls >= outcome.usage.calls ? usage : outcome.usage,
     toolCallsMade: own.length > 0 && own.length >= toolCalls.length ? own : toolCalls
-  })
+  }
 }
 
 /** What a failed request had spent and done before it failed. */
@@ -112,7 +112,8 @@ interface SpentSoFar {
 const nothingSpent: SpentSoFar = { usage: TokenUsage.empty, toolCalls: [] }
 
 const failed = (to: Addressee, content: string, error: SystemError, spent: SpentSoFar): SystemResponse =>
-  Construct.uncheckedWith(SystemResponse, addressed(to), {
+  Construct.unchecked(SystemResponse, {
+    ...addressed(to),
     content,
     toolCallsMade: spent.toolCalls,
     tokenUsage: spent.usage,

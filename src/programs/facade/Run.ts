@@ -122,12 +122,7 @@ export const toResponse: Finish<SystemResponse> = {
 
 /** The request's correlation: the caller's, naming the request and its session (a value built by us: not validated again). */
 const correlationOf = (outer: CorrelationContext, requestId: string, sessionId: string | undefined): CorrelationContext =>
-  Construct.uncheckedWith(CorrelationContext, outer, sessionId === undefined ? { requestId } : { requestId, sessionId })
-
-/** Whom a response answers, kept for the request: built by its constructor (services/internal/Kept says why). */
-class Addressed implements Response.Addressee {
-  constructor(readonly requestId: string, readonly sessionId: string | undefined) {}
-}
+  Construct.unchecked(CorrelationContext, sessionId === undefined ? { ...outer, requestId } : { ...outer, requestId, sessionId })
 
 /** A checked request run to its end (`finish`), from inside a step of `fiber`. */
 const executeCheckedIn = <A>(
@@ -199,7 +194,7 @@ const executeCheckedIn = <A>(
         timeout,
         tracker.interrupted
       )
-    const to = new Addressed(requestId, admission.sessionId)
+    const to: Response.Addressee = { requestId, sessionId: admission.sessionId }
     return Effect.flatMap(ran, (exit) => Effect.withFiberRuntime((fiber) => {
       // the request is over: in this step, before its response is made
       cancellations.unsafeFinish(requestId)

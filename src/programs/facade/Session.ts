@@ -24,8 +24,7 @@ export const staged = (
 ): StagedSession => new Staged(store, sessionId, seed)
 
 /**
- * The staged session and its store, one instance (built by its constructor, not a record of closures kept with
- * `kept`: services/internal/Kept). Its functions are fields: callers may hand them around.
+ * The staged session and its store, one instance. Its functions are fields: callers may hand them around.
  */
 class Staged implements StagedSession, ConversationStore.Service {
   readonly store: ConversationStore.Service

@@ -24,7 +24,6 @@ import * as TokenUsage from "../../domain/TokenUsage.js"
 import * as Engine from "../../services/Engine.js"
 import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import * as Construct from "../../domain/Construct.js"
-import { keptWith } from "../../services/internal/Kept.js"
 
 export interface Spent {
   /** `engine`, recording the usage of every inference it answers. */
@@ -46,7 +45,7 @@ export const make: Effect.Effect<Spent> = Effect.sync(() => unsafeMake())
 export const unsafeMake = (): Spent => new Recorder()
 
 /**
- * A request's recorder, built by its constructor (services/internal/Kept). Each update is one synchronous step (as
+ * A request's recorder. Each update is one synchronous step (as
  * a Ref's is): the request's fibers may record at once.
  */
 class Recorder implements Spent {
@@ -58,8 +57,8 @@ class Recorder implements Spent {
 
   readonly engine = (inner: Engine.Service): Engine.Service => new RecordedEngine(inner, this.used)
 
-  // kept for the request (`keptWith`: no literal that starts with a spread, see services/internal/Overlay)
-  readonly registry = (inner: ToolRegistry.Service): ToolRegistry.Service => keptWith(inner, {
+  readonly registry = (inner: ToolRegistry.Service): ToolRegistry.Service => ({
+    ...inner,
     execute: (call: Message.ToolCall, options?: ToolRegistry.ExecuteOptions) =>
       Effect.flatMap(Clock.currentTimeMillis, (started) =>
         Effect.onExit(inner.execute(call, options), (exit) =>
@@ -84,7 +83,7 @@ class Recorder implements Spent {
   readonly unsafeSoFar = () => ({ usage: this.total, toolCalls: Array.from(this.calls.values()) })
 }
 
-/** An engine whose every answered inference is recorded (`used`), built by its constructor (services/internal/Kept). */
+/** An engine whose every answered inference is recorded (`used`). */
 class RecordedEngine implements Engine.Service {
   readonly modelInfo: Engine.Service["modelInfo"]
   // an engine's own sampling of many is kept (it shares their work), each sample it answered recorded

@@ -41,7 +41,6 @@ import { Metrics, withMetrics } from "../../services/Metrics.js"
 import * as Tracing from "../../services/internal/Tracing.js"
 import * as Spans from "./Spans.js"
 import * as Local from "../../services/internal/Local.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 // ---------------------------------------------------------------------------
 // Services
@@ -223,7 +222,8 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
   const started = yield* Clock.currentTimeMillis
   yield* recordEvent(
     (base) =>
-      new Event.InferenceStart(overlay(base, {
+      new Event.InferenceStart({
+        ...base,
         layer: "inference",
         inferenceId,
         messageCount: request.messages.length,
@@ -231,23 +231,25 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
         schemaPresent: request.schema !== undefined,
         grammarPresent: request.grammar !== undefined,
         ...(request.temperature === undefined ? {} : { temperature: request.temperature })
-      }), true)
+      }, true)
   )
   const exit = yield* Effect.exit(Spans.inferenceInSpan(name, request, options.call, { inferenceId }))
   const durationMs = (yield* Clock.currentTimeMillis) - started
   yield* recordEvent((base) =>
     Exit.isSuccess(exit)
-      ? new Event.InferenceEnd(overlay(base, {
-          layer: "inference",
+      ? new Event.InferenceEnd({
+        ...base,
+        layer: "inference",
           inferenceId,
           durationMs,
           tokensIn: exit.value[0].usage.promptTokens,
           tokensOut: exit.value[0].usage.outputTokens,
           finishReason: exit.value[0].finishReason,
           toolCallCount: exit.value[0].toolCalls.length
-        }), true)
-      : new Event.InferenceEnd(overlay(base, {
-          layer: "inference",
+        }, true)
+      : new Event.InferenceEnd({
+        ...base,
+        layer: "inference",
           inferenceId,
           durationMs,
           tokensIn: 0,
@@ -255,7 +257,7 @@ function* recordedInferenceSteps<E extends { readonly code: string; readonly mes
           finishReason: "error",
           toolCallCount: 0,
           ...errorFields(failureOf(exit.cause))
-        }), true)
+        }, true)
   )
   yield* withMetrics((m) =>
     Effect.zipRight(
@@ -291,7 +293,8 @@ export const toolCall = <A, E extends { readonly code: string; readonly message:
       : Tracing.exports(fiber.currentTracer)
       // the correlation set and the span opened in one region
       ? Spans.toolIn(fiber, options.call, options.requestedBy, options.attempt, options.inferenceId, options.execute,
-        Construct.uncheckedWith(CorrelationContext, fiber.getFiberRef(currentCorrelation), {
+        Construct.unchecked(CorrelationContext, {
+          ...fiber.getFiberRef(currentCorrelation),
           toolCallId: options.call.id,
           causedBy: options.call.id
         }))
@@ -312,28 +315,30 @@ function* recordedToolSteps<A, E extends { readonly code: string; readonly messa
   const started = yield* Clock.currentTimeMillis
   yield* recordEvent(
     (base) =>
-      new Event.ToolStart(overlay(base, {
+      new Event.ToolStart({
+        ...base,
         layer: "tool",
         toolName: call.name,
         toolCallId: call.id,
         inferenceId,
         argsHash: hashArgs(call.arguments),
         attempt
-      }), true)
+      }, true)
   )
   const exit = yield* Effect.exit(options.execute.pipe(Spans.tool(call, options.requestedBy, attempt, inferenceId)))
   const durationMs = (yield* Clock.currentTimeMillis) - started
   const failure = Exit.isFailure(exit) ? failureOf(exit.cause) : undefined
   yield* recordEvent(
     (base) =>
-      new Event.ToolEnd(overlay(base, {
+      new Event.ToolEnd({
+        ...base,
         layer: "tool",
         toolName: call.name,
         toolCallId: call.id,
         durationMs,
         success: Exit.isSuccess(exit),
         ...errorFields(failure)
-      }), true)
+      }, true)
   )
   yield* withMetrics((m) =>
     Effect.zipRight(m.recordLatency("tool", durationMs), m.increment(Exit.isSuccess(exit) ? "tool_calls" : "tool_errors"))

@@ -17,8 +17,6 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { InferenceFailure } from "../../domain/Failure.js"
 import * as Engine from "../../services/Engine.js"
-import { kept } from "../../services/internal/Kept.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /** How the replicas' first replies were drawn: by the engine's own `sampleMany`, or by independent calls. */
 export type Sampling = "tree" | "independent"
@@ -38,10 +36,10 @@ export interface ReplicaSampling {
 
 /** The request with the replica's seed (`seed + index`), or unchanged without a seed. */
 const seeded = (request: Engine.InferenceRequest, seed: number | undefined, index: number) =>
-  seed === undefined ? request : new Engine.InferenceRequest(overlay(request, { seed: seed + index }), true)
+  seed === undefined ? request : new Engine.InferenceRequest({ ...request, seed: seed + index }, true)
 
 /** What two requests must share to be samples of one: everything but the seed. */
-const sampleKey = (request: Engine.InferenceRequest): string => JSON.stringify(overlay(request, { seed: undefined }))
+const sampleKey = (request: Engine.InferenceRequest): string => JSON.stringify({ ...request, seed: undefined })
 
 /** The gathering views, one generator function for every call (a generator function made per call costs V8 new maps). */
 function* gatheringSteps(engine: Engine.Service, n: number, seed: number | undefined) {
@@ -125,12 +123,12 @@ export const make = (
         stream: (request) => engine.stream(seeded(request, seed, index)),
         modelInfo: engine.modelInfo
       })
-    return Effect.succeed(kept({
+    return Effect.succeed({
       engineFor: (index) => views[index] ?? engine,
       ended: () => Effect.void,
       gathers: false,
       sampling: Effect.succeed("independent")
-    }))
+    })
   }
   return Effect.gen(() => gatheringSteps(engine, n, seed))
 }

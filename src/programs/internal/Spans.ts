@@ -30,7 +30,6 @@ import type { InferenceRequest, InferenceResult } from "../../services/Engine.js
 import { CostTracker } from "../../services/CostTracker.js"
 import { currentCorrelation } from "../../services/EventLog.js"
 import * as Tracing from "../../services/internal/Tracing.js"
-import { kept, keptArray } from "../../services/internal/Kept.js"
 
 // ---------------------------------------------------------------------------
 // Attribute names
@@ -379,18 +378,16 @@ export const toolIn = <A, E, R>(
   self: Effect.Effect<A, E, R>,
   correlation?: CorrelationContext
 ): Effect.Effect<A, E, R> =>
-  Tracing.spanIn(fiber, `execute_tool ${call.name}`, kept({
+  Tracing.spanIn(fiber, `execute_tool ${call.name}`, {
     links: Option.isSome(requestedBy) ? linkTo(requestedBy.value, call.id) : noLinks
-  }), self, new ToolSpan(fiber, call, attempt, inferenceId, correlation)) as Effect.Effect<A, E, R>
+  }, self, new ToolSpan(fiber, call, attempt, inferenceId, correlation)) as Effect.Effect<A, E, R>
 
 const noLinks: ReadonlyArray<Tracer.SpanLink> = Object.freeze([])
 
-/** A tool span's link to the inference span that asked for the call (records kept for the span's length: internal/Kept). */
-const linkTo = (span: Tracer.AnySpan, callId: string): ReadonlyArray<Tracer.SpanLink> => {
-  const links = keptArray<Tracer.SpanLink>()
-  links.push(kept({ _tag: "SpanLink", span, attributes: kept({ [GenAi.toolCallId]: callId }) }))
-  return links
-}
+/** A tool span's link to the inference span that asked for the call. */
+const linkTo = (span: Tracer.AnySpan, callId: string): ReadonlyArray<Tracer.SpanLink> => [
+  { _tag: "SpanLink", span, attributes: { [GenAi.toolCallId]: callId } }
+]
 
 /** What `toolIn` puts on its span as it opens, and the correlation it sets. */
 class ToolSpan implements Tracing.SpanExtras<unknown, unknown> {

@@ -36,7 +36,6 @@ import type * as ToolRegistry from "../../services/ToolRegistry.js"
 import { IdempotencyKey } from "../../services/ToolRegistry.js"
 import { RunToolResult } from "./Message.js"
 import type { ModelStepKey, Steps, ToolOutcome, ToolStepKey } from "./Types.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /** A tool call's outcome as it is journaled. */
 export const ToolOutcomeSchema: Schema.Schema<ToolOutcome, any> = Schema.Struct({
@@ -98,7 +97,7 @@ export const durableSteps = (
     ((name: string) => Option.isSome(registry) && registry.value.idempotent?.(name) === true)
   return {
     request: (key, request) =>
-      request.seed !== undefined ? request : new InferenceRequest(overlay(request, { seed: seedOf(durable, modelKey(prefix, key)) })),
+      request.seed !== undefined ? request : new InferenceRequest({ ...request, seed: seedOf(durable, modelKey(prefix, key)) }),
     model: (key, call) => Effect.catchAll(durable.step(modelKey(prefix, key), InferenceResult, call), dieUnless(isInference)),
     tool: (key, call) => {
       const stepKey = toolKey(prefix, key)

@@ -15,7 +15,6 @@ import * as Schema from "effect/Schema"
 import * as Message from "../../domain/Message.js"
 import { IdGenerator } from "../../services/IdGenerator.js"
 import * as Construct from "../../domain/Construct.js"
-import { keptArray } from "../../services/internal/Kept.js"
 
 /** The roles of a run's messages: the conversation's four, and `internal` (never sent to an engine). */
 export const Role = Schema.Literal("system", "user", "assistant", "tool", "internal")
@@ -210,7 +209,7 @@ const convert = (message: RunMessage): Message.Message | undefined => {
 
 /** The messages an engine may read, in order: internal messages left out, metadata and raw results dropped. */
 export const toEngine = (messages: ReadonlyArray<RunMessage>): ReadonlyArray<Message.Message> => {
-  const out = keptArray<Message.Message>()
+  const out: Array<Message.Message> = []
   for (const m of messages) {
     const converted = toDomain(m)
     if (converted !== undefined) out.push(converted)

@@ -48,28 +48,15 @@ export const runtime: Effect.Effect<Runtime, never, Engine.Engine> = Effect.cont
 /** The run's services, read from `context` in one step. */
 export const runtimeOf = (context: Context.Context<Engine.Engine>): Runtime => {
   const engine = Context.get(context, Engine.Engine)
-  return new RunRuntime(
+  return {
     engine,
-    Context.getOption(context, ToolRegistry.ToolRegistry),
-    Context.getOption(context, CostTracker),
-    Spans.lazyModelName(engine.modelInfo),
-    Ids.nextIdOf(context as Context.Context<never>),
-    Ids.unsafeNextIdOf(context as Context.Context<never>),
-    Observed.servicesOf(context as Context.Context<never>)
-  )
-}
-
-/** A loop's services, kept for its length: built by its constructor (services/internal/Kept says why not a literal). */
-class RunRuntime implements Runtime {
-  constructor(
-    readonly engine: Engine.Service,
-    readonly registry: Option.Option<ToolRegistry.Service>,
-    readonly cost: Option.Option<CostTracker["Type"]>,
-    readonly model: Effect.Effect<string>,
-    readonly nextId: Ids.NextId,
-    readonly unsafeNextId: Ids.UnsafeNextId | undefined,
-    readonly observe: Context.Context<never>
-  ) {}
+    registry: Context.getOption(context, ToolRegistry.ToolRegistry),
+    cost: Context.getOption(context, CostTracker),
+    model: Spans.lazyModelName(engine.modelInfo),
+    nextId: Ids.nextIdOf(context as Context.Context<never>),
+    unsafeNextId: Ids.unsafeNextIdOf(context as Context.Context<never>),
+    observe: Observed.servicesOf(context as Context.Context<never>)
+  }
 }
 
 /** A LoopConfig checked, defaults applied. */

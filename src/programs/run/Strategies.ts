@@ -24,7 +24,6 @@ import type { InferenceRequest, InferenceResult } from "../../services/Engine.js
 import { IdGenerator } from "../../services/IdGenerator.js"
 import * as Request from "../internal/Request.js"
 import type { LoopAction, LoopEnv, RequestDefaults, Strategy, ToolUsePolicy } from "./Types.js"
-import { overlay } from "../../services/internal/Overlay.js"
 
 /** Output tokens per model call when the request defaults say nothing. */
 export const defaultMaxTokens = 2048
@@ -109,7 +108,7 @@ const finishAction: JsonSchema = {
  */
 export const reactSchema = (toolNames: ReadonlyArray<string>): JsonSchema => {
   const description = 'Either {"thought", "tool", "arguments"} to call a tool, or {"thought", "finish"} to answer.'
-  if (toolNames.length === 0) return overlay(finishAction, { description })
+  if (toolNames.length === 0) return { ...finishAction, description }
   const call: JsonSchema = {
     type: "object",
     properties: { thought: { type: "string" }, tool: { type: "string", enum: toolNames }, arguments: { type: "object" } },

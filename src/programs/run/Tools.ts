@@ -23,7 +23,6 @@ import * as Retry from "../internal/Retry.js"
 import { RunToolResult } from "./Message.js"
 import type { ToolOutcome } from "./Types.js"
 import * as Construct from "../../domain/Construct.js"
-import { kept } from "../../services/internal/Kept.js"
 
 /** What tool calls run with. */
 export interface ToolEnv {
@@ -88,7 +87,7 @@ const isRetryable = (f: ToolFailure): boolean => f.retryable
 
 const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegistry.ToolOutput, ToolFailure> =>
   Option.isSome(env.registry)
-    ? env.registry.value.execute(call, kept({ allow: env.allowTools, timeout: env.toolTimeout }))
+    ? env.registry.value.execute(call, { allow: env.allowTools, timeout: env.toolTimeout })
     : Effect.fail(
         ToolFailure.notFound(call.name, `Tool "${call.name}" does not exist; no tools are registered`, {
           toolCallId: call.id

@@ -17,7 +17,6 @@
  * permit leaves the queue; one interrupted after it was handed one passes it on.
  */
 import * as Effect from "effect/Effect"
-import { kept } from "./Kept.js"
 
 export interface Permits {
   /** Waits for a permit and takes it. */
@@ -75,11 +74,11 @@ export const unsafeMake = (permits: number): Permits => {
     })
   })
 
-  return kept({
+  return {
     take,
     release: Effect.sync(unsafeRelease),
     unsafeFree: () => free,
     unsafeTryTake,
     unsafeRelease
-  })
+  }
 }

@@ -3,7 +3,6 @@
  * least recently written dropped first: the store behind the in-memory
  * ConversationStore and SessionState.
  */
-import { kept, keptArray } from "./Kept.js"
 
 export interface InMemoryOptions {
   /**
@@ -53,8 +52,8 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
   let total = 0
   let writes = 0
   // the write order: ids[i] written by write number stamps[i]; entries before `head` are gone
-  let ids = keptArray<string>()
-  let stamps = keptArray<number>()
+  let ids: Array<string> = []
+  let stamps: Array<number> = []
   let head = 0
   const remove = (sessionId: string) => {
     const old = sessions.get(sessionId)
@@ -69,8 +68,8 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
   const compact = () => {
     const queued = ids.length - head
     if (queued > 2 * sessions.size + 64) {
-      ids = keptArray()
-      stamps = keptArray()
+      ids = []
+      stamps = []
       head = 0
       for (const [id, entry] of sessions) {
         ids.push(id)
@@ -97,7 +96,7 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
       }
     }
   }
-  return kept({
+  return {
     get: (sessionId: string): A | undefined => sessions.get(sessionId)?.value,
     bytes: (sessionId: string): number => sessions.get(sessionId)?.bytes ?? 0,
     put: (sessionId: string, value: A, bytes: number) => {
@@ -117,5 +116,5 @@ export const makeSessions = <A>(options: InMemoryOptions) => {
     ids: (): Array<string> => [...sessions.keys()],
     /** The write-order entries held, live, stale or dropped from the front (for tests: bounded by the sessions). */
     unsafeQueued: (): number => ids.length
-  })
+  }
 }

@@ -18,7 +18,6 @@ import * as HashMap from "effect/HashMap"
 import * as Option from "effect/Option"
 import * as Tracer from "effect/Tracer"
 import * as Local from "./Local.js"
-import { kept } from "./Kept.js"
 
 const nativeTracer = Context.get(DefaultServices.liveServices, Tracer.Tracer)
 
@@ -76,7 +75,7 @@ export interface LocalValue {
 }
 
 /** `ref` set to `value` by `spanIn` (see `SpanExtras.local`). */
-export const local = <V>(ref: FiberRef.FiberRef<V>, value: V): LocalValue => kept({ ref: ref as FiberRef.FiberRef<unknown>, value })
+export const local = <V>(ref: FiberRef.FiberRef<V>, value: V): LocalValue => ({ ref: ref as FiberRef.FiberRef<unknown>, value })
 
 /**
  * `effect` in a span `fiber` opens, for a caller already in a step of `fiber`
