@@ -378,7 +378,7 @@ describe("hostile input against pagantic serve", () => {
     withServer([ScriptedEngine.reply("hello")], ({ url }) =>
       Effect.gen(function* () {
         const made = yield* post(`${url}/v1/run`, chatRequest("hi", { sessionId: "s1" }))
-        expect(made.status).toBe(400)
+        expect(made.status).toBe(404)
         expect(made.json.error.message).toContain("sessionId")
         const a = yield* post(`${url}/v1/run`, chatRequest("hi"))
         const b = yield* post(`${url}/v1/run`, chatRequest("hi"))

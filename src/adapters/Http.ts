@@ -38,11 +38,14 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import type { ServeError } from "@effect/platform/HttpServerError"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type * as FileSystem from "@effect/platform/FileSystem"
 import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { createServer } from "node:http"
+import type { ConfigurationFailure } from "../domain/Failure.js"
 import type { PaganticSystem } from "../programs/Facade.js"
 import { Engine } from "../services/Engine.js"
 import * as Admission from "./http/Admission.js"
@@ -52,7 +55,9 @@ import * as Responses from "./http/Responses.js"
 import { defaults, type Options, optionsConfig, settingsOf } from "./http/Config.js"
 import * as Edge from "./http/Edge.js"
 import * as Inbox from "./http/Inbox.js"
+import * as Keys from "./http/Keys.js"
 import * as Models from "./http/Models.js"
+import * as Owners from "./http/Owners.js"
 import * as Page from "./http/Page.js"
 import * as Queries from "./http/Queries.js"
 import * as Run from "./http/Run.js"
@@ -62,6 +67,8 @@ export * as Api from "./http/Api.js"
 export { type Options, optionsConfig } from "./http/Config.js"
 export * as Guard from "./http/Guard.js"
 export * as Inbox from "./http/Inbox.js"
+export * as Keys from "./http/Keys.js"
+export * as Principal from "./http/Principal.js"
 export * as Page from "./http/Page.js"
 export * as PageTrace from "./http/PageTrace.js"
 export { statusOf, statusOfError, traceIdOf } from "./http/Status.js"
@@ -107,45 +114,71 @@ const respondersHandlers = HttpApiBuilder.group(PaganticApi, "responders", (hand
   Effect.map(Inbox.make, (inbox) => handlers.handleRaw("responderInbox", ({ path, request }) => inbox(request, path.id))))
 
 /**
+ * The keys a server with `options` accepts: `apiKey` (the admin named `admin`),
+ * `keys` and the keys file's, in one ring; undefined when none is configured
+ * (everyone who reaches the server is `Principal.local`).
+ */
+export const keyRingOf = (
+  options: Options
+): Effect.Effect<Keys.KeyRing | undefined, ConfigurationFailure, FileSystem.FileSystem> =>
+  Effect.gen(function* () {
+    const fromFile = options.keysFile === undefined ? [] : yield* Keys.load(options.keysFile)
+    const entries: ReadonlyArray<Keys.KeyEntry> = [
+      ...(options.apiKey === undefined ? [] : [{ name: "admin", role: "admin" as const, key: options.apiKey }]),
+      ...(options.keys ?? []),
+      ...fromFile
+    ]
+    return entries.length === 0 && options.keysFile === undefined ? undefined : yield* Keys.make(entries)
+  })
+
+/**
  * The API with its handlers and its edge (host and key checks, JSON 404/405/500,
  * CORS when configured), without a server: for `HttpApiBuilder.toWebHandler` or a
- * custom server.
+ * custom server. A keys file that cannot be read or a malformed key fails it
+ * with CONFIG_INVALID_REQUEST naming the entry.
  */
-export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, never, PaganticSystem | Engine> => {
-  const edge = Edge.middleware({
-    host: options.host ?? defaults.host,
-    apiKey: options.apiKey,
-    allowedHosts: options.allowedHosts,
-    openPaths: Page.staticPaths
-  })
-  const cors = options.corsOrigins !== undefined && options.corsOrigins.length > 0
-    ? HttpMiddleware.cors({
-      allowedOrigins: options.corsOrigins,
-      allowedHeaders: ["authorization", "content-type", "traceparent", "prefer", "last-event-id"],
-      exposedHeaders: ["x-request-id", "x-run-id", "location", "preference-applied"],
-      allowedMethods: ["GET", "POST"]
+export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, ConfigurationFailure, PaganticSystem | Engine> =>
+  Layer.unwrapEffect(Effect.map(keyRingOf(options), (keys) => {
+    const edge = Edge.middleware({
+      host: options.host ?? defaults.host,
+      keys,
+      allowedHosts: options.allowedHosts,
+      openPaths: Page.staticPaths
     })
-    : undefined
-  return HttpApiBuilder.api(PaganticApi).pipe(
-    Layer.provide(handlers(options)),
-    Layer.provide(modelsHandlers),
-    Layer.provide(runsHandlers(options)),
-    Layer.provide(respondersHandlers),
-    Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware, (page) => (app) => {
-      const served = edge(page(app))
-      return cors === undefined ? served : cors(served)
-    })))
-  )
-}
+    const cors = options.corsOrigins !== undefined && options.corsOrigins.length > 0
+      ? HttpMiddleware.cors({
+        allowedOrigins: options.corsOrigins,
+        allowedHeaders: ["authorization", "content-type", "traceparent", "prefer", "last-event-id"],
+        exposedHeaders: ["x-request-id", "x-run-id", "location", "preference-applied"],
+        allowedMethods: ["GET", "POST"]
+      })
+      : undefined
+    return HttpApiBuilder.api(PaganticApi).pipe(
+      Layer.provide(handlers(options)),
+      Layer.provide(modelsHandlers),
+      Layer.provide(runsHandlers(options)),
+      Layer.provide(respondersHandlers),
+      Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware, (page) => (app) => {
+        const served = edge(page(app))
+        return cors === undefined ? served : cors(served)
+      }))),
+      // one map of request owners for the handlers and the events routes
+      Layer.provide(Owners.layer)
+    )
+  })).pipe(Layer.provide(NodeFileSystem.layer))
 
-/** A warning at start when the server listens beyond loopback without an API key. */
+/** Whether a server with `options` asks for a key. */
+const hasKeys = (options: Options): boolean =>
+  options.apiKey !== undefined || options.keysFile !== undefined || (options.keys !== undefined && options.keys.length > 0)
+
+/** A warning at start when the server listens beyond loopback without a key. */
 export const warnIfOpen = (options: Options): Layer.Layer<never> => {
   const host = options.host ?? defaults.host
-  return Edge.isLoopback(host) || options.apiKey !== undefined
+  return Edge.isLoopback(host) || hasKeys(options)
     ? Layer.empty
     : Layer.effectDiscard(
       Effect.logWarning(
-        `pagantic serve listens on ${host} WITHOUT an API key: anyone who can reach this address can run the model and its tools. Set PAGANTIC_API_KEY (or --api-key) or listen on 127.0.0.1.`
+        `pagantic serve listens on ${host} WITHOUT a key: anyone who can reach this address can run the model and its tools, and sees every run. Set PAGANTIC_API_KEY or PAGANTIC_KEYS_FILE, or listen on 127.0.0.1.`
       )
     )
 }
@@ -164,7 +197,8 @@ export const layer = (options: Options = {}) =>
  * The adapter configured from the environment: PAGANTIC_PORT (default 8080),
  * PAGANTIC_HOST (default 127.0.0.1), PAGANTIC_MAX_BODY_BYTES (default 1 MiB),
  * PAGANTIC_REQUEST_TIMEOUT (default 5 minutes, e.g. "90 seconds"),
- * PAGANTIC_API_KEY (a Bearer key; none by default), PAGANTIC_ALLOWED_HOSTS and
+ * PAGANTIC_API_KEY (the admin's Bearer key; none by default), PAGANTIC_KEYS_FILE
+ * (more principals, see `Keys`), PAGANTIC_ALLOWED_HOSTS and
  * PAGANTIC_CORS_ORIGINS (comma lists). Options given in `overrides` win over the
  * environment. It logs the address it listens on.
  */
@@ -178,5 +212,5 @@ export const layerConfig = (overrides: Options = {}) =>
 export const serve = <E>(
   system: Layer.Layer<PaganticSystem | Engine, E>,
   options?: Options
-): Effect.Effect<never, E | ServeError | ConfigError.ConfigError> =>
+): Effect.Effect<never, E | ServeError | ConfigError.ConfigError | ConfigurationFailure> =>
   Layer.launch(layerConfig(options).pipe(Layer.provide(system)))

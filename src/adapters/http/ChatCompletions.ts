@@ -38,6 +38,8 @@ import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import * as OpenAi from "./OpenAi.js"
+import { RequestOwners } from "./Owners.js"
+import { CurrentPrincipal } from "./Principal.js"
 import { traceIdOf } from "./Status.js"
 
 /** What a running choice sends its stream: a piece of text, then its answer. */
@@ -198,8 +200,12 @@ export const makeStart = (settings: Settings) =>
       Option.isSome(store) && response.sessionId !== undefined ? store.value.clear(response.sessionId) : Effect.void
     const now = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
+    const owners = yield* RequestOwners
     return (body: unknown, context: StartContext): Effect.Effect<Started, ChatFailure> =>
-      Effect.gen(() => startSteps(settings, system, engine, forget, now, body, context))
+      // the server's own request id, recorded as the caller's: its events are the caller's to see
+      Effect.flatMap(CurrentPrincipal, (principal) => owners.claim(context.requestId, principal)).pipe(
+        Effect.zipRight(Effect.gen(() => startSteps(settings, system, engine, forget, now, body, context)))
+      )
   })
 
 /** The steps of a started chat completion, one generator function for every request (a generator function made per call costs V8 new maps). */

@@ -8,6 +8,7 @@ import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
 import * as Guard from "./Guard.js"
+import type { KeyEntry } from "./Keys.js"
 import { backstopOf } from "./Lifetime.js"
 
 export interface Options {
@@ -24,11 +25,17 @@ export interface Options {
    */
   readonly requestTimeout?: Duration.DurationInput | undefined
   /**
-   * When set, every route but /health needs `Authorization: Bearer <key>` (401
-   * otherwise). A server listening beyond loopback without a key logs a warning
-   * at start: anyone who can reach it can run the model and its tools.
+   * The key of the admin principal named `admin`. With it, `keys` or `keysFile`
+   * set, every route but /health and the page's static files needs
+   * `Authorization: Bearer <key>` (401 otherwise), and what a principal starts
+   * is its own (see `Principal`). With none, everyone who reaches the server is
+   * one admin: a server listening beyond loopback that way logs a warning at start.
    */
   readonly apiKey?: Redacted.Redacted<string> | undefined
+  /** Principals and their keys (or the keys' SHA-256), besides `apiKey`'s; see `Keys`. */
+  readonly keys?: ReadonlyArray<KeyEntry> | undefined
+  /** A keys file (`pagantic keys add` writes one): more principals, read at start. */
+  readonly keysFile?: string | undefined
   /** Host header names accepted; default for a loopback bind: localhost, 127.0.0.1, ::1. See `Edge`. */
   readonly allowedHosts?: ReadonlyArray<string> | undefined
   /** Origins allowed by CORS. Default none: no CORS headers, so browsers keep other sites' pages out. */
@@ -128,6 +135,7 @@ export const optionsConfig = (overrides: Options = {}): Config.Config<Options> =
       maxBodyBytes: Config.withDefault(Config.integer("PAGANTIC_MAX_BODY_BYTES"), defaults.maxBodyBytes),
       requestTimeout: Config.withDefault(Config.duration("PAGANTIC_REQUEST_TIMEOUT"), defaults.requestTimeout),
       apiKey: Config.option(Config.redacted("PAGANTIC_API_KEY")),
+      keysFile: Config.option(Config.string("PAGANTIC_KEYS_FILE")),
       allowedHosts: commaList("PAGANTIC_ALLOWED_HOSTS"),
       corsOrigins: commaList("PAGANTIC_CORS_ORIGINS"),
       maxRunsInFlight: Config.withDefault(count("PAGANTIC_MAX_RUNS_IN_FLIGHT"), defaults.maxRunsInFlight),
@@ -140,6 +148,7 @@ export const optionsConfig = (overrides: Options = {}): Config.Config<Options> =
       return {
         ...env,
         apiKey: Option.getOrUndefined(env.apiKey),
+        keysFile: Option.getOrUndefined(env.keysFile),
         ...defined
       }
     }

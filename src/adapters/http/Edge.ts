@@ -1,5 +1,7 @@
 /**
- * The edge of the HTTP server, around every route: who may call (an API key),
+ * The edge of the HTTP server, around every route: who is calling (a key and
+ * the principal it belongs to, `Keys.ts`, provided to the handlers as
+ * `CurrentPrincipal`),
  * through which name (the Host header of a loopback server, against DNS
  * rebinding), what an unknown path or a wrong method gets (JSON, like every other
  * error), and what a bug gets (a JSON 500 that names an error id, logged with it;
@@ -18,9 +20,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
-import { createHash, timingSafeEqual } from "node:crypto"
 import { excerptCause, SystemError, SystemResponse, ToolCallRecord } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
@@ -28,6 +28,8 @@ import * as Json from "../../domain/Json.js"
 import * as Body from "./Body.js"
 import { ChatFailure, type OpenAiErrorBody, type RefusalStatus, RunFailure } from "./Api.js"
 import * as Guard from "./Guard.js"
+import type { KeyRing } from "./Keys.js"
+import { CurrentPrincipal, local } from "./Principal.js"
 import { openAiErrorType, statusOfError } from "./Status.js"
 
 /** The routes and their methods (for 404 against 405), `{x}` a path segment. */
@@ -57,8 +59,13 @@ const routePatterns = routes.map(([route, method]) =>
 const allowedOn = (path: string): string | undefined => routePatterns.find(([pattern]) => pattern.test(path))?.[1]
 
 export interface EdgeOptions {
-  /** When set, every route but /health needs `Authorization: Bearer <key>`. */
-  readonly apiKey?: Redacted.Redacted<string> | undefined
+  /**
+   * The keys accepted (`Keys.make`). When set, every route but /health and the
+   * open paths needs `Authorization: Bearer <key>` of one of them, and the
+   * handlers see its principal as `CurrentPrincipal`; when not, everyone who
+   * reaches the server is `Principal.local`, an admin.
+   */
+  readonly keys?: KeyRing | undefined
   /**
    * Host header names accepted (without port). Default for a loopback bind:
    * localhost, 127.0.0.1, ::1 (a web page that rebinds its own name to 127.0.0.1
@@ -92,12 +99,6 @@ const hostnameOf = (header: string): string => {
   const colon = h.lastIndexOf(":")
   return colon === -1 ? h : h.slice(0, colon)
 }
-
-const digest = (text: string) => createHash("sha256").update(text).digest()
-
-/** Compares a presented key with the configured one in constant time. */
-const keyMatches = (presented: string, key: Redacted.Redacted<string>): boolean =>
-  timingSafeEqual(digest(presented), digest(Redacted.value(key)))
 
 const encodeResponse = Schema.encodeSync(SystemResponse)
 
@@ -301,25 +302,26 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
           )
         }
       }
-      if (options.apiKey !== undefined && !open.has(path)) {
-        const header = request.headers["authorization"] ?? ""
-        const match = /^Bearer\s+(.+)$/i.exec(header.trim())
-        if (match === null || !keyMatches(match[1]!, options.apiKey)) {
-          return errorResponse(
-            path,
-            401,
-            invalidRequest(
-              match === null
-                ? "This server needs an API key: send Authorization: Bearer <key>"
-                : "The API key in the Authorization header is not valid",
-              { field: "Authorization" }
-            ),
-            yield* newErrorId,
-            { "www-authenticate": "Bearer" }
-          )
-        }
+      if (options.keys === undefined) return yield* Effect.provideService(app, CurrentPrincipal, local)
+      if (open.has(path)) return yield* app
+      const header = request.headers["authorization"] ?? ""
+      const match = /^Bearer\s+(.+)$/i.exec(header.trim())
+      const principal = match === null ? undefined : options.keys.authenticate(match[1]!)
+      if (principal === undefined) {
+        return errorResponse(
+          path,
+          401,
+          invalidRequest(
+            match === null
+              ? "This server needs an API key: send Authorization: Bearer <key> (pagantic serve prints its key at start; pagantic keys add makes more)"
+              : "The API key in the Authorization header is not valid",
+            { field: "Authorization" }
+          ),
+          yield* newErrorId,
+          { "www-authenticate": "Bearer" }
+        )
       }
-      return yield* app
+      return yield* Effect.provideService(app, CurrentPrincipal, principal)
     }).pipe(
       Effect.catchAllCause((cause) =>
         Effect.gen(function* () {

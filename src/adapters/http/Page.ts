@@ -38,6 +38,8 @@ import * as Text from "../../domain/Text.js"
 import { EventLog, type Service as EventLogService } from "../../services/EventLog.js"
 import * as Edge from "./Edge.js"
 import type * as Guard from "./Guard.js"
+import { RequestOwners, type Service as OwnersService } from "./Owners.js"
+import { CurrentPrincipal } from "./Principal.js"
 import { body, css, script } from "./PageAssets.js"
 
 // ---------------------------------------------------------------------------
@@ -178,14 +180,19 @@ export const eventsQuery = (url: string): Either.Either<EventsQuery, Guard.Probl
     : Either.left({ field: "limit", message: `expected a whole number from 1 to ${maxEventsLimit}, got ${quote(limitText)}` })
 }
 
-const matches = (query: EventsQuery) => (event: Event): boolean =>
-  query.requestId === undefined || event.correlation.requestId === query.requestId
+/** Whether `event` is one the query asks for and the caller may see (`visible`: its own, or any for an admin). */
+const matches = (query: EventsQuery, visible: (event: Event) => boolean) => (event: Event): boolean =>
+  (query.requestId === undefined || event.correlation.requestId === query.requestId) && visible(event)
 
-/** The newest `limit` events the query matches, oldest first. */
-const select = (events: ReadonlyArray<Event>, query: EventsQuery): ReadonlyArray<Event> => {
-  const kept = events.filter(matches(query))
-  return kept.length > query.limit ? kept.slice(kept.length - query.limit) : kept
+/** The newest `limit` events `keep` keeps, oldest first. */
+const select = (events: ReadonlyArray<Event>, keep: (event: Event) => boolean, limit: number): ReadonlyArray<Event> => {
+  const kept = events.filter(keep)
+  return kept.length > limit ? kept.slice(kept.length - limit) : kept
 }
+
+/** The caller's view of the log: its own events (an admin's: all). */
+const visibleTo = (owners: OwnersService) =>
+  Effect.map(CurrentPrincipal, (principal) => (event: Event) => owners.canSee(principal, event))
 
 /**
  * The events recorded after `last` (by identity: the ring keeps each event
@@ -211,23 +218,24 @@ const noEventLog = (path: string) =>
 const badQuery = (path: string, problem: Guard.Problem) =>
   Edge.errorResponse(path, 400, Edge.fromProblem(problem), `req_${globalThis.crypto.randomUUID()}`)
 
-const eventsJson = (log: EventLogService, path: string, url: string) =>
+const eventsJson = (log: EventLogService, owners: OwnersService, path: string, url: string) =>
   Effect.gen(function* () {
     const query = eventsQuery(url)
     if (Either.isLeft(query)) return badQuery(path, query.left)
-    const events = select(yield* log.events, query.right)
+    const keep = matches(query.right, yield* visibleTo(owners))
+    const events = select(yield* log.events, keep, query.right.limit)
     return HttpServerResponse.unsafeJson({ events: events.map((e) => encodeEvent(e)) }, { headers: { "cache-control": "no-store" } })
   })
 
-const eventsStream = (log: EventLogService, path: string, url: string) =>
+const eventsStream = (log: EventLogService, owners: OwnersService, path: string, url: string) =>
   Effect.gen(function* () {
     const query = eventsQuery(url)
     if (Either.isLeft(query)) return badQuery(path, query.left)
-    const keep = matches(query.right)
+    const keep = matches(query.right, yield* visibleTo(owners))
     const first = yield* log.events
     // the last event sent (or passed over), to know which are new at the next look
     const last = yield* Ref.make<Event | undefined>(first[first.length - 1])
-    const backlog = select(first, query.right)
+    const backlog = select(first, keep, query.right.limit)
     const fresh = Stream.repeatEffectWithSchedule(
       Effect.flatMap(log.events, (events) =>
         Ref.modify(last, (previous) => {
@@ -262,9 +270,9 @@ const pathOf = (url: string): string => {
  * own; without one the events routes answer 404 saying so. Other paths and
  * methods go on to the API.
  */
-export const middleware: Effect.Effect<(app: HttpApp.Default) => HttpApp.Default> = Effect.map(
-  Effect.serviceOption(EventLog),
-  (log) => (app) =>
+export const middleware: Effect.Effect<(app: HttpApp.Default) => HttpApp.Default, never, RequestOwners> = Effect.map(
+  Effect.all([Effect.serviceOption(EventLog), RequestOwners]),
+  ([log, owners]) => (app) =>
     Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
       if (request.method !== "GET" && request.method !== "HEAD") return app
       const path = pathOf(request.url)
@@ -278,9 +286,9 @@ export const middleware: Effect.Effect<(app: HttpApp.Default) => HttpApp.Default
             HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers: pageHeaders(livePolicy) })
           )
         case "/v1/events":
-          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsJson(log.value, path, request.url)
+          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsJson(log.value, owners, path, request.url)
         case "/v1/events/stream":
-          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsStream(log.value, path, request.url)
+          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsStream(log.value, owners, path, request.url)
         default:
           return app
       }

@@ -44,6 +44,7 @@ import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
+import * as Owners from "./Owners.js"
 import { CurrentPrincipal } from "./Principal.js"
 import { ownerOf } from "./Runs.js"
 import { statusOfError, traceIdOf } from "./Status.js"
@@ -82,6 +83,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
     const newRequestId = yield* Lifetime.newRequestIds
     const inFlight = Lifetime.makeInFlight()
     const runs = yield* Effect.serviceOption(Runs)
+    const owners = yield* Owners.RequestOwners
 
     /** A place for the request's run, held until `ended`; undefined when queries are not durable runs here. */
     const placeFor = (envelope: unknown, requestId: string) =>
@@ -109,9 +111,10 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const fields = transport(raw)
         if (Either.isLeft(fields)) return yield* refuse(Edge.fromProblem(fields.left), generated)
         const requestId = fields.right.requestId ?? generated
-        if (inFlight.has(requestId)) {
+        // another principal's id and a running one are refused alike: an id tells nobody whose it is
+        if (!(yield* owners.claim(requestId, yield* CurrentPrincipal)) || inFlight.has(requestId)) {
           return yield* refuse(
-            Edge.invalidRequest(`requestId: a request with this id is running; ids must be unique`, { field: "requestId" }),
+            Edge.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
             generated,
             409
           )

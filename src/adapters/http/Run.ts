@@ -50,6 +50,7 @@ import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
+import * as Owners from "./Owners.js"
 import { CurrentPrincipal } from "./Principal.js"
 import { ownerOf } from "./Runs.js"
 import { statusOfError, traceIdOf } from "./Status.js"
@@ -132,6 +133,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
   Effect.gen(function* () {
     const system = yield* PaganticSystem
     const store = yield* Effect.serviceOption(ConversationStore)
+    const owners = yield* Owners.RequestOwners
     const newRequestId = yield* Lifetime.newRequestIds
     // never from the IdGenerator: a session id is a capability, it must not be guessable
     const newSessionId = Effect.sync(() => `session_${globalThis.crypto.randomUUID()}`)
@@ -191,30 +193,34 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const badId = checkId(raw, "requestId") ?? checkId(raw, "sessionId") ?? checkId(raw, "traceId")
         if (badId !== undefined) return yield* refuse(Edge.fromProblem(badId), generated)
         const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
-        if (inFlight.has(requestId)) {
+        const principal = yield* CurrentPrincipal
+        // another principal's id and a running one are refused alike: an id tells nobody whose it is
+        if (!(yield* owners.claim(requestId, principal)) || inFlight.has(requestId)) {
           return yield* refuse(
-            Edge.invalidRequest(`requestId: a request with this id is running; ids must be unique`, { field: "requestId" }),
+            Edge.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
             generated,
             409
           )
         }
-        // Sessions are the server's: it issues their ids (unguessable), and a client
-        // continues only a session the server holds.
-        let sessionId: string | undefined = undefined
+        // Sessions are their principal's: the server issues their ids (unguessable),
+        // keeps them under the principal's name, and a client continues only a
+        // session of its own (another's is not found, like one that never was).
+        let sessionKey = typeof raw.sessionId === "string" ? Owners.sessionKey(principal, raw.sessionId) : undefined
         if (raw.mode === "chat") {
-          if (typeof raw.sessionId === "string") {
-            const known = Option.isSome(store) && (yield* store.value.load(raw.sessionId)).length > 0
+          if (sessionKey !== undefined) {
+            const known = Option.isSome(store) && (yield* store.value.load(sessionKey)).length > 0
             if (!known) {
               return yield* refuse(
                 Edge.invalidRequest(
-                  "sessionId: no such session on this server; omit sessionId to start one (the server issues its id)",
+                  "sessionId: no such session; omit sessionId to start one (the server issues its id)",
                   { field: "sessionId" }
                 ),
-                requestId
+                requestId,
+                404
               )
             }
           } else {
-            sessionId = yield* newSessionId
+            sessionKey = Owners.sessionKey(principal, yield* newSessionId)
           }
         }
         const traceId = traceIdOf(request.headers["traceparent"])
@@ -222,7 +228,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const envelope = {
           ...raw,
           requestId,
-          ...(sessionId === undefined ? {} : { sessionId }),
+          ...(sessionKey === undefined ? {} : { sessionId: sessionKey }),
           ...(raw.traceId === undefined && traceId !== undefined ? { traceId } : {})
         }
         if (preference.async && Option.isSome(durable)) {
@@ -272,7 +278,10 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
             settings.backstop
           )
         )
-        if (response.error !== undefined) return yield* refuse(response.error, requestId, statusOfError(response.error), response)
-        return response
+        const answer = response.sessionId === undefined
+          ? response
+          : new SystemResponse({ ...response, sessionId: Owners.sessionIdOf(principal, response.sessionId) }, true)
+        if (answer.error !== undefined) return yield* refuse(answer.error, requestId, statusOfError(answer.error), answer)
+        return answer
       })
   })
