@@ -2,7 +2,7 @@
  * The durable runs over HTTP (adapters/http/Runs.ts): a real server on 127.0.0.1
  * (port 0) with in-memory Runs of the test definitions (a 6-step reference run,
  * an approval run with a human slot): list, show, the thread as SSE, cancel,
- * answering a slot (403 wrong secret with nothing recorded, 422 wrong shape with
+ * answering a slot (404 for a wrong secret from a non-admin, as for a missing slot, with nothing recorded, 422 wrong shape with
  * the slot still open, 422 closed slot, 404 unknown run), and hostile input.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -10,6 +10,7 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Http from "../src/adapters/Http.js"
 import * as Live from "../src/adapters/Live.js"
@@ -21,7 +22,7 @@ import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
 import { post, send } from "./support/server.js"
 
 /** A server with Runs (or without, `runs: false`), its Runs service and the slots its runs opened. */
-const serveRuns = (options: { readonly runs?: boolean } = {}) =>
+const serveRuns = (options: { readonly runs?: boolean; readonly http?: Http.Options } = {}) =>
   Effect.gen(function* () {
     const slots = yield* Ref.make<ReadonlyArray<Slot>>([])
     const probe = Layer.succeed(Probe, {
@@ -30,7 +31,7 @@ const serveRuns = (options: { readonly runs?: boolean } = {}) =>
       notify: (slot) => Ref.update(slots, (s) => [...s, slot])
     })
     const runsLayer = InMemoryRuns.layer({ definitions: [Reference, Approval] }).pipe(Layer.provide(probe))
-    const server = Http.layer({ port: 0 }).pipe(
+    const server = Http.layer({ port: 0, ...options.http }).pipe(
       Layer.provideMerge(Live.layer({ engine: ScriptedEngine.layer([]) }))
     )
     const context = yield* Layer.build(
@@ -51,6 +52,16 @@ const waiting = (runs: Runs.Service, slots: Ref.Ref<ReadonlyArray<Slot>>, id: st
     const slot = (yield* Ref.get(slots)).find((s) => s.runId === id)!
     return { slot, secret: secretOf(slot) }
   })
+
+/** A key ring of one admin (the operator) and one client, and their headers. */
+const ring: Http.Options = {
+  keys: [
+    { name: "ops", role: "admin", key: Redacted.make("k-ops") },
+    { name: "cli", role: "client", key: Redacted.make("k-cli") }
+  ]
+}
+const admin = { authorization: "Bearer k-ops" }
+const client = { authorization: "Bearer k-cli" }
 
 const recordsOf = (runs: Runs.Service, id: string) =>
   Effect.map(runs.exportThread(id), (thread) => thread.records.map((r) => `${r.kind} ${r.key}`))
@@ -145,38 +156,41 @@ describe("Runs over HTTP", () => {
       expect(events.at(-1)).toMatchObject({ event: "end", data: { status: "completed", result: { outcome: "approved", note: "fine" } } })
     }), 30_000)
 
-  it.scopedLive("respond: a wrong secret is 403 and records nothing; a wrong shape is 422 and the slot stays open; the answer commits; again is 422 SLOT_CLOSED", () =>
+  it.scopedLive("respond: a wrong secret from a client is 404 and records nothing; a wrong shape is 422 and the slot stays open; the answer commits; again is 422 SLOT_CLOSED", () =>
     Effect.gen(function* () {
-      const { runs, slots, url } = yield* serveRuns()
+      const { runs, slots, url } = yield* serveRuns({ http: ring })
       const { secret } = yield* waiting(runs, slots, "appr-1")
       const before = yield* recordsOf(runs, "appr-1")
       const at = `${url}/v1/runs/appr-1/slots/review`
 
-      const forbidden = yield* post(at, { secret: "not-it", response: { kind: "submit", answer: { approved: true, note: "x" } } })
-      expect(forbidden.status).toBe(403)
+      const forbidden = yield* post(at, { secret: "not-it", response: { kind: "submit", answer: { approved: true, note: "x" } } }, client)
+      expect(forbidden.status).toBe(404)
       expect(forbidden.json.error).toMatchObject({ code: "ORCHESTRATION_SLOT_FORBIDDEN", retryable: false })
       expect(forbidden.text).not.toContain(secret)
       expect(yield* recordsOf(runs, "appr-1")).toEqual(before)
       expect((yield* runs.poll("appr-1")).status).toBe("suspended")
 
-      const shape = yield* post(at, { secret, response: { kind: "submit", answer: { approved: "yes" } } })
+      const shape = yield* post(at, { secret, response: { kind: "submit", answer: { approved: "yes" } } }, client)
       expect(shape.status).toBe(422)
       expect(shape.json.error.code).toBe("CONFIG_INVALID_REQUEST")
       expect(shape.json.error.message).toContain("approved")
       expect(yield* recordsOf(runs, "appr-1")).toEqual(before)
       expect((yield* runs.poll("appr-1")).waitingOn).toBe("review")
 
-      const ok = yield* post(at, { secret, response: { kind: "submit", answer: { approved: true, note: "ship it" } } })
+      const ok = yield* post(at, { secret, response: { kind: "submit", answer: { approved: true, note: "ship it" } } }, client)
       expect(ok.status).toBe(200)
       expect(ok.json.outcome).toBe("Accepted")
       const done = yield* runs.await("appr-1")
       expect(done.result).toMatchObject({ outcome: "approved", note: "ship it" })
 
-      const late = yield* post(at, { secret, response: { kind: "submit", answer: { approved: false, note: "late" } } })
+      const late = yield* post(at, { secret, response: { kind: "submit", answer: { approved: false, note: "late" } } }, client)
       expect(late.status).toBe(422)
       expect(late.json.error.code).toBe("ORCHESTRATION_SLOT_CLOSED")
-      const unknownRun = yield* post(`${url}/v1/runs/nope/slots/review`, { secret, response: { kind: "decline", reason: "other" } })
+      const unknownRun = yield* post(`${url}/v1/runs/nope/slots/review`, { secret, response: { kind: "decline", reason: "other" } }, client)
       expect(unknownRun.status).toBe(404)
+      // the operator answers any open slot without its secret; this one is closed
+      const operator = yield* post(at, { response: { kind: "decline", reason: "other" } }, admin)
+      expect(operator.json.error.code).toBe("ORCHESTRATION_SLOT_CLOSED")
     }), 30_000)
 
   it.scopedLive("respond: accept moves the deadline, decline closes the slot with its reason", () =>
@@ -204,7 +218,7 @@ describe("Runs over HTTP", () => {
       expect(notJson.status).toBe(400)
       expect((yield* send(at, { body: "{}", headers: { "content-type": "text/plain" } })).status).toBe(415)
       expect(field(yield* post(at, [secret]))).toBe("the body")
-      expect(field(yield* post(at, { response: { kind: "submit", answer: 1 } }))).toBe("secret")
+      expect(field(yield* post(at, { secret: 42, response: { kind: "submit", answer: 1 } }))).toBe("secret")
       expect(field(yield* post(at, { secret: "s".repeat(600), response: { kind: "submit", answer: 1 } }))).toBe("secret")
       expect(field(yield* post(at, { secret, response: { kind: "frob" } }))).toBe("response.kind")
       expect(field(yield* post(at, { secret, response: { kind: "submit" } }))).toBe("response.answer")

@@ -235,12 +235,14 @@ export type RunView = typeof RunView.Type
 export const RunList = Schema.Struct({ runs: Schema.Array(RunView) })
 
 /**
- * The body of `POST /v1/runs/{id}/slots/{slot}`: the slot's secret and one
- * response: `submit` an answer matching the slot's answer shape, `accept` it
- * (answering within `etaSeconds`), or `decline` it with a reason.
+ * The body of `POST /v1/runs/{id}/slots/{slot}`: the slot's secret (a link's
+ * holder; the responder the slot was asked of and an admin answer with their own
+ * key and send none) and one response: `submit` an answer matching the slot's
+ * answer shape, `accept` it (answering within `etaSeconds`), or `decline` it with
+ * a reason.
  */
 export const SlotResponse = Schema.Struct({
-  secret: Schema.String,
+  secret: Schema.optional(Schema.String),
   response: Schema.Union(
     Schema.Struct({ kind: Schema.Literal("submit"), answer: Schema.Unknown }),
     Schema.Struct({ kind: Schema.Literal("accept"), etaSeconds: Schema.Number }),
@@ -292,8 +294,10 @@ export class RunsGroup extends HttpApiGroup.make("runs")
 
 /**
  * A responder's inbox as server-sent events: `open`, then a `slot` event for each
- * slot the responder is asked to answer (run, slot, secret, deadline, question,
- * links). Served when the server has Notifications (a 404 naming what is missing otherwise).
+ * slot the responder is asked to answer (run, slot, deadline, question, links;
+ * never the slot's secret). Only that responder's principal and an admin read it
+ * (404 for anyone else). Served when the server has Notifications (a 404 naming
+ * what is missing otherwise).
  */
 export const responderInbox = HttpApiEndpoint.get("responderInbox", "/v1/responders/:id/inbox")
   .setPath(RunId)

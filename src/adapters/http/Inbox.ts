@@ -12,18 +12,19 @@
  * again on each connection) and the digest's (taken: they come once); then a `slot`
  * event for each notice as it is sent. A comment line every 15 seconds keeps the
  * connection up. A `slot` event's data is what answering takes: the run and slot,
- * the slot's secret, its deadline (ISO 8601), the CALL it answers, the question,
- * the slot's shape name and, for a query, its `answer_shape` (read from the run
- * when the server has it), and the links to the run and to `POST
- * /v1/runs/{id}/slots/{slot}`, where the answer goes with that secret. Its `id` is
- * the run id and slot key, for a client to skip a slot it has seen.
+ * its deadline (ISO 8601), the CALL it answers, the question, the slot's shape
+ * name and, for a query, its `answer_shape` (read from the run when the server
+ * has it), and the links to the run and to `POST /v1/runs/{id}/slots/{slot}`,
+ * where the answer goes. Its `id` is the run id and slot key, for a client to
+ * skip a slot it has seen.
  *
- * The secret is in the event because it is the capability to answer: the webhook
- * channel sends it the same way, and without it the page could not answer. So the
- * inbox is guarded as every route is (the server's API key when it has one, and by
- * default a loopback listener): whoever may call the server may read any
- * responder's inbox. A browser's EventSource cannot send an Authorization header;
- * behind an API key a page reads the stream with fetch.
+ * An inbox is its responder's: only the principal of that responder (role
+ * `responder`, its id) and an admin may read it; anyone else gets 404, the same
+ * for every id. The event carries no secret: the responder answers with its own
+ * key, an admin as the operator. The slot's secret goes only where a link must
+ * open the slot without a key (a webhook, a notification), never to a page. A
+ * browser's EventSource cannot send an Authorization header; a page reads the
+ * stream with fetch.
  *
  * A server without a Notifications service answers 404, saying so; a malformed
  * responder id is 400 (an id longer than the router takes is a 404).
@@ -33,15 +34,16 @@ import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as Json from "../../domain/Json.js"
+import * as Text from "../../domain/Text.js"
 import type { Notice } from "../../services/Notifications.js"
 import { Notifications } from "../../services/Notifications.js"
 import { Runs } from "../../services/Runs.js"
 import * as Edge from "./Edge.js"
 import * as Lifetime from "./Lifetime.js"
+import { CurrentPrincipal, isResponder } from "./Principal.js"
 import { checkKey } from "./Runs.js"
 
 /** How often an idle inbox sends a comment line. */
@@ -62,7 +64,6 @@ export const eventOf = (notice: Notice, shape: Shape = {}) => {
     responder: notice.responder,
     runId: notice.runId,
     slot: notice.slot,
-    secret: Redacted.value(notice.secret),
     deadline: new Date(notice.deadline).toISOString(),
     call: notice.call,
     input: notice.input,
@@ -114,6 +115,14 @@ export const make = Effect.gen(function* () {
       }
       const bad = checkKey(responder, "id")
       if (bad !== undefined) return yield* Edge.refuseRun(Edge.fromProblem(bad), requestId)
+      const principal = yield* CurrentPrincipal
+      if (!(principal.role === "admin" || isResponder(principal, responder))) {
+        return yield* Edge.refuseRun(
+          Edge.invalidRequest(`id: no inbox ${JSON.stringify(Text.excerpt(responder, 60))} for this caller`, { field: "id" }),
+          requestId,
+          404
+        )
+      }
       const service = notifications.value
       // what went out while nobody listened: the notices left for polling (kept) and the digest (taken)
       // (a slot its run shows closed since, answered or expired, is left out)

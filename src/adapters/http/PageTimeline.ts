@@ -207,7 +207,7 @@ export const timeline = String.raw`
     if (v.waitingOn) {
       var slot = el("div", "waiting-slot");
       slot.appendChild(el("h3", null, "waiting on the human slot " + cut(v.waitingOn, 100)));
-      slot.appendChild(el("div", null, "The run is suspended until the slot is answered (POST /v1/runs/{id}/slots/{slot} with the slot's secret) or its deadline passes."));
+      slot.appendChild(el("div", null, "The run is suspended until the slot is answered (POST /v1/runs/{id}/slots/{slot}, by its responder's key or its secret) or its deadline passes."));
       detail.appendChild(slot);
     }
     if (v.error) {

@@ -1,20 +1,32 @@
 /**
  * The durable runs over HTTP, for the `Runs` the server was given:
  *
- *   GET  /v1/runs?status=&limit=        the runs, newest first
+ *   GET  /v1/runs?status=&limit=        the caller's runs, newest first
  *   GET  /v1/runs/{id}                  one run (status, the slot it waits on, result or error)
  *   GET  /v1/runs/{id}/events           its thread as server-sent events, until the run ends
  *   POST /v1/runs/{id}/cancel           cancel it (CANCELLED_SIGNAL)
- *   POST /v1/runs/{id}/slots/{slot}     answer a human slot: `{ secret, response }`
+ *   POST /v1/runs/{id}/slots/{slot}     answer a human slot: `{ secret?, response }`
+ *
+ * Who may do what (the caller is `CurrentPrincipal`, set by the edge): a run is
+ * its owner's, the principal that started it; the list holds only the caller's
+ * runs, and a run another principal started is 404 on show, events and cancel,
+ * with the body of a run that does not exist. An admin sees and acts on every
+ * run. A slot is answered by the responder it was asked of, with that
+ * responder's own key (no secret needed), by whoever holds the slot's secret (the
+ * link a webhook or notification carried), or by an admin as the operator;
+ * anyone else gets one 404 whether or not the run and the slot exist.
  *
  * A slot's response is `{ kind: "submit", answer }`, `{ kind: "accept",
- * etaSeconds }` or `{ kind: "decline", reason }`. A wrong secret is 403 and records
- * nothing; an answer that does not match the slot's shape is 422 and the slot
- * stays open; a slot that is closed (answered, expired, declined, cancelled) is
- * 422 ORCHESTRATION_SLOT_CLOSED, like every other request the server cannot serve
- * as asked; an unknown run is 404. Ids and keys are bounded (1 to 100 printable
- * characters; the router answers a longer one 404); bodies go through the edge's reader and guard before anything is
- * decoded. A server without `Runs` answers 404 on these routes, saying so.
+ * etaSeconds }` or `{ kind: "decline", reason }`. An answer that does not match
+ * the slot's shape (a label the query does not list, a wrong kind) is 422
+ * naming the field of the body (`response.answer.category`) and the slot stays
+ * open; a slot that is closed (answered, expired, declined, cancelled) is 422
+ * ORCHESTRATION_SLOT_CLOSED, like every other request the server cannot serve as
+ * asked. Who answered and did not own the run gets its status back, not its
+ * result. Ids and keys are bounded (1 to 100 printable characters; the router
+ * answers a longer one 404); bodies go through the edge's reader and guard
+ * before anything is decoded. A server without `Runs` answers 404 on these
+ * routes, saying so.
  *
  * The events are `message` events whose data is a thread record (`id` is its
  * seq, so a client that reconnects with `Last-Event-ID` gets only the records
@@ -31,11 +43,10 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Json from "../../domain/Json.js"
-import type { SystemError } from "../../domain/System.js"
-import { toSystemError } from "../../domain/System.js"
+import { SystemError, toSystemError } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import { DeclineReason } from "../../services/Durable.js"
-import type { RunInfo, RunsError, Service as RunsService } from "../../services/Runs.js"
+import type { Answerer, RunInfo, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { Runs, RunStatus, ThreadRecord } from "../../services/Runs.js"
 import type { RefusalStatus, RunFailure, RunView } from "./Api.js"
 import * as Body from "./Body.js"
@@ -44,6 +55,7 @@ import * as Edge from "./Edge.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import type { Principal } from "./Principal.js"
+import { CurrentPrincipal, owns } from "./Principal.js"
 import { statusOfError } from "./Status.js"
 
 /** The longest run id or slot key accepted in a path (the router matches no longer parameter: a 404). */
@@ -76,6 +88,63 @@ export const viewOf = (info: RunInfo): RunView => ({
   createdAt: DateTime.formatIso(info.createdAt),
   updatedAt: DateTime.formatIso(info.updatedAt)
 })
+
+/** A run as one who answered its slot but does not own it sees it: where it stands, not what it found. */
+const summaryOf = (info: RunInfo): RunView => ({
+  id: info.id,
+  definition: info.definition,
+  status: info.status,
+  ...(info.waitingOn === undefined ? {} : { waitingOn: info.waitingOn }),
+  createdAt: DateTime.formatIso(info.createdAt),
+  updatedAt: DateTime.formatIso(info.updatedAt)
+})
+
+/** What the list of `principal` holds: every run for an admin, its own for anyone else (nothing for a principal without a name). */
+const listedFor = (principal: Principal): { readonly owner?: string } | undefined =>
+  principal.role === "admin" ? {} : ownerOf(principal) === undefined ? undefined : { owner: principal.name }
+
+/**
+ * Who `principal` answers a slot as, in the order tried: an admin as the
+ * operator; anyone else with the secret it sent, then as the responder it is.
+ */
+export const answerersOf = (principal: Principal, secret: string | undefined): ReadonlyArray<Answerer> =>
+  principal.role === "admin"
+    ? [{ operator: true }]
+    : [
+      ...(secret === undefined ? [] : [secret]),
+      ...(principal.role === "responder" && principal.responder !== undefined && principal.responder !== ""
+        ? [{ responder: principal.responder }]
+        : [])
+    ]
+
+/**
+ * The one refusal of a slot the caller may not answer: the same status and body
+ * for a run that does not exist, a slot that does not, and a slot asked of
+ * someone else.
+ */
+const slotUnknown = (id: string, slot: string): SystemError =>
+  new SystemError({
+    code: "ORCHESTRATION_SLOT_FORBIDDEN",
+    category: "OrchestrationFailure",
+    retryable: false,
+    message: `slot: run ${quote(id)} has no slot ${quote(slot)} that this caller may answer`,
+    details: { field: "slot" }
+  })
+
+/**
+ * A response the slot refuses as sent: the service names the field in the
+ * response (`answer.category`, `etaSeconds`); the client sent it under `response`.
+ */
+const inBody = (error: SystemError): SystemError => {
+  const field = error.details.field
+  if (typeof field !== "string") return error
+  const message = error.message.startsWith(`${field}: `) ? error.message.slice(field.length + 2) : error.message
+  return new SystemError({
+    ...error,
+    message: `response.${field}: ${message}`,
+    details: { ...error.details, field: `response.${field}` }
+  }, true)
+}
 
 const encodeRecord = Schema.encodeSync(ThreadRecord)
 
@@ -112,13 +181,18 @@ type Response =
 
 const maxEtaSeconds = 366 * 24 * 3600
 
-const slotResponse = (body: unknown): Either.Either<{ readonly secret: string; readonly response: Response }, Guard.Problem> => {
+const slotResponse = (
+  body: unknown
+): Either.Either<{ readonly secret: string | undefined; readonly response: Response }, Guard.Problem> => {
   if (!Json.isObject(body)) {
-    return Either.left({ field: "the body", message: "expected a JSON object { secret, response: { kind, ... } }" })
+    return Either.left({ field: "the body", message: "expected a JSON object { secret?, response: { kind, ... } }" })
   }
   const { response, secret } = body
-  if (typeof secret !== "string" || secret.length === 0 || secret.length > 512) {
-    return Either.left({ field: "secret", message: "expected the slot's secret, a string of 1 to 512 characters" })
+  if (secret !== undefined && (typeof secret !== "string" || secret.length === 0 || secret.length > 512)) {
+    return Either.left({
+      field: "secret",
+      message: "expected the slot's secret, a string of 1 to 512 characters (or none: a responder answers with its own key)"
+    })
   }
   if (!Json.isObject(response)) {
     return Either.left({ field: "response", message: `expected an object { kind: "submit" | "accept" | "decline", ... }` })
@@ -183,7 +257,10 @@ export const make = (settings: Settings) =>
         return yield* handle(runs.value, refuse, requestId)
       })
 
-    /** The run `id` as recorded; an id that is malformed is 400, an unknown one 404. */
+    /**
+     * The run `id` as recorded, if the caller owns it; an id that is malformed is
+     * 400, an unknown one and one another principal started 404 alike.
+     */
     const known = (
       service: RunsService,
       refuse: (error: SystemError, status?: RefusalStatus) => Effect.Effect<never, RunFailure>,
@@ -192,13 +269,11 @@ export const make = (settings: Settings) =>
       Effect.gen(function* () {
         const bad = checkKey(id, "id")
         if (bad !== undefined) return yield* refuse(Edge.fromProblem(bad))
-        return yield* service.poll(id).pipe(
-          Effect.catchAll((error) =>
-            error.code === "CONFIG_INVALID_REQUEST"
-              ? refuse(Edge.invalidRequest(`id: no run has the id ${quote(id)}`, { field: "id" }), 404)
-              : refuse(toSystemError(error))
-          )
+        const unknown = refuse(Edge.invalidRequest(`id: no run has the id ${quote(id)}`, { field: "id" }), 404)
+        const info = yield* service.poll(id).pipe(
+          Effect.catchAll((error) => error.code === "CONFIG_INVALID_REQUEST" ? unknown : refuse(toSystemError(error)))
         )
+        return owns(yield* CurrentPrincipal, info.owner) ? info : yield* unknown
       })
 
     /** A failure of the Runs API on a run that exists: a request it cannot serve as sent is 422. */
@@ -213,7 +288,11 @@ export const make = (settings: Settings) =>
         Effect.gen(function* () {
           const query = listQuery(request.url)
           if (Either.isLeft(query)) return yield* refuse(Edge.fromProblem(query.left))
-          const infos = yield* service.list(query.right).pipe(Effect.catchAll((error) => refuse(toSystemError(error))))
+          const whose = listedFor(yield* CurrentPrincipal)
+          if (whose === undefined) return { runs: [] }
+          const infos = yield* service.list({ ...query.right, ...whose }).pipe(
+            Effect.catchAll((error) => refuse(toSystemError(error)))
+          )
           return { runs: infos.map(viewOf) }
         })
       )
@@ -262,17 +341,38 @@ export const make = (settings: Settings) =>
           if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), body.left.status)
           const checked = Either.flatMap(Guard.checkShape(body.right, settings.limits), () => slotResponse(body.right))
           if (Either.isLeft(checked)) return yield* refuse(Edge.fromProblem(checked.left))
-          yield* known(service, refuse, id)
+          const badId = checkKey(id, "id")
+          if (badId !== undefined) return yield* refuse(Edge.fromProblem(badId))
+          const principal = yield* CurrentPrincipal
           const { response, secret } = checked.right
-          const outcome = yield* (
+          const unknown = refuse(slotUnknown(id, slot), 404)
+          const answerers = answerersOf(principal, secret)
+          if (answerers.length === 0) return yield* unknown
+          const before = yield* service.poll(id).pipe(Effect.either)
+          if (Either.isLeft(before)) {
+            return yield* (before.left.code === "CONFIG_INVALID_REQUEST" ? unknown : refuse(toSystemError(before.left)))
+          }
+          const answerAs = (answerer: Answerer) =>
             response.kind === "submit"
-              ? service.respond(id, slot, secret, response.answer)
+              ? service.respond(id, slot, answerer, response.answer)
               : response.kind === "accept"
-              ? service.accept(id, slot, secret, response.etaSeconds)
-              : service.decline(id, slot, secret, response.reason)
-          ).pipe(Effect.catchAll(refuseRunsError(refuse)))
+              ? service.accept(id, slot, answerer, response.etaSeconds)
+              : service.decline(id, slot, answerer, response.reason)
+          // each answerer the caller may be, in turn: a refused one records nothing
+          let outcome: "Accepted" | "Declined" | undefined
+          for (const answerer of answerers) {
+            const attempt = yield* Effect.either(answerAs(answerer))
+            if (Either.isRight(attempt)) {
+              outcome = attempt.right
+              break
+            }
+            if (attempt.left.code === "ORCHESTRATION_SLOT_FORBIDDEN") continue
+            if (attempt.left.code === "CONFIG_INVALID_REQUEST") return yield* refuse(inBody(toSystemError(attempt.left)), 422)
+            return yield* refuseRunsError(refuse)(attempt.left)
+          }
+          if (outcome === undefined) return yield* unknown
           const info = yield* service.poll(id).pipe(Effect.catchAll(refuseRunsError(refuse)))
-          return { outcome, run: viewOf(info) }
+          return { outcome, run: owns(principal, info.owner) ? viewOf(info) : summaryOf(info) }
         })
       )
 

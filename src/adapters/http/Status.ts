@@ -4,8 +4,9 @@
  *
  *   400  CONFIG_INVALID_REQUEST, CONFIG_SCHEMA_REQUIRED (the request is malformed
  *        for its mode: bad JSON, wrong types, unknown mode, missing schema)
- *   403  ORCHESTRATION_SLOT_FORBIDDEN (an answer to a human slot with a secret
- *        that does not open it; nothing was recorded)
+ *   403  ORCHESTRATION_SLOT_FORBIDDEN (an answer to a human slot by someone
+ *        it does not take; nothing was recorded). The runs routes send it as
+ *        404, as for a slot that does not exist (`Runs.ts`)
  *   413  the body exceeds the server's limit (CONFIG_INVALID_REQUEST)
  *   422  the request is well formed but cannot be served as asked:
  *        CONFIG_GRAMMAR_NOT_FOUND, TOOL_NOT_FOUND (a whitelisted tool the server
