@@ -471,7 +471,7 @@ describe("hostile input against pagantic serve", () => {
         Effect.scoped,
         Effect.provide(Logger.replace(Logger.defaultLogger, capture))
       )
-      expect(lines.join("\n")).toContain("WITHOUT an API key")
+      expect(lines.join("\n")).toContain("WITHOUT a key")
       lines.length = 0
       yield* Layer.build(Http.warnIfOpen({ host: "0.0.0.0", apiKey: Redacted.make("k") })).pipe(
         Effect.scoped,
