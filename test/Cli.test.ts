@@ -812,16 +812,18 @@ describe("bin/pagantic.js (subprocess)", () => {
   }, 100_000)
 
   /** The address a `pagantic serve` child logs ("Listening on ..."), within 40 s. */
-  const listeningAddress = (child: ReturnType<typeof spawn>) =>
-    new Promise<string>((resolve, reject) => {
+  /** The address a server logs it listens on, and the key of the page's link it logs next. */
+  const listening = (child: ReturnType<typeof spawn>) =>
+    new Promise<{ readonly address: string; readonly key: string }>((resolve, reject) => {
       let output = ""
-      const timer = setTimeout(() => reject(new Error(`no address logged in 40s: ${output}`)), 40_000)
+      const timer = setTimeout(() => reject(new Error(`no address and page link logged in 40s: ${output}`)), 40_000)
       const read = (chunk: Buffer) => {
         output += chunk.toString()
-        const match = /Listening on (http:\/\/\S+)/.exec(output)
+        const match = /Listening on (http:\/\/\S+)[\s\S]*Runs page: (http:\/\/\S+)\/#key=(\S+) \(the admin key, kept in /.exec(output)
         if (match !== null) {
           clearTimeout(timer)
-          resolve(match[1]!)
+          expect(match[2]).toBe(match[1])
+          resolve({ address: match[1]!, key: decodeURIComponent(match[3]!) })
         }
       }
       child.stdout?.on("data", read)
@@ -831,17 +833,32 @@ describe("bin/pagantic.js (subprocess)", () => {
 
   // 127.0.0.2 is loopback on Linux (not on macOS): a host other than the default, without leaving the machine
   it.runIf(process.platform === "linux")("serve --host without --port listens on that host (the port from PAGANTIC_PORT)", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-home-"))
+    // a principal added before the start, to the keys file serve reads by default ($PAGANTIC_HOME/keys.json)
+    const added = await launch(["keys", "add", "alice", "--role", "client"], 30_000, { NO_COLOR: "1", PAGANTIC_HOME: home })
+    expect(added.code, added.stderr).toBe(0)
+    const alice = added.stdout.trim()
+    expect(alice).toMatch(/^pgk_[A-Za-z0-9_-]{43}$/)
+    expect(added.stderr).toContain(`added alice (client) to ${path.join(home, "keys.json")}: the key above is shown only now`)
+    const file = fs.readFileSync(path.join(home, "keys.json"), "utf8")
+    expect(file).not.toContain(alice)
+    expect(fs.statSync(path.join(home, "keys.json")).mode & 0o777).toBe(0o600)
     const child = spawn(process.execPath, [launcher, "serve", "--host", "127.0.0.2"], {
       cwd: root,
-      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0" },
+      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0", PAGANTIC_HOME: home },
       stdio: ["ignore", "pipe", "pipe"]
     })
     try {
-      const address = await listeningAddress(child)
+      const { address, key } = await listening(child)
       expect(address).toMatch(/^http:\/\/127\.0\.0\.2:\d+$/)
-      // it answers there (what it answers is the HTTP adapter's business)
-      const health = await fetch(`${address}/health`)
-      expect(health.status).toBeGreaterThanOrEqual(200)
+      // it answers there; /health needs no key, everything else the one it made and kept in $PAGANTIC_HOME
+      expect((await fetch(`${address}/health`)).status).toBe(200)
+      expect(fs.readFileSync(path.join(home, "serve.key"), "utf8").trim()).toBe(key)
+      expect(fs.statSync(path.join(home, "serve.key")).mode & 0o777).toBe(0o600)
+      expect((await fetch(`${address}/v1/runs`)).status).toBe(401)
+      expect((await fetch(`${address}/v1/events`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200)
+      expect((await fetch(`${address}/v1/events`, { headers: { authorization: `Bearer ${alice}` } })).status).toBe(200)
+      expect((await fetch(`${address}/v1/events`, { headers: { authorization: `Bearer ${alice}x` } })).status).toBe(401)
     } finally {
       child.kill("SIGTERM")
     }
@@ -851,14 +868,16 @@ describe("bin/pagantic.js (subprocess)", () => {
     const state = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-state-")), "state.db")
     const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--state", state], {
       cwd: root,
-      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0" },
+      env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0", PAGANTIC_HOME: path.dirname(state) },
       stdio: ["ignore", "pipe", "pipe"]
     })
     try {
-      const address = await listeningAddress(child)
+      const { address, key } = await listening(child)
+      // the key is kept with the state
+      expect(fs.readFileSync(`${state}.key`, "utf8").trim()).toBe(key)
       const reply = await fetch(`${address}/v1/queries`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", authorization: `Bearer ${key}` },
         body: JSON.stringify({
           kind: "infer.query.v1",
           input: { inline: "The soup was cold." },
@@ -871,13 +890,38 @@ describe("bin/pagantic.js (subprocess)", () => {
       expect(reply.status, JSON.stringify(body).slice(100, 900)).toBe(200)
       const runId = body.query?.runId
       expect(runId).toEqual(expect.any(String))
-      const shown = await fetch(`${address}/v1/runs/${runId}`, { signal: AbortSignal.timeout(10_000) })
+      const shown = await fetch(`${address}/v1/runs/${runId}`, { headers: { authorization: `Bearer ${key}` }, signal: AbortSignal.timeout(10_000) })
       expect(shown.status).toBe(200)
       expect(await shown.json()).toMatchObject({ id: runId, status: "completed" })
     } finally {
       child.kill("SIGTERM")
     }
   }, 90_000)
+
+  it("serve --no-auth beyond loopback: exit 1 before listening, saying why", async () => {
+    const run = await launch(["serve", "--no-auth", "--host", "0.0.0.0"], 30_000, { NO_COLOR: "1", PAGANTIC_PORT: "0" })
+    expect(run.code).toBe(1)
+    expect(run.stderr).toContain("error: --no-auth is refused on 0.0.0.0: anyone who reaches it could run the model and its tools")
+    expect(run.stdout + run.stderr).not.toContain("Listening on")
+  }, 40_000)
+
+  it("keys add: a role it does not know and a name that has a key are exit 1, naming them, and the file is left as it was", async () => {
+    const home = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-home-"))
+    const env = { NO_COLOR: "1", PAGANTIC_HOME: home }
+    const bogus = await launch(["keys", "add", "bob", "--role", "owner"], 30_000, env)
+    expect(bogus.code).toBe(1)
+    expect(bogus.stderr).toContain(`error: role: a role is "admin", "client" or "responder:<id>", not "owner"`)
+    expect(bogus.stdout).toBe("")
+    const first = await launch(["keys", "add", "bob", "--role", "client"], 30_000, env)
+    expect(first.code).toBe(0)
+    expect(first.stdout).toMatch(/^pgk_[A-Za-z0-9_-]{43}\n$/)
+    const before = fs.readFileSync(path.join(home, "keys.json"), "utf8")
+    const again = await launch(["keys", "add", "bob", "--role", "admin"], 30_000, env)
+    expect(again.code).toBe(1)
+    expect(again.stderr).toContain(`error: name: bob already has a key in ${path.join(home, "keys.json")}`)
+    expect(again.stdout).toBe("")
+    expect(fs.readFileSync(path.join(home, "keys.json"), "utf8")).toBe(before)
+  }, 60_000)
 
   it("a schema file that is not JSON: exit 1 with a clear message", async () => {
     const file = tempFile("schema.json", "sentiment: positive | negative")

@@ -196,16 +196,16 @@ afterAll(() => pg?.stop(), 30_000)
 const shown = (url: string) => url.replace(/:[^:@/]*@/, ":***@")
 const passwordOf = (url: string) => new URL(url).password
 
-/** The address a `pagantic serve` child logs ("Listening on ..."), within 60 s. */
+/** The address a `pagantic serve` child logs ("Listening on ...") and the admin key of its page link, within 60 s. */
 const listeningAddress = (child: ReturnType<typeof spawn>, output: { text: string }) =>
-  new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no address logged in 60s: ${output.text}`)), 60_000)
+  new Promise<{ readonly address: string; readonly key: string }>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no address and page link logged in 60s: ${output.text}`)), 60_000)
     const read = (chunk: Buffer) => {
       output.text += chunk.toString()
-      const match = /Listening on (http:\/\/\S+)/.exec(output.text)
+      const match = /Listening on (http:\/\/\S+)[\s\S]*Runs page: \S+\/#key=(\S+) \(the admin key, kept in /.exec(output.text)
       if (match !== null) {
         clearTimeout(timer)
-        resolve(match[1]!)
+        resolve({ address: match[1]!, key: decodeURIComponent(match[2]!) })
       }
     }
     child.stdout?.on("data", read)
@@ -240,17 +240,23 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
   it("serve --state-url: a query is a durable run on Postgres, read under /v1/runs and by pagantic runs beside the server", async () => {
     const url = await Postgres.createDatabase(pg!, "cli_serve")
     const runnerPort = await Postgres.freePort()
+    // on Postgres the admin key a first start makes is kept in $PAGANTIC_HOME/serve.key
+    const home = tempDir("home")
     const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--state-url", url], {
       cwd: root,
-      env: { ...process.env, ...clean, PAGANTIC_STATE: "", PAGANTIC_STATE_URL: "", PAGANTIC_PORT: "0", PAGANTIC_RUNNER_PORT: String(runnerPort) },
+      env: { ...process.env, ...clean, PAGANTIC_STATE: "", PAGANTIC_STATE_URL: "", PAGANTIC_PORT: "0", PAGANTIC_RUNNER_PORT: String(runnerPort), PAGANTIC_HOME: home },
       stdio: ["ignore", "pipe", "pipe"]
     })
     const output = { text: "" }
     try {
-      const address = await listeningAddress(child, output)
+      const { address, key } = await listeningAddress(child, output)
+      expect(fs.readFileSync(path.join(home, "serve.key"), "utf8").trim()).toBe(key)
+      const auth = { authorization: `Bearer ${key}` }
+      const refused = await fetch(`${address}/v1/runs`, { signal: AbortSignal.timeout(10_000) })
+      expect(refused.status).toBe(401)
       const reply = await fetch(`${address}/v1/queries`, {
         method: "POST",
-        headers: { "content-type": "application/json" },
+        headers: { "content-type": "application/json", ...auth },
         body: JSON.stringify(sentimentQuery),
         signal: AbortSignal.timeout(60_000)
       })
@@ -258,10 +264,10 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
       expect(reply.status, JSON.stringify(body).slice(0, 900)).toBe(200)
       const runId = body.query?.runId
       expect(runId).toEqual(expect.any(String))
-      const list = await fetch(`${address}/v1/runs`, { signal: AbortSignal.timeout(10_000) })
+      const list = await fetch(`${address}/v1/runs`, { headers: auth, signal: AbortSignal.timeout(10_000) })
       expect(list.status).toBe(200)
       expect(JSON.stringify(await list.json())).toContain(runId!)
-      const one = await fetch(`${address}/v1/runs/${runId}`, { signal: AbortSignal.timeout(10_000) })
+      const one = await fetch(`${address}/v1/runs/${runId}`, { headers: auth, signal: AbortSignal.timeout(10_000) })
       expect(await one.json()).toMatchObject({ id: runId, status: "completed" })
       // recorded in the database itself
       const rows = await Postgres.query<{ n: number }>(url, "SELECT COUNT(*)::int AS n FROM pagantic_runs WHERE id = $1", [runId])

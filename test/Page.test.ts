@@ -322,6 +322,31 @@ describe("the runs page in Chromium", () => {
         expect(urls.filter((u) => u.includes(KEY))).toEqual([])
       })
     ), { timeout: 120_000 })
+
+  it.live("the link pagantic serve logs (/#key=...): the page connects with it, takes it out of the address, keeps it for the tab, and no request carries it", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { url } = yield* serveAll
+        const { errors, page, urls } = yield* openPage(yield* browser)
+        yield* step("load the link", () => page.goto(`${url}/#key=${encodeURIComponent(KEY)}`, { waitUntil: "domcontentloaded" }))
+        yield* step("live", () => page.waitForFunction(() => document.getElementById("notice")?.textContent === "live"))
+        expect(yield* step("the address", () => page.evaluate(() => window.location.href))).toBe(`${url}/`)
+        // a reload of the tab stays connected: the key was kept, not only read
+        yield* step("reload", () => page.reload({ waitUntil: "domcontentloaded" }))
+        yield* step("live again", () => page.waitForFunction(() => document.getElementById("notice")?.textContent === "live"))
+        expect(errors).toEqual([])
+        // what goes on the wire: a URL without its fragment (puppeteer lists the page's own with it)
+        const sent = (u: string) => u.split("#")[0]!
+        expect(urls.filter((u) => sent(u).includes(KEY))).toEqual([])
+        expect(urls.filter((u) => u.includes(KEY))).toEqual([`${url}/#key=${KEY}`])
+        // a wrong key in the link (in a new tab) is the server's to judge: 401, said on the page
+        const other = yield* openPage(yield* browser)
+        yield* step("a wrong link", () => other.page.goto(`${url}/#key=not-the-key`, { waitUntil: "domcontentloaded" }))
+        yield* step("refused", () =>
+          other.page.waitForFunction(() => document.getElementById("notice")?.textContent?.includes("API key") === true))
+        expect(other.urls.filter((u) => sent(u).includes("not-the-key"))).toEqual([])
+      })
+    ), { timeout: 60_000 })
 })
 
 describe("the page's routes", () => {

@@ -41,6 +41,7 @@ import { runs, runsUsage } from "./cli/commands/Runs.js"
 import { serve } from "./cli/commands/Serve.js"
 import { task } from "./cli/commands/Task.js"
 import { thread, threadUsage } from "./cli/commands/Thread.js"
+import { keys, keysUsage } from "./cli/commands/Keys.js"
 import { trace, traceUsage } from "./cli/commands/Trace.js"
 import { vote } from "./cli/commands/Vote.js"
 import { root } from "./cli/Flags.js"
@@ -61,7 +62,7 @@ export { CliRuns } from "./cli/RunsState.js"
 
 /** The `pagantic` command and its subcommands, for embedding or testing. */
 export const command = root.pipe(
-  Command.withSubcommands([chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond, trace])
+  Command.withSubcommands([chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond, trace, keys])
 )
 
 const cli = Command.run(command, { name: "pagantic", version: "0.1.0" })
@@ -88,7 +89,8 @@ export const checkCommandLine: (args: ReadonlyArray<string>) => string | undefin
     runs: runsUsage,
     thread: threadUsage,
     respond: Command.getUsage(respond),
-    trace: traceUsage
+    trace: traceUsage,
+    keys: keysUsage
   },
   new Set(["chat", "extract", "vote", "task"])
 )

@@ -12,8 +12,9 @@
  * EventLog's events (a bounded ring) and the durable runs through the runs routes.
  * The events routes sit behind the edge like every other route (host check, the
  * API key); the page and its two assets are static and open, like /health. The
- * page takes the key from a field and sends it as a Bearer header, never in a
- * URL; its Content-Security-Policy allows only its own script, style and
+ * page takes the key from a field or, once, from its address's fragment
+ * (`/#key=...`, which no request carries) and sends it as a Bearer header, never
+ * in a request's URL; its Content-Security-Policy allows only its own script, style and
  * origin, and it renders every value as text (`PageAssets.ts`).
  *
  * A trace file is the events (and runs) as JSON: what `GET /v1/events` answers,

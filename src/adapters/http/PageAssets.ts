@@ -8,7 +8,9 @@
  * replica's answer) and the durable runs with their thread records and the human
  * slot a run waits on. It has two sources: a live server (`GET /v1/events`,
  * `/v1/events/stream`, `/v1/runs`, `/v1/runs/{id}/events`, with the API key typed
- * into the page and sent as a Bearer header, never in a URL) or the data of a
+ * into the page or given once in its address's fragment (`/#key=...`, the link
+ * `pagantic serve` logs; kept for the tab, then taken out of the address) and
+ * sent as a Bearer header, never in a request's URL) or the data of a
  * trace file embedded in the page (`pagantic trace show`).
  *
  * Every value from the data is rendered as text (`textContent`, attributes set
@@ -277,6 +279,7 @@ ${timeline}
 
   function connect() {
     state.key = $("key").value;
+    try { if (state.key) sessionStorage.setItem("pagantic-key", state.key); } catch (err) { /* storage off: the field keeps it */ }
     if (state.eventsAbort) state.eventsAbort.abort();
     var abort = new AbortController();
     state.eventsAbort = abort;
@@ -327,6 +330,15 @@ ${timeline}
       render();
       return;
     }
+    // a key in the URL's fragment (the link pagantic serve logs) is read once, kept for the tab, and taken out of the address bar
+    var given = /^#key=([^&]+)$/.exec(location.hash);
+    try {
+      if (given) {
+        sessionStorage.setItem("pagantic-key", decodeURIComponent(given[1]));
+        history.replaceState(null, "", location.pathname + location.search);
+      }
+      $("key").value = sessionStorage.getItem("pagantic-key") || "";
+    } catch (err) { if (given) $("key").value = decodeURIComponent(given[1]); }
     $("connect").addEventListener("click", connect);
     $("key").addEventListener("keydown", function (ev) { if (ev.key === "Enter") connect(); });
     $("download").addEventListener("click", download);

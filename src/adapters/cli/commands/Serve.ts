@@ -8,6 +8,7 @@
  * durable layer is imported only then, so a server without state starts without it.
  */
 import * as Command from "@effect/cli/Command"
+import * as HttpServer from "@effect/platform/HttpServer"
 import * as Options from "@effect/cli/Options"
 import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
@@ -17,16 +18,21 @@ import { ConfigurationFailure } from "../../../domain/Failure.js"
 import * as Http from "../../Http.js"
 import * as RequestRun from "../../../programs/facade/RequestRun.js"
 import * as Orchestration from "../../../programs/Orchestration.js"
+import type { PaganticSystem } from "../../../programs/Facade.js"
+import type { Engine } from "../../../services/Engine.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
 import { chosenStore, definitionsOf, loadDurable, runsFailure, serveStateOption } from "../RunsState.js"
+import * as ServeAuth from "../ServeAuth.js"
 import { CliEngine, settingsOf } from "../Wiring.js"
 
 /** The flags `serve` takes, as parsed. */
 export interface ServeFlags {
   readonly port: Option.Option<number>
   readonly host: Option.Option<string>
+  readonly noAuth?: boolean
+  readonly keys?: Option.Option<string>
 }
 
 /** The flags given, as overrides of the server's configuration (the flags not given are undefined). */
@@ -34,6 +40,24 @@ const serveOverrides = (flags: ServeFlags): Http.Options => ({
   port: Option.getOrUndefined(flags.port),
   host: Option.getOrUndefined(flags.host)
 })
+
+/** Logs the page's URL with the server's own key, once it listens. */
+const announce = (key: string, file: string) =>
+  Layer.effectDiscard(HttpServer.addressFormattedWith((address) =>
+    Effect.logInfo(`Runs page: ${ServeAuth.pageUrl(address, key)} (the admin key, kept in ${file})`)
+  ))
+
+/**
+ * Serves `system` with the options of `flags` and the environment, and the
+ * key `ServeAuth` finds or makes for them.
+ */
+const served = <E>(system: Layer.Layer<PaganticSystem | Engine, E>, flags: ServeFlags, store: ServeAuth.StoreLocation) =>
+  Effect.gen(function* () {
+    const configured = yield* serveOptions(flags)
+    const auth = yield* ServeAuth.resolve(configured, { noAuth: flags.noAuth ?? false, keys: flags.keys ?? Option.none() }, store)
+    const server = Http.layerConfig(auth.options).pipe(Layer.provide(system))
+    return yield* Layer.launch(auth.announce === undefined ? server : announce(auth.announce.key, auth.announce.file).pipe(Layer.provideMerge(server)))
+  })
 
 /**
  * The options `serve` listens with: each flag given wins, the others come from the
@@ -69,7 +93,14 @@ export const serve = Command.make(
       Options.withDescription("interface to listen on (default: PAGANTIC_HOST, else 127.0.0.1)"),
       Options.optional
     ),
-    state: serveStateOption
+    state: serveStateOption,
+    noAuth: Options.boolean("no-auth").pipe(
+      Options.withDescription("serve without a key (loopback only); by default the server makes an admin key at its first start and keeps it")
+    ),
+    keys: textFlag("keys").pipe(
+      Options.withDescription("a keys file of principals (default: PAGANTIC_KEYS_FILE, else $PAGANTIC_HOME/keys.json when it exists)"),
+      Options.optional
+    )
   },
   (args) =>
     Effect.gen(function* () {
@@ -79,7 +110,7 @@ export const serve = Command.make(
       const engine = engines.make(settings)
       const store = yield* chosenStore(args.state)
       // on the bundled model, mode task runs with what it was taught, as `pagantic task` does
-      if (Option.isNone(store)) return yield* Http.serve(Live.layer({ engine, bundledTasks: true }), serveOverrides(args))
+      if (Option.isNone(store)) return yield* served(Live.layer({ engine, bundledTasks: true }), args, undefined)
       // with state, queries are durable runs too (their responders: the served engine),
       // and so is a /v1/run request asked with Prefer: respond-async
       const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
@@ -88,7 +119,8 @@ export const serve = Command.make(
       const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
       const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner)
       const system = Live.layer({ engine, runs, bundledTasks: true, facade: { queries: { definition: queries } } })
-      return yield* Http.serve(requests.layer.pipe(Layer.provideMerge(system)), serveOverrides(args))
+      const location: ServeAuth.StoreLocation = store.value._tag === "Sqlite" ? { _tag: "Sqlite", file: store.value.file } : { _tag: "Postgres" }
+      return yield* served(requests.layer.pipe(Layer.provideMerge(system)), args, location)
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
