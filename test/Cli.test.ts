@@ -595,7 +595,7 @@ describe("Cli: bad input (in process)", () => {
       expect(yield* refused(["chat", "--jsno", "hi"])).toContain("unknown option --jsno for pagantic chat (did you mean --json?)")
       expect(yield* refused(["plan", "--bogus", "plan.json"])).toContain("unknown option --bogus for pagantic plan")
       expect(yield* refused(["frob", "hi"])).toBe(
-        `error: unknown command "frob": the commands are chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond, trace`
+        `error: unknown command "frob": the commands are chat, extract, vote, plan, task, query, demo, serve, migrate, runs, thread, respond, trace, keys`
       )
       expect(yield* refused(["chat", "-x marks the spot"])).toContain(`put text that starts with "-" after --`)
     }))

@@ -131,7 +131,7 @@ describe("Observe bounds", () => {
     Effect.flatMap(EventLog, (log) => Effect.forEach(Array.from({ length: count }, (_, i) => i), (i) => log.record(make(i)), { discard: true }))
 
   it("defaults: 10,000 events, 16 MiB, strings cut at 2,048 characters; 1,024 samples and 256 names", () => {
-    expect(Observe.eventLogDefaults).toEqual({ maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxStringLength: 2_048 })
+    expect(Observe.eventLogDefaults).toEqual({ maxEvents: 10_000, maxBytes: 16 * 1024 * 1024, maxStringLength: 2_048, subscriberBacklog: 1_024 })
     expect(Observe.metricsDefaults).toEqual({ maxSamples: 1_024, maxNames: 256 })
   })
 

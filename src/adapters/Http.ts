@@ -158,7 +158,7 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, Config
       Layer.provide(modelsHandlers),
       Layer.provide(runsHandlers(options)),
       Layer.provide(respondersHandlers),
-      Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware, (page) => (app) => {
+      Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware(settingsOf(options)), (page) => (app) => {
         const served = edge(page(app))
         return cors === undefined ? served : cors(served)
       }))),

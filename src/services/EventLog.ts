@@ -12,6 +12,8 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Option from "effect/Option"
+import type * as Queue from "effect/Queue"
+import type * as Scope from "effect/Scope"
 import * as Tracer from "effect/Tracer"
 import type { Event } from "../domain/Event.js"
 import { CorrelationContext } from "../domain/System.js"
@@ -29,6 +31,13 @@ export interface Service {
   readonly enabled?: boolean
   /** A copy of the events kept (a bounded log drops the oldest first), in the order recorded. */
   readonly events: Effect.Effect<ReadonlyArray<Event>>
+  /**
+   * The events recorded from now on, as they are recorded, until the scope
+   * closes (each the same instance `events` holds). A subscriber that falls
+   * behind loses its oldest unread events, never holding up the recorder. A
+   * log without it is read by polling `events`.
+   */
+  readonly subscribe?: Effect.Effect<Queue.Dequeue<Event>, never, Scope.Scope> | undefined
 }
 
 /** Records events. */

@@ -29,6 +29,7 @@ import * as Sse from "@effect/experimental/Sse"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -37,6 +38,7 @@ import { createHash } from "node:crypto"
 import { Event } from "../../domain/Event.js"
 import * as Text from "../../domain/Text.js"
 import { EventLog, type Service as EventLogService } from "../../services/EventLog.js"
+import * as Admission from "./Admission.js"
 import * as Edge from "./Edge.js"
 import type * as Guard from "./Guard.js"
 import { RequestOwners, type Service as OwnersService } from "./Owners.js"
@@ -59,7 +61,7 @@ export const maxEventsLimit = 10_000
 /** Events sent when no `limit` is given. */
 export const defaultEventsLimit = 2_000
 
-/** How often the stream looks at the ring for new events. */
+/** How often the stream looks at the ring for new events, on a log that does not push them (no `subscribe`). */
 const pollEvery = "250 millis"
 
 // ---------------------------------------------------------------------------
@@ -228,32 +230,71 @@ const eventsJson = (log: EventLogService, owners: OwnersService, path: string, u
     return HttpServerResponse.unsafeJson({ events: events.map((e) => encodeEvent(e)) }, { headers: { "cache-control": "no-store" } })
   })
 
-const eventsStream = (log: EventLogService, owners: OwnersService, path: string, url: string) =>
+/**
+ * The events recorded after the `first` look, `keep`'s only: pushed by the log
+ * as recorded when it can (`subscribe`), else found by looking again every
+ * 250 ms. Subscribed before the look, so nothing recorded in between is lost;
+ * what was queued by then and the look holds too is dropped.
+ */
+const recorded = (log: EventLogService, keep: (event: Event) => boolean, limit: number): Stream.Stream<ReadonlyArray<Event>> => {
+  const subscribe = log.subscribe
+  if (subscribe === undefined) {
+    return Stream.unwrap(Effect.gen(function* () {
+      const first = yield* log.events
+      // the last event sent (or passed over), to know which are new at the next look
+      const last = yield* Ref.make<Event | undefined>(first[first.length - 1])
+      const fresh = Stream.repeatEffectWithSchedule(
+        Effect.flatMap(log.events, (events) =>
+          Ref.modify(last, (previous) => {
+            const newer = newerThan(events, previous)
+            return [newer.filter(keep), newer.length > 0 ? newer[newer.length - 1] : previous]
+          })),
+        Schedule.spaced(pollEvery)
+      )
+      return Stream.concat(Stream.make(select(first, keep, limit)), fresh)
+    }))
+  }
+  return Stream.unwrapScoped(Effect.gen(function* () {
+    const pushed = yield* subscribe
+    const first = yield* log.events
+    const queued = newerThan(Array.from(yield* Queue.takeAll(pushed)), first[first.length - 1])
+    const fresh = Stream.fromQueue(pushed).pipe(Stream.filter(keep), Stream.chunks, Stream.map((chunk) => Array.from(chunk)))
+    return Stream.concat(Stream.make(select(first, keep, limit), queued.filter(keep)), fresh)
+  }))
+}
+
+/**
+ * `/v1/events/stream`: the caller's newest events, then each one as it is
+ * recorded, as server-sent events, with a comment every 15 s to keep the
+ * connection. A listener holds one of the server's `maxEventListeners` places
+ * until its stream closes; past them 429 with `Retry-After`.
+ */
+const eventsStream = (log: EventLogService, owners: OwnersService, listeners: Admission.Places, path: string, url: string) =>
   Effect.gen(function* () {
     const query = eventsQuery(url)
     if (Either.isLeft(query)) return badQuery(path, query.left)
     const keep = matches(query.right, yield* visibleTo(owners))
-    const first = yield* log.events
-    // the last event sent (or passed over), to know which are new at the next look
-    const last = yield* Ref.make<Event | undefined>(first[first.length - 1])
-    const backlog = select(first, keep, query.right.limit)
-    const fresh = Stream.repeatEffectWithSchedule(
-      Effect.flatMap(log.events, (events) =>
-        Ref.modify(last, (previous) => {
-          const newer = newerThan(events, previous)
-          return [newer.filter(keep), newer.length > 0 ? newer[newer.length - 1] : previous]
-        })),
-      Schedule.spaced(pollEvery)
-    )
-    const body = Stream.concat(Stream.make(backlog), fresh).pipe(
+    const place = yield* listeners.take((yield* CurrentPrincipal).name)
+    if (Either.isLeft(place)) return Admission.response(path, place.left, `req_${globalThis.crypto.randomUUID()}`)
+    const body = recorded(log, keep, query.right.limit).pipe(
       Stream.map((events) => events.map((e) => sseEvent(encodeEvent(e))).join("")),
       Stream.filter((text) => text.length > 0),
       Stream.merge(Stream.repeatEffectWithSchedule(Effect.succeed(": keep-alive\n\n"), Schedule.spaced("15 seconds")), {
         haltStrategy: "left"
       }),
-      Stream.encodeText
+      Stream.encodeText,
+      Stream.ensuring(place.right)
     )
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache" } })
+  })
+
+/** The places of `/v1/events/stream` listeners a server has. */
+export const listenerPlaces = (settings: { readonly maxEventListeners: number }): Admission.Places =>
+  Admission.make({
+    max: settings.maxEventListeners,
+    what: "event-stream listeners",
+    option: "maxEventListeners",
+    variable: "PAGANTIC_MAX_EVENT_LISTENERS"
   })
 
 // ---------------------------------------------------------------------------
@@ -269,29 +310,39 @@ const pathOf = (url: string): string => {
  * The page's routes in front of the API's (inside the edge, which checks the
  * host and, except on the static paths, the key). The EventLog is the server's
  * own; without one the events routes answer 404 saying so. Other paths and
- * methods go on to the API.
+ * methods go on to the API. At most `maxEventListeners` event streams are open
+ * at once (a HEAD of the stream opens none).
  */
-export const middleware: Effect.Effect<(app: HttpApp.Default) => HttpApp.Default, never, RequestOwners> = Effect.map(
-  Effect.all([Effect.serviceOption(EventLog), RequestOwners]),
-  ([log, owners]) => (app) =>
-    Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-      if (request.method !== "GET" && request.method !== "HEAD") return app
-      const path = pathOf(request.url)
-      switch (path) {
-        case "/":
-          return Effect.succeed(HttpServerResponse.html(liveHtml).pipe(HttpServerResponse.setHeaders(pageHeaders(livePolicy))))
-        case "/ui/page.css":
-          return Effect.succeed(HttpServerResponse.text(css, { contentType: "text/css; charset=utf-8", headers: pageHeaders(livePolicy) }))
-        case "/ui/page.js":
-          return Effect.succeed(
-            HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers: pageHeaders(livePolicy) })
-          )
-        case "/v1/events":
-          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsJson(log.value, owners, path, request.url)
-        case "/v1/events/stream":
-          return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsStream(log.value, owners, path, request.url)
-        default:
-          return app
-      }
-    })
-)
+export const middleware = (
+  settings: { readonly maxEventListeners: number }
+): Effect.Effect<(app: HttpApp.Default) => HttpApp.Default, never, RequestOwners> =>
+  Effect.map(
+    Effect.all([Effect.serviceOption(EventLog), RequestOwners]),
+    ([log, owners]) => {
+      const listeners = listenerPlaces(settings)
+      return (app) =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+          if (request.method !== "GET" && request.method !== "HEAD") return app
+          const path = pathOf(request.url)
+          switch (path) {
+            case "/":
+              return Effect.succeed(HttpServerResponse.html(liveHtml).pipe(HttpServerResponse.setHeaders(pageHeaders(livePolicy))))
+            case "/ui/page.css":
+              return Effect.succeed(HttpServerResponse.text(css, { contentType: "text/css; charset=utf-8", headers: pageHeaders(livePolicy) }))
+            case "/ui/page.js":
+              return Effect.succeed(
+                HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8", headers: pageHeaders(livePolicy) })
+              )
+            case "/v1/events":
+              return Option.isNone(log) ? Effect.succeed(noEventLog(path)) : eventsJson(log.value, owners, path, request.url)
+            case "/v1/events/stream":
+              if (Option.isNone(log)) return Effect.succeed(noEventLog(path))
+              return request.method === "HEAD"
+                ? Effect.succeed(HttpServerResponse.empty({ status: 200, headers: { "content-type": "text/event-stream", "cache-control": "no-cache" } }))
+                : eventsStream(log.value, owners, listeners, path, request.url)
+            default:
+              return app
+          }
+        })
+    }
+  )

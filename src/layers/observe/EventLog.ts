@@ -3,10 +3,13 @@
  * `maxBytes` approximate bytes (the oldest dropped first), every string longer
  * than `maxStringLength` in an event (a tool name, an error, an id, a value of a
  * Custom event's data) kept as a short excerpt, so one hostile request cannot
- * pin a megabyte. Recording is O(1) and one synchronous step; `events` is a copy.
+ * pin a megabyte. Recording is O(1); `events` is a copy, and `subscribe` pushes
+ * each event as it is recorded (through a sliding PubSub, so a listener that
+ * stops reading loses its oldest unread events and holds up no one).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as PubSub from "effect/PubSub"
 import type { Event } from "../../domain/Event.js"
 import { CorrelationContext } from "../../domain/System.js"
 import type { Service as EventLogService } from "../../services/EventLog.js"
@@ -21,13 +24,16 @@ export interface EventLogOptions {
   readonly maxBytes?: number | undefined
   /** A longer string in an event is kept as an excerpt of this many characters. Default 2,048. */
   readonly maxStringLength?: number | undefined
+  /** Events a subscriber may leave unread; past it its oldest are dropped. Default 1,024. */
+  readonly subscriberBacklog?: number | undefined
 }
 
 /** The bounds `eventLogMemory` and `makeEventLog` use. */
 export const eventLogDefaults = {
   maxEvents: 10_000,
   maxBytes: 16 * 1024 * 1024,
-  maxStringLength: 2_048
+  maxStringLength: 2_048,
+  subscriberBacklog: 1_024
 } as const
 
 /** Values of a Custom event's data visited at most, and how deep; the rest becomes a marker. */
@@ -172,20 +178,28 @@ export const approximateEventBytes = (event: Event, maxStringLength: number = ev
 
 /** An in-memory event log within `options`' bounds; `events` is a copy, oldest first. */
 export const makeEventLogBounded = (options: EventLogOptions = {}): Effect.Effect<EventLogService> =>
-  Effect.sync(() => {
+  Effect.gen(function* () {
     const maxEvents = positive(options.maxEvents, eventLogDefaults.maxEvents)
     const maxBytes = positive(options.maxBytes, eventLogDefaults.maxBytes)
     const maxStringLength = positive(options.maxStringLength, eventLogDefaults.maxStringLength)
+    const pushed = yield* PubSub.sliding<Event>(positive(options.subscriberBacklog, eventLogDefaults.subscriberBacklog))
     const ring = new Ring<{ readonly event: Event; readonly bytes: number }>(maxEvents)
     let bytes = 0
+    // with no one subscribed, recording stays one synchronous step
+    let subscribers = 0
     return {
       record: (event) =>
-        Effect.sync(() => {
+        Effect.suspend(() => {
           const entry = boundEvent(event, maxStringLength)
           bytes += entry.bytes - (ring.push(entry)?.bytes ?? 0)
           while (bytes > maxBytes && ring.size > 0) bytes -= ring.shift()!.bytes
+          return subscribers === 0 ? Effect.void : PubSub.publish(pushed, entry.event)
         }),
-      events: Effect.sync(() => ring.toArray().map((entry) => entry.event))
+      events: Effect.sync(() => ring.toArray().map((entry) => entry.event)),
+      subscribe: Effect.acquireRelease(
+        Effect.sync(() => subscribers++),
+        () => Effect.sync(() => subscribers--)
+      ).pipe(Effect.zipRight(PubSub.subscribe(pushed)))
     } satisfies EventLogService
   })
 
