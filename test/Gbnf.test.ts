@@ -100,6 +100,21 @@ describe("Gbnf.check: hostile or broken grammars are refused in plain words", ()
     expect(problem('root ::= "a"{2')).toMatch(/does not close the repetition/)
   })
 
+  it("repetition counts are bounded: 2,000 a count (llama.cpp refuses a larger minimum), 8,192 in all", () => {
+    expect(Gbnf.defaultLimits).toMatchObject({ maxRepeatCount: 2000, maxRepeatTotal: 8192 })
+    for (const ok of ['root ::= "a"{2000}', 'root ::= "a"{0,2000}', 'root ::= "a"{2000,}', 'root ::= ("a"{2000}){2000} "b"{2000} "c"{2000}']) {
+      expect(Gbnf.check(ok)).toEqual(Either.right(ok))
+    }
+    expect(problem('root ::= "a"{2001}')).toBe('the grammar repeats an item more than 2,000 times at line 1, column 13: "{2001}"')
+    expect(problem('root ::= "a"{0,100000}')).toMatch(/^the grammar repeats an item more than 2,000 times at line 1, column 13/)
+    expect(problem(`root ::= "a"{${"9".repeat(400)}}`)).toMatch(/repeats an item more than 2,000 times/)
+    // each under the bound, more than 8,192 together
+    const many = `root ::= ${Array.from({ length: 5 }, () => '"a"{2000}').join(" ")}`
+    expect(problem(many)).toMatch(/^the grammar repeats items more than 8,192 times in all at line 1, column \d+/)
+    expect(Gbnf.check('root ::= "a"{3} "b"{3}', { maxRepeatTotal: 5 })).toSatisfy(Either.isLeft)
+    expect(Gbnf.check('root ::= "a"{3} "b"{2}', { maxRepeatTotal: 5 })).toSatisfy(Either.isRight)
+  })
+
   it("too many rules", () => {
     const rules = ['root ::= r0'].concat(Array.from({ length: 10 }, (_, i) => `r${i} ::= "${i}"`)).join("\n")
     expect(Gbnf.check(rules, { maxRules: 11 })).toEqual(Either.right(rules))

@@ -51,6 +51,13 @@ export interface Limits {
    * whose two alternatives begin with the next rule double them per rule.
    */
   readonly maxStarts: number
+  /** The largest count of one `{m,n}` repetition (llama.cpp refuses a minimum above 2,000). */
+  readonly maxRepeatCount: number
+  /**
+   * The counts of all `{m,n}` repetitions added up: llama.cpp writes each one
+   * out as that many copies or nested rules, so this bounds what it builds.
+   */
+  readonly maxRepeatTotal: number
 }
 
 /**
@@ -61,8 +68,16 @@ export interface Limits {
  * chains of rules (llama.cpp recurses along them, and a chain of 100,000 crashes
  * it) to about 4,000, and what a rejected grammar writes to llama.cpp's log.
  * 4,096 starts per rule: an enum of 4,096 literals, compiled in 0.2 s.
+ * Repetitions: 2,000 a count, llama.cpp's own bound; 8,192 in all.
  */
-export const defaultLimits: Limits = { maxBytes: 64 * 1024, maxDepth: 64, maxRules: 2048, maxStarts: 4096 }
+export const defaultLimits: Limits = {
+  maxBytes: 64 * 1024,
+  maxDepth: 64,
+  maxRules: 2048,
+  maxStarts: 4096,
+  maxRepeatCount: 2000,
+  maxRepeatTotal: 8192
+}
 
 // ---------------------------------------------------------------------------
 // Grammars
@@ -82,7 +97,7 @@ const unclosed: Record<Exclude<State, "rule" | "comment">, string> = {
  * grammar itself when it passes, else a short problem in plain words.
  */
 export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Either<string, string> => {
-  const { maxBytes, maxDepth, maxRules, maxStarts } = { ...defaultLimits, ...limits }
+  const { maxBytes, maxDepth, maxRepeatCount, maxRepeatTotal, maxRules, maxStarts } = { ...defaultLimits, ...limits }
   const bytes = utf8Length(grammar, maxBytes)
   if (bytes > maxBytes) {
     return Either.left(`the grammar is larger than ${sizeLabel(maxBytes)} (${sizeLabel(bytes)} or more)`)
@@ -137,6 +152,7 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
   let state: State = "rule"
   let opened = 0
   let repetition: Array<string> = []
+  let repeated = 0
   const openParens: Array<number> = []
 
   for (let i = 0; i < grammar.length; i++) {
@@ -164,6 +180,14 @@ export const check = (grammar: string, limits: Partial<Limits> = {}): Either.Eit
           state = "rule"
           // {m}, {m,}, {m,n}, {,n}
           const [min, max] = repetition.map((digits) => (digits === "" ? undefined : Number(digits)))
+          const count = Math.max(min ?? 0, max ?? 0)
+          if (count > maxRepeatCount) {
+            return fail(`repeats an item more than ${maxRepeatCount.toLocaleString("en-US")} times`, opened)
+          }
+          repeated += count
+          if (repeated > maxRepeatTotal) {
+            return fail(`repeats items more than ${maxRepeatTotal.toLocaleString("en-US")} times in all`, opened)
+          }
           repeat(min ?? 0, repetition.length === 1 ? min ?? 0 : max)
         } else if (code >= 0x30 && code <= 0x39) {
           repetition[repetition.length - 1] += grammar[i]!

@@ -77,7 +77,8 @@ export const make = <R = never>(
       const fail = (code: ToolFailure["code"], message: string, retryable: boolean, cause?: unknown) =>
         new ToolFailure({
           code,
-          tool: call.name,
+          // a name nobody registered is the caller's, of any length: quoted as an excerpt
+          tool: Text.excerpt(call.name),
           toolCallId: call.id,
           retryable,
           message,
@@ -89,7 +90,7 @@ export const make = <R = never>(
         return Effect.fail(
           fail(
             "TOOL_NOT_FOUND",
-            `Tool "${call.name}" does not exist${known.length > 0 ? `; available tools: ${known.join(", ")}` : ""}`,
+            `Tool "${Text.excerpt(call.name)}" does not exist${known.length > 0 ? `; available tools: ${known.join(", ")}` : ""}`,
             false
           )
         )

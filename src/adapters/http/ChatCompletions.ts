@@ -236,7 +236,8 @@ function* startSteps(settings: Settings, system: Context.Tag.Service<typeof Paga
   const envelope = OpenAi.toEnvelope(completion, {
     requestId,
     traceId: traceIdOf(context.traceparent),
-    timeoutMs: settings.limitMs
+    timeoutMs: settings.limitMs,
+    limits: settings.limits
   })
   if (Either.isLeft(envelope)) return yield* refuseField(envelope.left.message, envelope.left.param)
   // decoded here rather than in the facade, so a problem names the client's field (max_tokens, not hints.maxTokens)

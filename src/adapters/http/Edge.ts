@@ -196,6 +196,8 @@ const failedResponse = (error: SystemError, requestId: string, partial: SystemRe
       toolCallsMade: base.toolCallsMade.map((call) =>
         new ToolCallRecord({
           ...call,
+          id: Text.excerpt(call.id, QUOTED),
+          name: Text.excerpt(call.name, QUOTED),
           arguments: Text.bounded(call.arguments, quoted) as Record<string, unknown>,
           result: Text.excerpt(call.result, QUOTED)
         }, true)

@@ -98,7 +98,46 @@ export const checkShape = (body: unknown, limits: Limits = defaultLimits): Eithe
   return Either.right(undefined)
 }
 
-/** Values in a JSON schema and the longest `enum`, walked without recursion (depth is already bounded). */
+/** The keywords of pagantic's JSON-schema subset (`JsonSchema`), which a grammar is made from. */
+const subsetKeywords = new Set(["type", "description", "properties", "required", "enum", "items", "anyOf", "default"])
+
+/**
+ * Keywords that say nothing about the value (or, as `additionalProperties:
+ * false`, what the grammar holds anyway): accepted and left out. Every other
+ * keyword (`$ref`, `pattern`, `minLength`, `format`, `oneOf`, ...) would be
+ * dropped unenforced, so it is refused instead.
+ */
+const annotationKeywords = new Set(["$schema", "$id", "$comment", "title", "examples"])
+
+/** The first keyword of `schema` outside the subset, walked without recursion (size and depth are already bounded). */
+const unsupportedKeyword = (schema: unknown, field: string): Problem | undefined => {
+  const stack: Array<{ readonly node: unknown; readonly path: string }> = [{ node: schema, path: field }]
+  while (stack.length > 0) {
+    const { node, path } = stack.pop()!
+    if (!Json.isObject(node)) continue
+    for (const [key, child] of Object.entries(node)) {
+      if (subsetKeywords.has(key) || annotationKeywords.has(key)) {
+        if (key === "items") stack.push({ node: child, path: `${path}.items` })
+        else if (key === "anyOf" && Array.isArray(child)) child.forEach((c, i) => stack.push({ node: c, path: `${path}.anyOf.${i}` }))
+        else if (key === "properties" && Json.isObject(child)) {
+          for (const [name, c] of Object.entries(child)) stack.push({ node: c, path: `${path}.properties.${Text.excerpt(name, 40)}` })
+        }
+        continue
+      }
+      if (key === "additionalProperties" && typeof child === "boolean") continue
+      return {
+        field: `${path}.${Text.excerpt(key, 40)}`,
+        message: `the schema keyword ${JSON.stringify(Text.excerpt(key, 40))} is not supported (it would not be enforced); the subset: ${[...subsetKeywords].join(", ")}, and additionalProperties as a boolean`
+      }
+    }
+  }
+  return undefined
+}
+
+/**
+ * Values in a JSON schema and the longest `enum`, walked without recursion
+ * (depth is already bounded), then its keywords: within pagantic's subset.
+ */
 const checkSchema = (schema: unknown, field: string, limits: Limits): Problem | undefined => {
   const stack: Array<{ readonly value: unknown; readonly path: string }> = [{ value: schema, path: field }]
   let values = 0
@@ -122,7 +161,7 @@ const checkSchema = (schema: unknown, field: string, limits: Limits): Problem | 
       stack.push({ value: child, path: `${path}.${Text.excerpt(key, 40)}` })
     }
   }
-  return undefined
+  return unsupportedKeyword(schema, field)
 }
 
 const checkGrammar = (grammar: unknown, field: string, limits: Limits): Problem | undefined => {

@@ -39,6 +39,7 @@
  */
 import * as Either from "effect/Either"
 import type { ChatCompletionRequest, ChatMessage } from "./ChatCompletionsWire.js"
+import * as Guard from "./Guard.js"
 
 /** What the server adds to every envelope. */
 export interface EnvelopeContext {
@@ -46,6 +47,8 @@ export interface EnvelopeContext {
   readonly traceId?: string | undefined
   /** The server's time limit, in milliseconds. */
   readonly timeoutMs?: number | undefined
+  /** The server's bounds on a body, which the JSON inside `arguments` strings is held to as well. Default `Guard.defaultLimits`. */
+  readonly limits?: Guard.Limits | undefined
 }
 
 const textOf = (content: ChatMessage["content"]): string =>
@@ -55,16 +58,20 @@ const textOf = (content: ChatMessage["content"]): string =>
       ? content
       : content.map((part) => part.text).join("")
 
-const parseArguments = (raw: string, where: string): Either.Either<Record<string, unknown>, string> => {
+/** A call's `arguments` string as its object, held to the body's bounds (nesting, values) before anything reads it. */
+const parseArguments = (raw: string, where: string, limits: Guard.Limits): Either.Either<Record<string, unknown>, string> => {
   if (raw.trim() === "") return Either.right({})
+  let value: unknown
   try {
-    const value: unknown = JSON.parse(raw)
-    return typeof value === "object" && value !== null && !Array.isArray(value)
-      ? Either.right(value as Record<string, unknown>)
-      : Either.left(`${where} must be a JSON object`)
+    value = JSON.parse(raw)
   } catch {
     return Either.left(`${where} is not valid JSON`)
   }
+  if (typeof value !== "object" || value === null || Array.isArray(value)) return Either.left(`${where} must be a JSON object`)
+  const bounded = Guard.checkShape(value, limits)
+  return Either.isLeft(bounded)
+    ? Either.left(`${where} ${bounded.left.message.replace(/^the (input|body) /, "")}`)
+    : Either.right(value as Record<string, unknown>)
 }
 
 const clientFields: ReadonlyArray<readonly [string, string]> = [
@@ -181,7 +188,7 @@ export const toEnvelope = (
         const toolCalls: Array<Record<string, unknown>> = []
         for (const [j, call] of (m.tool_calls ?? []).entries()) {
           const where = `messages.${i}.tool_calls.${j}.function.arguments`
-          const args = parseArguments(call.function.arguments, paramOf(where))
+          const args = parseArguments(call.function.arguments, paramOf(where), context.limits ?? Guard.defaultLimits)
           if (Either.isLeft(args)) return Either.left({ param: paramOf(where), message: args.left })
           toolNames.set(call.id, call.function.name)
           toolCalls.push({ id: call.id, name: call.function.name, arguments: args.right })

@@ -3,7 +3,9 @@
  * W3C trace context a request arrives with.
  *
  *   400  CONFIG_INVALID_REQUEST, CONFIG_SCHEMA_REQUIRED (the request is malformed
- *        for its mode: bad JSON, wrong types, unknown mode, missing schema)
+ *        for its mode: bad JSON, wrong types, unknown mode, missing schema), and
+ *        the INFERENCE_ENGINE_ERROR of a grammar or schema the engine refused
+ *        (`details.kind` "grammar": the request's own, past the pre-check)
  *   403  ORCHESTRATION_SLOT_FORBIDDEN (an answer to a human slot by someone
  *        it does not take; nothing was recorded). The runs routes send it as
  *        404, as for a slot that does not exist (`Runs.ts`)
@@ -82,9 +84,18 @@ export const statusOf = (code: FailureCode): ErrorStatus => {
   }
 }
 
-/** The status of an error: its code's, but a non-retryable TOOL_EXECUTION_FAILED is the caller's input (422). */
-export const statusOfError = (error: { readonly code: FailureCode; readonly retryable: boolean }): ErrorStatus =>
-  error.code === "TOOL_EXECUTION_FAILED" && !error.retryable ? 422 : statusOf(error.code)
+/**
+ * The status of an error: its code's, but a non-retryable TOOL_EXECUTION_FAILED
+ * is the caller's input (422), and so is a grammar the engine refused (400).
+ */
+export const statusOfError = (
+  error: { readonly code: FailureCode; readonly retryable: boolean; readonly details?: Readonly<Record<string, unknown>> | undefined }
+): ErrorStatus =>
+  error.code === "TOOL_EXECUTION_FAILED" && !error.retryable
+    ? 422
+    : error.code === "INFERENCE_ENGINE_ERROR" && !error.retryable && error.details?.["kind"] === "grammar"
+    ? 400
+    : statusOf(error.code)
 
 /** OpenAI's error `type` for a status. */
 export const openAiErrorType = (status: number): string =>

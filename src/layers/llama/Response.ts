@@ -55,8 +55,8 @@ export const fromGenerationError = (error: unknown, details: Record<string, unkn
 
 /**
  * A grammar or schema of the request that is refused before or by llama.cpp: the
- * caller's input, not retryable. Its message and details carry the problem and
- * the size, never the text.
+ * caller's input, not retryable (the HTTP adapter answers it 400). Its message
+ * and details carry the problem, the size and the request's field, never the text.
  */
 export const grammarRejected = (rejected: Grammars.Rejected): InferenceFailure =>
   new InferenceFailure({
@@ -66,6 +66,7 @@ export const grammarRejected = (rejected: Grammars.Rejected): InferenceFailure =
     details: {
       kind: "grammar",
       source: rejected.source,
+      field: rejected.source === "gbnf" ? "output.grammar" : "output.schema",
       problem: rejected.problem,
       ...(rejected.bytes === undefined ? {} : { bytes: rejected.bytes })
     },

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import type * as Schedule from "effect/Schedule"
 import type * as Duration from "effect/Duration"
 import type * as Tracer from "effect/Tracer"
+import * as Text from "../../domain/Text.js"
 import { ToolFailure } from "../../domain/Failure.js"
 import type * as Message from "../../domain/Message.js"
 import { ToolCallRecord } from "../../domain/System.js"
@@ -89,7 +90,7 @@ const execute = (env: ToolEnv, call: Message.ToolCall): Effect.Effect<ToolRegist
   Option.isSome(env.registry)
     ? env.registry.value.execute(call, { allow: env.allowTools, timeout: env.toolTimeout })
     : Effect.fail(
-        ToolFailure.notFound(call.name, `Tool "${call.name}" does not exist; no tools are registered`, {
+        ToolFailure.notFound(Text.excerpt(call.name), `Tool "${Text.excerpt(call.name)}" does not exist; no tools are registered`, {
           toolCallId: call.id
         })
       )
