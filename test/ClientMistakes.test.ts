@@ -13,7 +13,7 @@ import * as Redacted from "effect/Redacted"
 import * as Response from "../src/layers/llama/Response.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { calculator } from "../src/layers/tools/Calculator.js"
-import { post, serve } from "./support/server.js"
+import { chatRequest, post, send, serve } from "./support/server.js"
 
 const KEY = "mistakes-key-0123456789"
 const auth = { authorization: `Bearer ${KEY}` }
@@ -167,4 +167,42 @@ describe("client mistakes are 4xx naming the field", () => {
         expect(fine.status, fine.text.slice(0, 300)).toBe(200)
         expect(fine.json.structuredOutput).toEqual({ a: "x" })
       })), 60_000)
+
+  it.live("a state-changing request from another site's page is 403 naming Sec-Fetch-Site or Origin, before the key or the route; the server's own page, clients that are not browsers and CORS origins pass", () =>
+    Effect.scoped(Effect.gen(function* () {
+      // no key at all (as `pagantic serve --no-auth`): only the cross-site check stands between a page and the API
+      const { url } = yield* serve({
+        engine: ScriptedEngine.layer([ScriptedEngine.reply("ok")], { whenExhausted: "repeat-last" }),
+        http: { corsOrigins: ["http://app.example"] }
+      })
+      const own = new URL(url).host
+      const form = { "content-type": "application/x-www-form-urlencoded" }
+      const refusals: ReadonlyArray<readonly [string, Record<string, string>, string]> = [
+        ["/v1/runs/run-1/cancel", { ...form, origin: "http://evil.example", "sec-fetch-site": "cross-site" }, "Sec-Fetch-Site"],
+        ["/v1/runs/run-1/cancel", { ...form, origin: "http://localhost:3000", "sec-fetch-site": "same-site" }, "Sec-Fetch-Site"],
+        ["/v1/run", { ...form, origin: "http://evil.example" }, "Origin"],
+        ["/v1/run", { "content-type": "text/plain", origin: "null" }, "Origin"],
+        ["/v1/chat/completions", { "content-type": "text/plain", origin: `http://${own}.evil.example` }, "Origin"]
+      ]
+      for (const [path, headers, field] of refusals) {
+        const reply = yield* send(`${url}${path}`, { method: "POST", body: "mode=chat", headers })
+        expect(reply.status, `${path} ${JSON.stringify(headers)}`).toBe(403)
+        expect(reply.json.error.code).toBe("CONFIG_INVALID_REQUEST")
+        // an OpenAI route's error names the field as OpenAI's do: `param`
+        expect(path === "/v1/chat/completions" ? reply.json.error.param : reply.json.error.details.field).toBe(field)
+        expect(reply.json.error.message).toContain("from another site's page is refused")
+      }
+      const chat = chatRequest("hi")
+      // the server's own page (same origin), a client with no browser headers, an allowed CORS origin
+      for (const headers of [
+        { origin: `http://${own}`, "sec-fetch-site": "same-origin" },
+        {},
+        { origin: "http://app.example", "sec-fetch-site": "cross-site" }
+      ]) {
+        const reply = yield* post(`${url}/v1/run`, chat, headers)
+        expect(reply.status, JSON.stringify(headers)).toBe(200)
+      }
+      // reading is not refused: GET changes nothing
+      expect((yield* send(`${url}/v1/events`, { headers: { origin: "http://evil.example", "sec-fetch-site": "cross-site" } })).status).toBe(200)
+    })).pipe(Effect.timeout("60 seconds")), 60_000)
 })

@@ -143,7 +143,8 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, Config
       host: options.host ?? defaults.host,
       keys,
       allowedHosts: options.allowedHosts,
-      openPaths: Page.staticPaths
+      openPaths: Page.staticPaths,
+      corsOrigins: options.corsOrigins
     })
     const cors = options.corsOrigins !== undefined && options.corsOrigins.length > 0
       ? HttpMiddleware.cors({

@@ -74,6 +74,38 @@ export interface EdgeOptions {
   readonly allowedHosts?: ReadonlyArray<string> | undefined
   /** Paths served without the key besides /health: static files that carry no data (the runs page). */
   readonly openPaths?: ReadonlyArray<string> | undefined
+  /** Origins whose pages may call the API (CORS): their requests are not cross-site refusals. */
+  readonly corsOrigins?: ReadonlyArray<string> | undefined
+}
+
+/** The methods that change nothing: never refused as cross-site. */
+const safeMethods = new Set(["GET", "HEAD", "OPTIONS"])
+
+/**
+ * Why a state-changing request came from another site's page, or undefined: a
+ * browser says so in `Sec-Fetch-Site` (cross-site or same-site: another port
+ * of localhost is same-site), else in an `Origin` that is not the server's own.
+ * A form or a fetch in `no-cors` mode needs no preflight, so without this a
+ * page could cancel a run (or post to a `--no-auth` server). Clients that are
+ * not browsers send neither header.
+ */
+export const crossSite = (
+  headers: Readonly<Record<string, string | undefined>>,
+  allowedOrigins: ReadonlyArray<string>
+): { readonly field: string; readonly value: string } | undefined => {
+  const origin = headers["origin"]
+  if (origin !== undefined && allowedOrigins.includes(origin)) return undefined
+  const site = headers["sec-fetch-site"]
+  if (site === "cross-site" || site === "same-site") return { field: "Sec-Fetch-Site", value: site }
+  if (origin === undefined) return undefined
+  const own = headers["host"]
+  let host: string | undefined
+  try {
+    host = origin === "null" ? undefined : new URL(origin).host
+  } catch {
+    host = undefined
+  }
+  return host !== undefined && own !== undefined && host === own.toLowerCase() ? undefined : { field: "Origin", value: origin }
 }
 
 const loopbackNames = ["localhost", "127.0.0.1", "::1", "[::1]"]
@@ -299,6 +331,20 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
                 hosts.join(", ")
               } (set allowedHosts / PAGANTIC_ALLOWED_HOSTS to add a name)`,
               { field: "Host" }
+            ),
+            yield* newErrorId
+          )
+        }
+      }
+      if (!safeMethods.has(request.method)) {
+        const foreign = crossSite(request.headers, options.corsOrigins ?? [])
+        if (foreign !== undefined) {
+          return errorResponse(
+            path,
+            403,
+            invalidRequest(
+              `A ${request.method} from another site's page is refused (${foreign.field}: ${JSON.stringify(Text.excerpt(foreign.value, 60))}): call this server from its own page or from a client that is not a browser (set corsOrigins / PAGANTIC_CORS_ORIGINS to allow an origin)`,
+              { field: foreign.field }
             ),
             yield* newErrorId
           )
