@@ -13,8 +13,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
-import { afterAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import * as Postgres from "./support/postgres.js"
+import { shared } from "./support/postgres-shared.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const launcher = path.join(root, "bin", "pagantic.js")
@@ -186,11 +187,10 @@ describe("pagantic query | task --state FILE (subprocess, bundled model)", () =>
 // On Postgres
 // ---------------------------------------------------------------------------
 
-const server = await Postgres.start()
+const server = shared()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`CliPostgres: the Postgres cases are SKIPPED: ${skipped}`)
 const pg = "skipped" in server ? undefined : server
-afterAll(() => pg?.stop(), 30_000)
 
 /** The URL as the CLI shows it: the password hidden. */
 const shown = (url: string) => url.replace(/:[^:@/]*@/, ":***@")

@@ -15,7 +15,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -25,6 +25,7 @@ import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Review, secretOf } from "./support/durable-runs.js"
 import * as Postgres from "./support/postgres.js"
+import { shared } from "./support/postgres-shared.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const counter = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-client-")), "notify.log")
@@ -142,11 +143,10 @@ const sample = async (url: string): Promise<Sample> => {
   return { runners: runners.map((r) => r.address), holders: holders.map((h) => h.pid) }
 }
 
-const server = await Postgres.start()
+const server = shared()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`CliPostgresClient: the Postgres cases are SKIPPED: ${skipped}`)
 const pg = "skipped" in server ? undefined : server
-afterAll(() => pg?.stop(), 30_000)
 
 describe.skipIf(pg === undefined)("pagantic runs list | show | respond | cancel --state-url: clients of the server's runner", () => {
   it.live("never register as runners nor hold a shard; the answer reaches the run on the server, whose step ran once", () =>

@@ -7,7 +7,7 @@
  * start (test/support/postgres.ts).
  */
 import * as NodeContext from "@effect/platform-node/NodeContext"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -24,6 +24,7 @@ import { Engine } from "../src/services/Engine.js"
 import * as Runs from "../src/services/Runs.js"
 import { Review, secretOf } from "./support/durable-runs.js"
 import * as Postgres from "./support/postgres.js"
+import { shared } from "./support/postgres-shared.js"
 
 const secrets = new Map<string, string>()
 
@@ -81,11 +82,10 @@ describe("PostgresRuns: a URL of another scheme", () => {
     }))
 })
 
-const server = await Postgres.start()
+const server = shared()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`CliPostgresRespond: the Postgres cases are SKIPPED: ${skipped}`)
 const pg = "skipped" in server ? undefined : server
-afterAll(() => pg?.stop(), 30_000)
 
 describe.skipIf(pg === undefined)("pagantic runs | respond --state-url beside another runner (in process)", () => {
   it.live("lists and shows the waiting run, refuses a wrong secret, and the answer completes it", () =>

@@ -6,7 +6,7 @@
  * other finishing it with the uncrashed result within the failover bound. Without
  * a Postgres the Postgres cases skip, with the reason printed.
  */
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
@@ -31,12 +31,12 @@ import type { Line } from "./support/child.js"
 import { Approval, Probe, Reference, secretOf } from "./support/durable-runs.js"
 import type { Config as ChildConfig } from "./support/postgres-child.js"
 import * as Postgres from "./support/postgres.js"
+import { shared } from "./support/postgres-shared.js"
 
-const server = await Postgres.start()
+const server = shared()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`PostgresRuns: the Postgres cases are SKIPPED: ${skipped}`)
 const pg = "skipped" in server ? undefined : server
-afterAll(() => pg?.stop(), 30_000)
 
 let databases = 0
 const freshDatabase = () => Effect.promise(() => Postgres.createDatabase(pg!, `case_${++databases}`))
