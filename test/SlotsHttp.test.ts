@@ -1,0 +1,143 @@
+/**
+ * Human slots over HTTP on a real SQLite state file (issue #42): `pagantic serve`
+ * as test/support/server.ts starts it on 127.0.0.1, its queries durable runs that
+ * ask alice (a human responder), every caller a real HTTP client with its own key.
+ *
+ * - One refusal for every slot the caller may not answer: a slot that does not
+ *   exist, a slot with a wrong secret, a slot of another principal's run, a run
+ *   that does not exist and a run of a definition this server does not have (one
+ *   another process left in the file) get the same status, code, message and
+ *   details, and record nothing.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import * as fs from "node:fs"
+import type * as Http from "../src/adapters/Http.js"
+import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
+import * as LexicalReranker from "../src/layers/LexicalReranker.js"
+import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
+import * as SqliteRuns from "../src/layers/SqliteRuns.js"
+import * as Orchestration from "../src/programs/Orchestration.js"
+import type { Responder } from "../src/services/ResponderRegistry.js"
+import * as Runs from "../src/services/Runs.js"
+import { tempCase } from "./support/durable-spawn.js"
+import type { Reply } from "./support/server.js"
+import { post, send, serve } from "./support/server.js"
+
+const humans: ReadonlyArray<Responder> = [
+  { id: "alice", kind: "actor", did: "did:example:alice", availability: { typicalResponseDelaySecs: 60 } }
+]
+
+const responders = Layer.merge(Layer.orDie(InMemoryResponders.layer({ responders: humans })), LexicalReranker.layer())
+
+/** A query asking alice, answered within 600 s (its latency bound). */
+const humanQuery = {
+  kind: "infer.query.v1",
+  input: { inline: "a grant proposal on protein folding" },
+  responders: [{ kind: "actor", did: "did:example:alice" }],
+  answer_shape: { kind: "core.classification.v1", labels: ["research", "news"] },
+  max_latency_secs: 600
+}
+
+const research = { kind: "submit", answer: { kind: "core.classification.v1", category: "research" } }
+
+const keys: NonNullable<Http.Options["keys"]> = [
+  { name: "carol", role: "client", key: Redacted.make("k-carol") },
+  { name: "bob", role: "client", key: Redacted.make("k-bob") },
+  { name: "alice", role: "responder", responder: "alice", key: Redacted.make("k-alice") }
+]
+const as = (name: "carol" | "bob" | "alice") => ({ authorization: `Bearer k-${name}` })
+
+/** The server on `db`, its queries telling alice through `notify`. */
+const serveOn = (db: string, notify: NonNullable<Orchestration.Options["notify"]>) => {
+  const queries = Orchestration.definition({ notify })
+  return serve({
+    engine: ScriptedEngine.layer([]),
+    responders,
+    facade: { queries: { definition: queries } },
+    runs: SqliteRuns.layer({ filename: db, definitions: [queries] }),
+    http: { keys }
+  })
+}
+
+const runOf = (url: string, id: string) =>
+  Effect.map(send(`${url}/v1/runs/${id}`, { headers: as("carol") }), (reply) => reply.json as { status: string; waitingOn?: string })
+
+/** `effect` again every 20 ms until `done` holds of its value, bounded (10 s); that value. */
+const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
+  Effect.zipLeft(effect, Effect.sleep("20 millis")).pipe(Effect.repeat({ until: done }), Effect.timeout("10 seconds"))
+
+/** Starts the query as `who` over HTTP; its run id once it waits on alice's slot, and that slot. */
+const ask = (url: string, who: "carol" | "bob") =>
+  Effect.gen(function* () {
+    const started = yield* post(`${url}/v1/queries`, humanQuery, as(who))
+    expect(started.status, started.text).toBe(202)
+    const runId: string = started.json.query.runId
+    const run = yield* until(
+      Effect.map(send(`${url}/v1/runs/${runId}`, { headers: as(who) }), (reply) => reply.json as { status: string; waitingOn?: string }),
+      (run) => run.status === "suspended" && run.waitingOn !== undefined
+    )
+    return { runId, slot: run.waitingOn! }
+  })
+
+const slotUrl = (url: string, runId: string, slot: string) => `${url}/v1/runs/${encodeURIComponent(runId)}/slots/${encodeURIComponent(slot)}`
+
+/** A refusal with what names the request taken out (its request id, run id and slot key). */
+const shapeOf = (reply: Reply, runId: string, slot: string) => {
+  const { requestId: _, ...rest } = reply.json ?? {}
+  return { status: reply.status, body: JSON.stringify(rest).replaceAll(runId, "<run>").replaceAll(slot, "<slot>") }
+}
+
+const noNotify: NonNullable<Orchestration.Options["notify"]> = () => Effect.void
+
+describe("human slots over HTTP on a SQLite state file", () => {
+  it.scopedLive("a missing slot, a wrong secret, another principal's run, a missing run and a run this server cannot run are one refusal; nothing is recorded", () => {
+    const { db, dir } = tempCase("slots-refused")
+    return Effect.gen(function* () {
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      // another process left a run of a definition this server does not have, waiting on alice
+      const elsewhere = Orchestration.definition({ name: "elsewhere.query", notify: noNotify })
+      const foreign = yield* Effect.gen(function* () {
+        const runs = yield* Runs.Runs
+        const id = yield* Orchestration.start(runs, elsewhere, humanQuery as never, { owner: "carol" })
+        const info = yield* runs.await(id, { untilSuspended: true })
+        return { runId: id, slot: info.waitingOn! }
+      }).pipe(
+        Effect.provide(SqliteRuns.layer({ filename: db, definitions: [elsewhere] }).pipe(Layer.provide(responders))),
+        Effect.scoped
+      )
+      const { url } = yield* serveOn(db, noNotify)
+      const carols = yield* ask(url, "carol")
+      const bobs = yield* ask(url, "bob")
+      const wrong = "w".repeat(32)
+      const cases: ReadonlyArray<readonly [string, string, string, Record<string, unknown>]> = [
+        ["a slot that does not exist", carols.runId, "no-such-slot", { secret: wrong, response: research }],
+        ["a slot with a wrong secret", carols.runId, carols.slot, { secret: wrong, response: research }],
+        ["a slot of another principal's run", bobs.runId, bobs.slot, { secret: wrong, response: research }],
+        ["a slot of another principal's run, no secret", bobs.runId, bobs.slot, { response: research }],
+        ["a run that does not exist", "no-such-run", carols.slot, { secret: wrong, response: research }],
+        ["a run of a definition this server does not have", foreign.runId, foreign.slot, { secret: wrong, response: research }],
+        ["an accept with a wrong secret", carols.runId, carols.slot, { secret: wrong, response: { kind: "accept", etaSeconds: 60 } }],
+        ["an accept of a run this server cannot run", foreign.runId, foreign.slot, { secret: wrong, response: { kind: "accept", etaSeconds: 60 } }],
+        ["a decline of a run this server cannot run", foreign.runId, foreign.slot, { secret: wrong, response: { kind: "decline", reason: "other" } }]
+      ]
+      const refusals: Array<{ readonly name: string; readonly status: number; readonly body: string }> = []
+      for (const [name, runId, slot, body] of cases) {
+        const reply = yield* post(slotUrl(url, runId, slot), body, as("carol"))
+        refusals.push({ name, ...shapeOf(reply, runId, slot) })
+        expect(reply.json?.error, `${name}: ${reply.text}`).toMatchObject({ code: "ORCHESTRATION_SLOT_FORBIDDEN", details: { field: "slot" } })
+      }
+      const first = refusals[0]!
+      expect(first.status).toBe(404)
+      for (const refusal of refusals) expect({ ...refusal, name: first.name }, refusal.name).toEqual(first)
+      // nothing recorded: each run still waits on its slot, which its responder then answers
+      expect(yield* runOf(url, carols.runId)).toMatchObject({ status: "suspended", waitingOn: carols.slot })
+      const answered = yield* post(slotUrl(url, carols.runId, carols.slot), { response: research }, as("alice"))
+      expect(answered.status, answered.text).toBe(200)
+      const bobsRun = yield* send(`${url}/v1/runs/${bobs.runId}`, { headers: as("bob") })
+      expect(bobsRun.json).toMatchObject({ status: "suspended", waitingOn: bobs.slot })
+    }).pipe(Effect.timeout("60 seconds"))
+  }, 90_000)
+})
