@@ -8,6 +8,10 @@
  *   that does not exist and a run of a definition this server does not have (one
  *   another process left in the file) get the same status, code, message and
  *   details, and record nothing.
+ * - Accepts are bounded: `{ kind: "accept" }` at most `Runs.maxAcceptsPerSlot`
+ *   times per slot and never past the query's latency bound, an
+ *   `infer.accept.v1` answer at most `Orchestration.maxAccepts` times per call; past
+ *   either, 422 naming the field, and the slot still takes the answer.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -68,6 +72,18 @@ const runOf = (url: string, id: string) =>
 /** `effect` again every 20 ms until `done` holds of its value, bounded (10 s); that value. */
 const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean) =>
   Effect.zipLeft(effect, Effect.sleep("20 millis")).pipe(Effect.repeat({ until: done }), Effect.timeout("10 seconds"))
+
+/** Until the run is suspended on a slot other than `after` (or has ended: a failed expectation); the slot. */
+const waitsOn = (url: string, id: string, after?: string) =>
+  Effect.map(
+    until(runOf(url, id), (run) =>
+      (run.status === "suspended" && run.waitingOn !== undefined && run.waitingOn !== after) ||
+      !["running", "suspended"].includes(run.status)),
+    (run) => {
+      expect(run, `run ${id} after slot ${after}`).toMatchObject({ status: "suspended" })
+      return run.waitingOn!
+    }
+  )
 
 /** Starts the query as `who` over HTTP; its run id once it waits on alice's slot, and that slot. */
 const ask = (url: string, who: "carol" | "bob") =>
@@ -140,4 +156,50 @@ describe("human slots over HTTP on a SQLite state file", () => {
       expect(bobsRun.json).toMatchObject({ status: "suspended", waitingOn: bobs.slot })
     }).pipe(Effect.timeout("60 seconds"))
   }, 90_000)
+
+  it.scopedLive("accepts are bounded: per slot and by the query's latency bound ({ kind: accept }), per call (infer.accept.v1); past either 422 naming the field, the slot kept, and the answer still commits", () => {
+    const { db, dir } = tempCase("slots-accepts")
+    return Effect.gen(function* () {
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const { url } = yield* serveOn(db, noNotify)
+      const { runId, slot: first } = yield* ask(url, "carol")
+      const answer = (slot: string, response: unknown) => post(slotUrl(url, runId, slot), { response }, as("alice"))
+      const refusedAt = (reply: Reply, field: string) => {
+        expect(reply.status, reply.text).toBe(422)
+        expect(reply.json.error).toMatchObject({ code: "CONFIG_INVALID_REQUEST", details: { field } })
+        expect(reply.json.error.message.startsWith(`${field}: `), reply.json.error.message).toBe(true)
+      }
+      const kept = (slot: string) => Effect.map(runOf(url, runId), (run) => expect(run).toMatchObject({ status: "suspended", waitingOn: slot }))
+
+      const noEta = yield* answer(first, { kind: "accept" })
+      expect(noEta.status, noEta.text).toBe(400)
+      expect(noEta.json.error.details).toMatchObject({ field: "response.etaSeconds" })
+      // the query's latency bound is 600 s from when the slot opened
+      refusedAt(yield* answer(first, { kind: "accept", etaSeconds: 3600 }), "response.etaSeconds")
+      for (let n = 1; n <= Runs.maxAcceptsPerSlot; n++) {
+        const accepted = yield* answer(first, { kind: "accept", etaSeconds: 60 })
+        expect(accepted.status, accepted.text).toBe(200)
+      }
+      refusedAt(yield* answer(first, { kind: "accept", etaSeconds: 60 }), "response.kind")
+      yield* kept(first)
+
+      const inferAccept = (eta: number) => ({ kind: "submit", answer: { kind: "infer.accept.v1", eta_seconds: eta } })
+      refusedAt(yield* answer(first, inferAccept(3600)), "response.answer.eta_seconds")
+      let slot = first
+      for (let n = 1; n <= Orchestration.maxAccepts; n++) {
+        const accepted = yield* answer(slot, inferAccept(60))
+        expect(accepted.status, `accept ${n}: ${accepted.text}`).toBe(200)
+        slot = yield* waitsOn(url, runId, slot)
+      }
+      const more = yield* answer(slot, inferAccept(60))
+      refusedAt(more, "response.answer.kind")
+      expect(more.json.error.message).toContain(`(${Orchestration.maxAccepts})`)
+      yield* kept(slot)
+
+      const submitted = yield* answer(slot, research)
+      expect(submitted.status, submitted.text).toBe(200)
+      const done = yield* until(runOf(url, runId), (run) => run.status !== "suspended" && run.status !== "running")
+      expect(done).toMatchObject({ status: "completed", result: { kind: "KNOW", body: { category: "research" } } })
+    }).pipe(Effect.timeout("90 seconds"))
+  }, 120_000)
 })
