@@ -12,21 +12,32 @@
  *   times per slot and never past the query's latency bound, an
  *   `infer.accept.v1` answer at most `Orchestration.maxAccepts` times per call; past
  *   either, 422 naming the field, and the slot still takes the answer.
+ * - A slot's secret reaches its webhook only: no table of the state file holds
+ *   it (every text and blob column, and the file's bytes), while it opens the
+ *   slot (Postgres: test/PostgresRuns).
  */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import type * as Http from "../src/adapters/Http.js"
 import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
 import * as LexicalReranker from "../src/layers/LexicalReranker.js"
+import * as NotificationChannels from "../src/layers/NotificationChannels.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as SqliteRuns from "../src/layers/SqliteRuns.js"
 import * as Orchestration from "../src/programs/Orchestration.js"
+import * as Notification from "../src/programs/query/Notification.js"
+import { Notifications } from "../src/services/Notifications.js"
 import type { Responder } from "../src/services/ResponderRegistry.js"
 import * as Runs from "../src/services/Runs.js"
 import { tempCase } from "./support/durable-spawn.js"
+import * as Loopback from "./support/loopback.js"
 import type { Reply } from "./support/server.js"
 import { post, send, serve } from "./support/server.js"
 
@@ -105,6 +116,37 @@ const shapeOf = (reply: Reply, runId: string, slot: string) => {
   const { requestId: _, ...rest } = reply.json ?? {}
   return { status: reply.status, body: JSON.stringify(rest).replaceAll(runId, "<run>").replaceAll(slot, "<slot>") }
 }
+
+interface Database {
+  readonly prepare: (sql: string) => { readonly all: () => Array<Record<string, unknown>> }
+  readonly close: () => void
+}
+// better-sqlite3 (the driver under @effect/sql-sqlite-node) ships no types; this is the part used here
+const Database = createRequire(import.meta.url)("better-sqlite3") as new (file: string, options?: { readonly readonly?: boolean }) => Database
+
+/** Every text and blob value of every table of the SQLite file `db`, as `table.column: value` lines. */
+const cellsOf = (db: string): ReadonlyArray<string> => {
+  const sqlite = new Database(db, { readonly: true })
+  try {
+    const tables = sqlite.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all().map((row) => String(row.name))
+    return tables.flatMap((table) =>
+      sqlite.prepare(`SELECT * FROM "${table}"`).all().flatMap((row) =>
+        Object.entries(row).flatMap(([column, value]) =>
+          typeof value === "string"
+            ? [`${table}.${column}: ${value}`]
+            : value instanceof Uint8Array
+            ? [`${table}.${column}: ${Buffer.from(value).toString("latin1")}`]
+            : [])))
+  } finally {
+    sqlite.close()
+  }
+}
+
+/** The bytes of the state file and its WAL, as text (what anyone reading the files finds, free pages included). */
+const bytesOf = (db: string) =>
+  [db, `${db}-wal`].filter((file) => fs.existsSync(file)).map((file) => fs.readFileSync(file).toString("latin1")).join("")
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 
 const noNotify: NonNullable<Orchestration.Options["notify"]> = () => Effect.void
 
@@ -202,4 +244,58 @@ describe("human slots over HTTP on a SQLite state file", () => {
       expect(done).toMatchObject({ status: "completed", result: { kind: "KNOW", body: { category: "research" } } })
     }).pipe(Effect.timeout("90 seconds"))
   }, 120_000)
+
+  it.scopedLive("a slot's secret goes to its webhook only: no table of the state file holds it (nor the file's bytes), before and after it answers the slot", () => {
+    const { db, dir } = tempCase("slots-secrets")
+    return Effect.gen(function* () {
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      const hook = yield* Loopback.make((_, response) => {
+        response.statusCode = 204
+        response.end()
+      })
+      /** The notices alice's webhook received: the slot and its secret. */
+      const received = () =>
+        hook.requests.map((request) => request.json as { readonly run_id: string; readonly slot: string; readonly secret: string })
+      const secrets = Effect.gen(function* () {
+        const channels = yield* Layer.build(
+          NotificationChannels.layer({ responders: { alice: { webhook: { url: hook.url, secret: Redacted.make("hook-key") } } } }).pipe(
+            Layer.provide(NodeHttpClient.layerUndici)
+          )
+        )
+        const { url } = yield* serveOn(db, Notification.notifyThrough(Context.get(channels, Notifications)))
+        const { runId, slot: first } = yield* ask(url, "carol")
+        const told = yield* until(Effect.sync(received), (all) => all.length === 1)
+        expect(told[0]).toMatchObject({ run_id: runId, slot: first })
+        const secret = told[0]!.secret
+        expect(secret.length).toBeGreaterThanOrEqual(32)
+        const cells = cellsOf(db)
+        expect(cells.filter((cell) => cell.includes(secret))).toEqual([])
+        expect(bytesOf(db)).not.toContain(secret)
+        // the table of slots was read: its hash is there
+        expect(cells.some((cell) => cell.startsWith("pagantic_slots.secret_hash: ") && cell.includes(sha256(secret)))).toBe(true)
+        // bob holds the link: he accepts with its secret, then reopens the call (a new slot, a new notice)
+        const link = (slot: string, secretOf: string, response: unknown) =>
+          post(slotUrl(url, runId, slot), { secret: secretOf, response }, as("bob"))
+        expect((yield* link(first, secret, { kind: "accept", etaSeconds: 60 })).status).toBe(200)
+        const reopened = yield* link(first, secret, { kind: "submit", answer: { kind: "infer.accept.v1", eta_seconds: 60 } })
+        expect(reopened.status, reopened.text).toBe(200)
+        const next = yield* waitsOn(url, runId, first)
+        const again = yield* until(Effect.sync(received), (all) => all.length === 2)
+        expect(again[1]).toMatchObject({ run_id: runId, slot: next })
+        const answered = yield* link(next, again[1]!.secret, research)
+        expect(answered.status, answered.text).toBe(200)
+        const done = yield* until(runOf(url, runId), (run) => run.status === "completed")
+        expect(done.status).toBe("completed")
+        return again.map((notice) => notice.secret)
+      }).pipe(Effect.scoped)
+      const all = yield* secrets
+      // the server closed: what the file keeps
+      const cells = cellsOf(db)
+      const bytes = bytesOf(db)
+      for (const secret of all) {
+        expect(cells.filter((cell) => cell.includes(secret))).toEqual([])
+        expect(bytes.includes(secret)).toBe(false)
+      }
+    }).pipe(Effect.timeout("60 seconds"))
+  }, 90_000)
 })
