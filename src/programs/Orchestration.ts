@@ -41,7 +41,7 @@ import * as Waterfall from "./patterns/Waterfall.js"
 import * as Check from "./query/Check.js"
 import * as Observed from "./internal/Observed.js"
 
-export { HumanResponse, type Notice } from "./patterns/Round.js"
+export { HumanResponse, maxAccepts, type Notice } from "./patterns/Round.js"
 export { type CheckedTrigger, checkTrigger, childId, follow, recordText, type Trigger } from "./patterns/Nested.js"
 
 export interface Options extends Round.Options, Check.Options {

@@ -167,7 +167,8 @@ export interface Service {
   readonly cancel: (runId: string) => Effect.Effect<void, RunsError>
   /**
    * Answers a slot. An answerer the slot does not take (a wrong secret, another
-   * responder) and a slot that does not exist are refused alike
+   * responder), a slot or a run that does not exist, and a run of a definition this
+   * layer does not have (to whoever may not answer it) are refused alike
    * (ORCHESTRATION_SLOT_FORBIDDEN, the same message) and record nothing; an answer
    * that does not match the slot's shape, or that the shape's `check` refuses for
    * this slot, is CONFIG_INVALID_REQUEST naming the field (`details.field`, a path

@@ -27,7 +27,7 @@ export interface Served {
   readonly clearSessions: Effect.Effect<void>
 }
 
-export interface ServeOptions<E> {
+export interface ServeOptions<E, ER = never> {
   readonly engine: Layer.Layer<Engine, E>
   readonly tools?: ReadonlyArray<Tool.Tool<any, any>>
   readonly http?: Http.Options
@@ -35,9 +35,13 @@ export interface ServeOptions<E> {
   readonly observe?: Layer.Layer<EventLog | Metrics>
   /** Live's `bundledTasks` (as `pagantic serve` sets it). */
   readonly bundledTasks?: boolean
+  /** Live's `facade`, `responders` and durable `runs` (default none: queries in memory). */
+  readonly facade?: Live.Options<E>["facade"]
+  readonly responders?: Live.Options<E>["responders"]
+  readonly runs?: Live.Options<E, ER>["runs"]
 }
 
-export const serve = <E>(options: ServeOptions<E>): Effect.Effect<Served, E, Scope.Scope> =>
+export const serve = <E, ER = never>(options: ServeOptions<E, ER>): Effect.Effect<Served, E, Scope.Scope> =>
   Effect.gen(function* () {
     const context = yield* Layer.build(
       Http.layer({ port: 0, ...options.http }).pipe(
@@ -45,7 +49,10 @@ export const serve = <E>(options: ServeOptions<E>): Effect.Effect<Served, E, Sco
           engine: options.engine,
           ...(options.tools === undefined ? {} : { tools: options.tools }),
           ...(options.observe === undefined ? {} : { observe: options.observe }),
-          ...(options.bundledTasks === undefined ? {} : { bundledTasks: options.bundledTasks })
+          ...(options.bundledTasks === undefined ? {} : { bundledTasks: options.bundledTasks }),
+          ...(options.facade === undefined ? {} : { facade: options.facade }),
+          ...(options.responders === undefined ? {} : { responders: options.responders }),
+          ...(options.runs === undefined ? {} : { runs: options.runs })
         }))
       )
     ).pipe(Effect.orDie)

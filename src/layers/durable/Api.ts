@@ -87,13 +87,13 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
 
   /**
    * The slot `slotKey` of `runId` if `answerer` may answer it and it still takes a
-   * response: a slot that does not exist and one the answerer may not answer are
-   * refused alike, before anything else is said about the slot; a slot past its
-   * deadline is closed as expired on the way.
+   * response: a run or a slot that does not exist and a slot the answerer may not
+   * answer are refused alike, before anything else is said about the run (not
+   * even whether this process has its definition); a slot past its deadline is
+   * closed as expired on the way.
    */
   const openSlot = (runId: string, slotKey: string, answerer: Answerer) =>
     Effect.gen(function* () {
-      const { definition } = yield* findRun(runId)
       const slot = yield* store.getSlot(runId, slotKey)
       if (slot === undefined || !opens(slot, answerer)) {
         return yield* OrchestrationFailure.slotForbidden(
@@ -101,6 +101,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
           { details: { runId, slot: slotKey } }
         )
       }
+      const { definition } = yield* findRun(runId)
       if (slot.status !== "open") {
         return yield* OrchestrationFailure.slotClosed(`slot "${slotKey}" of run ${runId} is closed (${slot.status})`, {
           details: { runId, slot: slotKey, status: slot.status }

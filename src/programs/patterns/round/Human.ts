@@ -7,11 +7,13 @@
  * each accept (`infer.accept.v1`) moves the deadline to max(deadline, answered
  * at + eta), never past the bound, and opens the next slot; a decline or a
  * submit closes the call, and the deadline closes it as expired. At most
- * `maxAccepts` accepts per call.
+ * `maxAccepts` accepts per call: one more is refused when it arrives, naming
+ * `kind`, and the slot stays open.
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { Failure } from "../../../domain/Failure.js"
 import * as AnswerShape from "../../../domain/AnswerShape.js"
@@ -25,9 +27,23 @@ import type * as Select from "../../query/Select.js"
 import { doRecord, failureBody } from "./Journal.js"
 import type { Spec, Thread } from "./Types.js"
 
-/** What a human slot records of its round: the answer kind and shape asked for. */
-const Terms = Schema.Struct({ kind: Records.AnswerKind, answer_shape: Query.AnswerShape })
+/**
+ * What a human slot records of its round: the answer kind and shape asked for,
+ * and how many accepts its call had before it opened (none recorded on a slot
+ * opened before the count was).
+ */
+const Terms = Schema.Struct({
+  kind: Records.AnswerKind,
+  answer_shape: Query.AnswerShape,
+  accepts: Schema.optional(Schema.NonNegativeInt)
+})
 const decodeTerms = Schema.decodeUnknownOption(Terms)
+
+/**
+ * Accepts (`infer.accept.v1`) one CALL takes, each opening the next slot; one
+ * more is refused (the slot stays open for a submit or a decline).
+ */
+export const maxAccepts = 32
 
 /** The field of a submit that carries the answer, per kind. */
 const answerField: Readonly<Record<Records.AnswerKind, string>> = {
@@ -38,13 +54,17 @@ const answerField: Readonly<Record<Records.AnswerKind, string>> = {
 }
 
 /**
- * A human answer as its slot's terms take it: an accept within the bound, a
- * decline, or a submit of the kind asked for that the round's shape accepts (as
- * the fold will check it). A slot without terms (opened before they were
- * recorded) takes any answer its schema does.
+ * A human answer as its slot's terms take it: an accept within the bound and the
+ * call's count, a decline, or a submit of the kind asked for that the round's
+ * shape accepts (as the fold will check it). A slot without terms (opened before
+ * they were recorded) takes any answer its schema does.
  */
 export const checkHumanAnswer = (answer: Records.HumanAnswer, slot: SlotTerms): AnswerProblem | undefined => {
   if (answer.kind === Records.kinds.accept) {
+    const accepted = Option.getOrUndefined(decodeTerms(slot.terms))?.accepts
+    if (accepted !== undefined && accepted >= maxAccepts) {
+      return { field: "kind", message: `this call was accepted ${accepted} times, the most it takes (${maxAccepts}): submit or decline` }
+    }
     const eta = (answer as { readonly eta_seconds: number }).eta_seconds
     return slot.latest !== undefined && slot.at + eta * 1000 > slot.latest
       ? {
@@ -73,9 +93,6 @@ export const checkHumanAnswer = (answer: Records.HumanAnswer, slot: SlotTerms): 
 /** The answers a human slot takes: accept, decline or submit, checked against the slot's terms when they arrive. */
 export const HumanResponse = answerShape("infer.response.v1", Records.HumanAnswer, checkHumanAnswer)
 
-/** Accepts a human may send on one CALL; the last one closes the call as failed (an answer never came). */
-export const maxAccepts = 32
-
 /**
  * Opens the `n`th slot of a human CALL and notifies the human: the first one's
  * deadline is the candidate's latency bound; the next ones' `next.deadline`, and
@@ -102,7 +119,7 @@ export const openSlot = (
       sla,
       bound,
       responder: candidate.responder.id,
-      terms: { kind: wire.kind, answer_shape: wire }
+      terms: { kind: wire.kind, answer_shape: wire, accepts: n - 1 }
     })
     const notify = thread.options.notify
     if (notify !== undefined) {
@@ -163,7 +180,8 @@ export const awaitHuman = (
             Effect.succeed(doRecord(thread, acceptKey, call, { kind: Records.kinds.accept, correlation_id: correlation, eta_seconds: eta }))
           )
         )
-        if (n >= maxAccepts) {
+        // only a slot opened before its terms counted accepts takes one past the bound
+        if (n > maxAccepts) {
           const record = yield* durable.step(
             key,
             Records.Do,
