@@ -280,6 +280,13 @@ describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)",
       const one2 = await launch(["runs", "show", "--state-url", url, runId!], {}, 40_000)
       expect(one2.stdout).toContain("status: completed")
       expect(one2.code).toBe(0)
+      // pruned beside the server, in one transaction: the run ended "ten days ago" goes, the server lists none
+      await Postgres.query(url, "UPDATE pagantic_runs SET updated_at = updated_at - $1 WHERE id = $2", [10 * 86_400_000, runId])
+      const pruned = await launch(["runs", "prune", "--older-than", "7d", "--state-url", url], {}, 40_000)
+      expect(pruned.stdout).toContain("pruned 1 run(s) that ended more than 7d ago")
+      expect(pruned.code).toBe(0)
+      const after = await fetch(`${address}/v1/runs`, { headers: auth, signal: AbortSignal.timeout(10_000) })
+      expect(await after.json()).toEqual({ runs: [] })
       expect(output.text).not.toContain(passwordOf(url))
     } finally {
       // stopped before the database is: a server whose database went away first may never finish shutting down

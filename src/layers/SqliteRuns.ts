@@ -2,17 +2,22 @@
  * Durable runs on a SQLite file: the workflow engine of @effect/cluster (one
  * SingleRunner) with its journal in the file, and the runs' own tables next to
  * it. One process owns a file at a time (`<file>.owner`; a second one fails fast
- * with ORCHESTRATION_STATE_UNAVAILABLE naming the owner); the tables are created
+ * with ORCHESTRATION_STATE_UNAVAILABLE naming the owner; `prune` works beside
+ * it, owning nothing); the tables are created
  * before the runner starts; on start, the runs a killed process left going are
  * re-driven from their records. The file is created with mode 0600.
  */
 import * as ClusterWorkflowEngine from "@effect/cluster/ClusterWorkflowEngine"
 import * as MessageStorage from "@effect/cluster/MessageStorage"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
 import * as Sharding from "@effect/cluster/Sharding"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
 import * as SingleRunner from "@effect/cluster/SingleRunner"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Config from "effect/Config"
-import type * as Duration from "effect/Duration"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as fs from "node:fs"
@@ -21,6 +26,8 @@ import type { ConfigurationFailure } from "../domain/Failure.js"
 import { OrchestrationFailure } from "../domain/Failure.js"
 import type { AnyDefinition, Requirements } from "../services/Runs.js"
 import { Runs } from "../services/Runs.js"
+import * as Compact from "./durable/Compact.js"
+import { workflowName } from "./durable/Encoding.js"
 import * as Engine from "./durable/Engine.js"
 import * as Purge from "./durable/Purge.js"
 import * as Owner from "./durable/Owner.js"
@@ -56,8 +63,20 @@ const store = (filename: string) =>
       })
       yield* Owner.acquire(filename)
       const client = SqliteClient.layer({ filename }).pipe(Layer.mapError(unavailable(`cannot open ${filename}`)))
-      return Layer.effectDiscard(Store.migrate).pipe(Layer.provideMerge(client))
+      // a new file gives pruned pages back in steps (see Compact)
+      const created = Compact.incrementalOnCreate.pipe(Effect.mapError(unavailable(`cannot set up ${filename}`)))
+      return Layer.effectDiscard(Effect.zipRight(created, Store.migrate)).pipe(Layer.provideMerge(client))
     })
+  )
+
+/** `Compact.compact` on `filename`, said in the log; a failure to shrink is a warning (the runs are pruned). */
+const shrink = (filename: string) =>
+  Compact.compact.pipe(
+    Effect.tap((done) =>
+      done === undefined ? Effect.void : Effect.logInfo(`${filename} ${Compact.describe(done)}`)
+    ),
+    Effect.catchAll((error) => Effect.logWarning(`cannot shrink ${filename} after a prune: ${error.message}`)),
+    Effect.asVoid
   )
 
 /** Durable runs of `definitions` on a SQLite file. */
@@ -80,13 +99,58 @@ export const layer = <Defs extends AnyDefinition>(
     Effect.gen(function* () {
       const storage = yield* MessageStorage.MessageStorage
       const sharding = yield* Sharding.Sharding
+      const sql = yield* SqlClient.SqlClient
       return yield* Engine.make(options.definitions, {
         owner: `${process.pid}:${globalThis.crypto.randomUUID()}`,
         retention: options.retention,
-        purge: Purge.purger(storage, sharding)
+        purge: Purge.purger(storage, sharding),
+        compact: shrink(filename).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       })
     })
   ).pipe(Layer.provide(runner))
+}
+
+/** What `prune` did: the runs it removed, and the file's shrinking (undefined when it was left as it was). */
+export interface Pruned {
+  readonly pruned: number
+  readonly compacted: Compact.Compacted | undefined
+}
+
+/** How long `prune` waits for the file's write lock: the owner holds it for one short write at a time. */
+const busyTimeoutMillis = 10_000
+
+/**
+ * Prunes the runs of a SQLite file that ended more than `olderThan` ago without
+ * owning the file: beside the process that owns it (a server) or none. No runner
+ * starts and nothing is re-driven (the runs going stay with their owner). The
+ * rows go in one transaction that waits for the write lock under a busy timeout
+ * (the owner's writes wait for it likewise), the runs' messages in the engine's
+ * storage next, then the file is shrunk if the prune freed a large share of it
+ * (Compact). A missing file has nothing to prune and is not created.
+ */
+export const prune = (options: {
+  readonly filename?: string | undefined
+  readonly olderThan: Duration.DurationInput
+}): Effect.Effect<Pruned, OrchestrationFailure> => {
+  const filename = options.filename ?? defaultFilename
+  const program = Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`PRAGMA busy_timeout = ${sql.literal(String(busyTimeoutMillis))}`.pipe(Effect.mapError(unavailable(`cannot open ${filename}`)))
+    yield* Store.migrate
+    const store = yield* Store.make
+    const before = (yield* Clock.currentTimeMillis) - Duration.toMillis(Duration.decode(options.olderThan))
+    const gone = yield* store.prune(before)
+    if (gone.length === 0) return { pruned: 0, compacted: undefined }
+    yield* Effect.gen(function* () {
+      const purge = Purge.sqlPurger(yield* MessageStorage.MessageStorage)
+      for (const run of gone) yield* purge(workflowName(run.definition), run.id)
+    }).pipe(Effect.provide(SqlMessageStorage.layer.pipe(Layer.provide(ShardingConfig.layer()))))
+    const compacted = yield* Compact.compact.pipe(Effect.mapError(unavailable(`cannot shrink ${filename}`)))
+    return { pruned: gone.length, compacted }
+  })
+  return fs.existsSync(filename)
+    ? program.pipe(Effect.provide(SqliteClient.layer({ filename }).pipe(Layer.mapError(unavailable(`cannot open ${filename}`)))))
+    : Effect.succeed({ pruned: 0, compacted: undefined })
 }
 
 /**

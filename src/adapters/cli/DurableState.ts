@@ -12,6 +12,7 @@
  * through `CliRuns`.
  */
 import * as net from "node:net"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
@@ -21,6 +22,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { ConfigurationFailure, OrchestrationFailure } from "../../domain/Failure.js"
 import { SystemMessage, UserMessage } from "../../domain/Message.js"
+import * as Compact from "../../layers/durable/Compact.js"
 import * as Calculator from "../../layers/tools/Calculator.js"
 import { Durable } from "../../services/Durable.js"
 import { Engine, InferenceRequest } from "../../services/Engine.js"
@@ -106,6 +108,21 @@ export interface Runner {
 
 type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>>
 
+/** What a server adds to the runs: how long the threads of ended runs are kept (pruned at start, then hourly). */
+export interface ServerOptions {
+  readonly retention?: Duration.Duration | undefined
+}
+
+/**
+ * `PAGANTIC_RETENTION_DAYS` as a server keeps it (unset: ended runs are kept); a
+ * malformed value is CONFIG_INVALID_REQUEST naming the variable. Read before the
+ * server starts.
+ */
+export const retention: Effect.Effect<Duration.Duration | undefined, ConfigurationFailure> = Effect.flatMap(
+  Effect.promise(() => import("../../layers/durable/Engine.js")),
+  (Engine) => Engine.retentionConfig
+)
+
 /**
  * Durable runs of `definitions` on `store`. The store's driver is imported here,
  * when the layer is built: a command on a SQLite file never loads the Postgres
@@ -115,13 +132,14 @@ type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engin
 const runsOn = (
   store: Store,
   definitions: ReadonlyArray<AnyDefinition>,
-  runner: Runner | undefined
+  runner: Runner | undefined,
+  server: ServerOptions = {}
 ): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> =>
   store._tag === "Sqlite"
     ? Layer.unwrapEffect(
       Effect.map(
         Effect.promise(() => import("../../layers/SqliteRuns.js")),
-        (SqliteRuns) => SqliteRuns.layer({ filename: store.file, definitions: definitions as Definitions })
+        (SqliteRuns) => SqliteRuns.layer({ filename: store.file, definitions: definitions as Definitions, retention: server.retention })
       )
     )
     : Layer.unwrapEffect(
@@ -133,7 +151,8 @@ const runsOn = (
             definitions: definitions as Definitions,
             runnerHost: runner?.host,
             runnerPort: runner?.port,
-            role: runner?.client === true ? "client" : "runner"
+            role: runner?.client === true ? "client" : "runner",
+            retention: server.retention
           })
       )
     ).pipe(Layer.mapError((error) => scrubbed(store, error)))
@@ -153,13 +172,15 @@ export const layerWith = (
 /**
  * As `layerWith`, for a server: its logs are not turned down (the level a layer
  * sets reaches the layers built after it, and a server's "Listening on" and
- * every 5xx must be logged).
+ * every 5xx must be logged), and the ended runs older than `server.retention`
+ * are pruned (see `retention`).
  */
 export const serverLayer = (
   store: Store,
   definitions: ReadonlyArray<AnyDefinition>,
-  runner?: Runner | undefined
-): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> => runsOn(store, definitions, runner)
+  runner?: Runner | undefined,
+  server: ServerOptions = {}
+): Layer.Layer<Runs, OrchestrationFailure | ConfigurationFailure, Engine> => runsOn(store, definitions, runner, server)
 
 /** As `layerWith`, on `engine`. */
 export const layer = (
@@ -199,6 +220,17 @@ const scrubbed = <E extends OrchestrationFailure | ConfigurationFailure>(store: 
     ? OrchestrationFailure.stateUnavailable(message, { details: error.details })
     : ConfigurationFailure.invalidRequest(message, { details: error.details })) as E
 }
+
+/**
+ * Prunes the runs of the SQLite `file` that ended more than `olderThan` ago, beside
+ * the server that owns it if one does (SqliteRuns.prune); what it did as lines.
+ */
+export const pruneFile = (file: string, olderThan: Duration.Duration): Effect.Effect<ReadonlyArray<string>, OrchestrationFailure> =>
+  Effect.flatMap(Effect.promise(() => import("../../layers/SqliteRuns.js")), (SqliteRuns) =>
+    Effect.map(SqliteRuns.prune({ filename: file, olderThan }), (done) => [
+      `pruned ${done.pruned} run(s) that ended more than ${Duration.format(olderThan)} ago`,
+      ...(done.compacted === undefined ? [] : [`${file} ${Compact.describe(done.compacted)}`])
+    ]))
 
 /** A TCP port free on `host` right now: where a short-lived runner listens. */
 export const freePort = (host: string): Effect.Effect<number, OrchestrationFailure> =>

@@ -9,7 +9,8 @@
  * load it.
  *
  * One process owns a SQLite file at a time: a command run while a server holds
- * the file fails with ORCHESTRATION_STATE_UNAVAILABLE naming the owner's pid. On
+ * the file fails with ORCHESTRATION_STATE_UNAVAILABLE naming the owner's pid,
+ * but `runs prune`, which owns nothing (SqliteRuns.prune). On
  * Postgres a command runs beside a server: the commands that only read or send
  * (list, show, cancel, respond, prune, thread export and import) join as clients,
  * holding no shard, so the runs in flight stay on the runners; those that execute

@@ -25,6 +25,8 @@ import type { Slots } from "./Slots.js"
 export interface Options {
   /** Deletes what the engine keeps of a pruned run (its journal); none for the in-memory engine. */
   readonly purge?: ((workflow: string, runId: string) => Effect.Effect<void>) | undefined
+  /** After a prune that removed runs: gives the space back (a SQLite file shrunk); none elsewhere. */
+  readonly compact?: Effect.Effect<void> | undefined
 }
 
 export const make = (runtime: Runtime, slots: Slots, options: Options): RunsService => {
@@ -374,6 +376,7 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       if (options.purge !== undefined) {
         for (const run of gone) yield* options.purge(workflowName(run.definition), run.id)
       }
+      if (gone.length > 0 && options.compact !== undefined) yield* options.compact
       return gone.length
     })
   }

@@ -5,7 +5,8 @@
  * for the layer's lifetime; a second one fails fast with
  * ORCHESTRATION_STATE_UNAVAILABLE naming the owner. An owner file left by a
  * process that is gone (killed) is taken over. A second layer in the same
- * process is refused too.
+ * process is refused too. A prune does not own the file (SqliteRuns.prune: one
+ * short transaction under a busy timeout, beside the owner).
  */
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"

@@ -421,18 +421,20 @@ export const make = Effect.gen(function* () {
         ORDER BY created_at DESC, id LIMIT ${limit}`.pipe(guarded("list runs"))
     },
 
-    /** Deletes runs over before `before` with their slots and records; returns their ids. */
+    /**
+     * Deletes runs over before `before` with their slots and records, in one
+     * transaction whose first statement writes (on SQLite it waits for the write
+     * lock under the busy timeout, and no other writer slips in between); returns
+     * their ids. A run over stays over, so the three statements see the same runs.
+     */
     prune: (before: number) =>
       sql.withTransaction(
         Effect.gen(function* () {
-          const gone = yield* sql<{ id: string; definition: string }>`SELECT id, definition FROM pagantic_runs
-            WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ${before}`
-          for (const run of gone) {
-            yield* sql`DELETE FROM pagantic_records WHERE run_id = ${run.id}`
-            yield* sql`DELETE FROM pagantic_slots WHERE run_id = ${run.id}`
-            yield* sql`DELETE FROM pagantic_runs WHERE id = ${run.id}`
-          }
-          return gone
+          const ended = sql`SELECT id FROM pagantic_runs WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ${before}`
+          yield* sql`DELETE FROM pagantic_records WHERE run_id IN (${ended})`
+          yield* sql`DELETE FROM pagantic_slots WHERE run_id IN (${ended})`
+          return yield* sql<{ id: string; definition: string }>`DELETE FROM pagantic_runs
+            WHERE status IN ('completed', 'failed', 'cancelled') AND updated_at < ${before} RETURNING id, definition`
         })
       ).pipe(guarded("prune runs"))
   }

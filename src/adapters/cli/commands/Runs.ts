@@ -18,7 +18,7 @@ import { RunInfo, RunStatus } from "../../../services/Runs.js"
 import { fail } from "../CliFailure.js"
 import { globalOptions, integerIn } from "../Flags.js"
 import { json, print } from "../Output.js"
-import { runsFailure, stateOption, withRuns } from "../RunsState.js"
+import { loadDurable, runsFailure, stateOption, storeOf, withRuns } from "../RunsState.js"
 import { settingsOf } from "../Wiring.js"
 
 const encodeInfo = Schema.encodeSync(RunInfo)
@@ -146,13 +146,20 @@ const prune = Command.make(
         return yield* fail(`--older-than expects an age such as 7d, 12h or 30m, got ${JSON.stringify(args.olderThan.slice(0, 40))}`)
       }
       const settings = yield* settingsOf(args)
+      const store = yield* storeOf(args.state)
+      // a SQLite file is pruned beside the server that owns it, if one does: no runner starts here
+      if (store._tag === "Sqlite") {
+        const lines = yield* Effect.flatMap(loadDurable, (durable) => durable.pruneFile(store.file, age.value)).pipe(Effect.mapError(runsFailure))
+        for (const line of lines) yield* print(line)
+        return
+      }
       yield* withRuns(args.state, settings, ({ runs }) =>
         Effect.gen(function* () {
           const gone = yield* runs.prune({ olderThan: age.value }).pipe(Effect.mapError(runsFailure))
           yield* print(`pruned ${gone} run(s) that ended more than ${Duration.format(age.value)} ago`)
         }))
     })
-).pipe(Command.withDescription("delete the records of runs that ended long ago"))
+).pipe(Command.withDescription("delete the records of runs that ended long ago (beside a running server too)"))
 
 export const runs = Command.make("runs").pipe(
   Command.withDescription("durable runs (SQLite file or Postgres): list, show, resume, cancel, prune"),
