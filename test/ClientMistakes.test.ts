@@ -32,39 +32,27 @@ const withServer = <A>(steps: ReadonlyArray<ScriptedEngine.Step>, f: (url: strin
 
 const nested = (depth: number) => `${"[".repeat(depth)}1${"]".repeat(depth)}`
 
+/** A chat completion after a calculator call the client made with `args` (its arguments string) and its answer. */
+const afterCall = (args: string) => ({
+  model: "pagantic-tiny",
+  messages: [
+    { role: "user", content: "add" },
+    { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "calculator", arguments: args } }] },
+    { role: "tool", tool_call_id: "c1", content: "2" }
+  ]
+})
+
 describe("client mistakes are 4xx naming the field", () => {
   it.live("JSON nested 10,000 deep inside a tool call's arguments string: 400 naming the arguments, as deep JSON in the body is", () =>
     withServer([ScriptedEngine.reply("ok")], (url) =>
       Effect.gen(function* () {
-        const reply = yield* post(`${url}/v1/chat/completions`, {
-          model: "pagantic-tiny",
-          messages: [
-            { role: "user", content: "add" },
-            {
-              role: "assistant",
-              content: null,
-              tool_calls: [{ id: "c1", type: "function", function: { name: "calculator", arguments: `{"x":${nested(10_000)}}` } }]
-            },
-            { role: "tool", tool_call_id: "c1", content: "2" }
-          ]
-        }, auth)
+        const reply = yield* post(`${url}/v1/chat/completions`, afterCall(`{"x":${nested(10_000)}}`), auth)
         expect(reply.status).toBe(400)
         expect(reply.json.error.param).toBe("messages[1].tool_calls[0].function.arguments")
         expect(reply.json.error.message).toBe("messages[1].tool_calls[0].function.arguments is nested too deeply (more than 64 levels)")
         expect(reply.text.length).toBeLessThan(1_000)
         // within the bounds it is a call like any other
-        const fine = yield* post(`${url}/v1/chat/completions`, {
-          model: "pagantic-tiny",
-          messages: [
-            { role: "user", content: "add" },
-            {
-              role: "assistant",
-              content: null,
-              tool_calls: [{ id: "c1", type: "function", function: { name: "calculator", arguments: `{"x":${nested(20)}}` } }]
-            },
-            { role: "tool", tool_call_id: "c1", content: "2" }
-          ]
-        }, auth)
+        const fine = yield* post(`${url}/v1/chat/completions`, afterCall(`{"x":${nested(20)}}`), auth)
         expect(fine.status).toBe(200)
       })), 60_000)
 
