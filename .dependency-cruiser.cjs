@@ -37,6 +37,32 @@ module.exports = {
       to: { path: "^src/", pathNot: "^src/(domain|services)/" }
     },
     {
+      name: "services-over-listed-services",
+      comment:
+        "a service module is defined over another only by design, each listed in the rules below: Validator over RetryPolicy (its retry decision), ResponderRegistry over Engine (an LLM responder is an engine), Runs over Durable (a run's answers are Durable's shapes); any other service imports only domain and services/internal",
+      severity: "error",
+      from: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/(Validator|ResponderRegistry|Runs)\\.ts$" },
+      to: { path: "^src/services/[^/]+\\.ts$" }
+    },
+    {
+      name: "validator-over-retry-policy-only",
+      severity: "error",
+      from: { path: "^src/services/Validator\\.ts$" },
+      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/RetryPolicy\\.ts$" }
+    },
+    {
+      name: "responder-registry-over-engine-only",
+      severity: "error",
+      from: { path: "^src/services/ResponderRegistry\\.ts$" },
+      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/Engine\\.ts$" }
+    },
+    {
+      name: "runs-over-durable-only",
+      severity: "error",
+      from: { path: "^src/services/Runs\\.ts$" },
+      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/Durable\\.ts$" }
+    },
+    {
       name: "layers-never-import-programs",
       comment: "src/layers implement services; they never import programs or adapters",
       severity: "error",
