@@ -13,8 +13,8 @@ export default defineConfig({
   },
   test: {
     include: ["test/**/*.test.ts"],
-    // one Postgres for the files that need one (test/support/postgres-global.ts)
-    globalSetup: ["test/support/postgres-global.ts"],
+    // one Postgres for the files that need one; no process outlives its test
+    globalSetup: ["test/support/postgres-global.ts", "test/support/leftovers-global.ts"],
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",

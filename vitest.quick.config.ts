@@ -14,7 +14,10 @@ const heavy = /node:child_process|support\/postgres|puppeteer|-spawn\.js|support
 const files = fs.readdirSync("test").filter((f) => f.endsWith(".test.ts"))
 const left = files.filter((f) => heavy.test(fs.readFileSync(`test/${f}`, "utf8")))
 
-// not mergeConfig: it would add to the base's globalSetup (the shared Postgres), not drop it
+// not mergeConfig: it would add to the base's globalSetup (the shared Postgres), not replace it
 const { globalSetup: _, ...test } = base.test ?? {}
 
-export default defineConfig({ ...base, test: { ...test, exclude: left.map((f) => `test/${f}`) } })
+export default defineConfig({
+  ...base,
+  test: { ...test, exclude: left.map((f) => `test/${f}`), globalSetup: ["test/support/leftovers-global.ts"] }
+})
