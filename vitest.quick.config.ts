@@ -5,14 +5,27 @@
  * file is left out without a list to keep.
  */
 import * as fs from "node:fs"
+import * as path from "node:path"
 import { defineConfig } from "vitest/config"
 import base from "./vitest.config.js"
 
 /** What a heavy file imports: a subprocess, the shared Postgres, a browser. */
 const heavy = /node:child_process|support\/postgres|puppeteer|-spawn\.js|support\/child\.js|support\/loads/
 
+/** Whether `file` or a test helper it imports (transitively: `./support/...`) is heavy. */
+const isHeavy = (file: string, seen: Set<string> = new Set()): boolean => {
+  if (seen.has(file) || !fs.existsSync(file)) return false
+  seen.add(file)
+  const text = fs.readFileSync(file, "utf8")
+  if (heavy.test(text)) return true
+  const helpers = [...text.matchAll(/from "(\.{1,2}\/[^"]+)\.js"/g)]
+    .map((m) => path.join(path.dirname(file), `${m[1]}.ts`))
+    .filter((f) => f.startsWith("test/"))
+  return helpers.some((f) => isHeavy(f, seen))
+}
+
 const files = fs.readdirSync("test").filter((f) => f.endsWith(".test.ts"))
-const left = files.filter((f) => heavy.test(fs.readFileSync(`test/${f}`, "utf8")))
+const left = files.filter((f) => isHeavy(`test/${f}`))
 
 // not mergeConfig: it would add to the base's globalSetup (the shared Postgres), not replace it
 const { globalSetup: _, ...test } = base.test ?? {}
