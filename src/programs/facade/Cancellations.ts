@@ -38,12 +38,8 @@ export interface Registration {
 export interface Cancellations {
   /** A request with this id starts. */
   readonly register: (requestId: string) => Effect.Effect<Registration>
-  /** `register` made at once, at `now` (ms), by a caller inside a synchronous step of its fiber. */
-  readonly unsafeRegister: (requestId: string, now: number) => Registration
   /** The request is over (answered, failed, or refused before it ran): later cancels for it are dropped. */
   readonly finish: (requestId: string) => Effect.Effect<void>
-  /** `finish` made at once, by a caller inside a synchronous step of its fiber. */
-  readonly unsafeFinish: (requestId: string) => void
   /** Cancels the running request (true when this cancel is its first); else keeps the cancel pending, unless the id finished. */
   readonly cancel: (requestId: string) => Effect.Effect<boolean>
 }
@@ -76,7 +72,7 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     const pending = makeSessions<number>({ maxSessions: Math.max(1, limit) })
     const finished = makeSessions<true>({ maxSessions: Math.max(1, limit) })
 
-    const unsafeRegister = (requestId: string, now: number): Registration => {
+    const registerAt = (requestId: string, now: number): Registration => {
       const entry = new Running()
       // a finished request of the same id stays among the finished: a cancel finds the running one first, and this
       // one's finish writes the id again
@@ -88,23 +84,18 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
     }
 
     const register = (requestId: string) =>
-      Effect.clockWith((clock) => Effect.sync(() => unsafeRegister(requestId, clock.unsafeCurrentTimeMillis())))
+      Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => registerAt(requestId, now)))
 
-    const unsafeFinish = (requestId: string): void => {
+    const finish = (requestId: string) => Effect.sync(() => {
       const entry = running.get(requestId)
       if (entry !== undefined) {
-        // the request's interrupt let go as it ends: it holds the request's fiber, and the request's state (its
-        // fiber refs, its engine wrapper) leads to this entry, so a finished request's fiber stayed reachable from
-        // whatever of it V8 had allocated old, through every young collection; V8 then allocated Effect's fiber and
-        // fiber-ref arrays in the old generation for every fiber of the process (bench:pretenured)
+        // the request's interrupt let go as it ends: it holds the request's fiber, which must not outlive it
         entry.interrupt = undefined
         running.delete(requestId)
       }
       if (pending.size() > 0) pending.remove(requestId)
       finished.put(requestId, true, 0)
-    }
-
-    const finish = (requestId: string) => Effect.sync(() => unsafeFinish(requestId))
+    })
 
     const cancel = (requestId: string) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -123,5 +114,5 @@ export const make = (options: Options): Effect.Effect<Cancellations> =>
           return Effect.succeed(false)
         }))
 
-    return { register, unsafeRegister, finish, unsafeFinish, cancel }
+    return { register, finish, cancel }
   })

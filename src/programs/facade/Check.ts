@@ -269,32 +269,22 @@ function* checkTaskSteps(env: Environment, request: SystemRequest) {
  */
 export const check = (env: Environment, request: SystemRequest): Effect.Effect<Admission> =>
   Effect.suspend(() => {
-    const now = checkNow(env, request)
-    if (now !== undefined) return Effect.succeed(now)
-    return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
-  })
-
-/**
- * `check`, made now by a caller inside a step of its own: `undefined` when it
- * needs an effect (a query's checks). A chat without a session id gets a new
- * one, random whatever the IdGenerator (internal/Ids `unsafeSessionId`).
- */
-export const checkNow = (env: Environment, request: SystemRequest): Admission | undefined => {
-  const chatOnly = checkChatOnly(request)
-  if (Either.isLeft(chatOnly)) return { sessionId: request.sessionId, checked: Either.left(chatOnly.left) }
-  switch (request.mode) {
-    case "chat": {
-      const sessionId = request.sessionId ?? Ids.unsafeSessionId()
-      return { sessionId, checked: checkChat(env, request, sessionId) }
+    const chatOnly = checkChatOnly(request)
+    if (Either.isLeft(chatOnly)) return Effect.succeed({ sessionId: request.sessionId, checked: Either.left(chatOnly.left) })
+    switch (request.mode) {
+      case "chat": {
+        // random whatever the IdGenerator (internal/Ids `unsafeSessionId`)
+        const sessionId = request.sessionId ?? Ids.unsafeSessionId()
+        return Effect.succeed({ sessionId, checked: checkChat(env, request, sessionId) })
+      }
+      case "plan":
+        return Effect.succeed({ sessionId: request.sessionId, checked: checkPlan(env, request) })
+      case "structured":
+      case "redundant":
+        return Effect.succeed({ sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) })
+      case "task":
+        return Effect.succeed({ sessionId: request.sessionId, checked: checkTask(env, request) })
+      case "query":
+        return Effect.map(QueryMode.check(env, request), (checked) => ({ sessionId: request.sessionId, checked }))
     }
-    case "plan":
-      return { sessionId: request.sessionId, checked: checkPlan(env, request) }
-    case "structured":
-    case "redundant":
-      return { sessionId: request.sessionId, checked: checkExtraction(env, request, request.mode) }
-    case "task":
-      return { sessionId: request.sessionId, checked: checkTask(env, request) }
-    case "query":
-      return undefined
-  }
-}
+  })

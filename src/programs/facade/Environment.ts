@@ -41,8 +41,6 @@ export interface Environment {
   readonly store: ConversationStore.Service
   readonly planHandlers: ReadonlyArray<PlanExecutor.StepHandler>
   readonly nextId: Ids.NextId
-  /** `nextId` drawn at once, when the IdGenerator can (the default one can): no step for a request's ids. */
-  readonly unsafeNextId: Ids.UnsafeNextId | undefined
   /** The context the loops run in: the facade's own (without its parent span) and the store. */
   readonly context: Context.Context<Constraint | ConversationStore.ConversationStore>
   /** `context` with `engine` as the Engine (when there is one): what every mode but a query runs in, made once. */
@@ -65,7 +63,6 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
     ) as Context.Context<Constraint>
     const engine = yield* Effect.serviceOption(Engine.Engine)
     const nextId = yield* Ids.nextId
-    const unsafeNextId = Ids.unsafeNextIdOf(context as Context.Context<never>)
     const shared = yield* Effect.serviceOption(ConversationStore.ConversationStore)
     const store = Option.isSome(shared) ? shared.value : yield* ConversationStore.makeInMemory()
     const planner = yield* Effect.serviceOption(Planner.Planner)
@@ -95,7 +92,6 @@ export const make = (options: Options): Effect.Effect<Environment, never, Constr
       store,
       planHandlers,
       nextId,
-      unsafeNextId,
       context: loopContext,
       contextWithEngine: Option.isSome(following) ? Context.add(loopContext, Engine.Engine, following.value) : loopContext,
       recording: yield* Observed.recording,

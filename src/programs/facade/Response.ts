@@ -120,10 +120,6 @@ const failed = (to: Addressee, content: string, error: SystemError, spent: Spent
     error
   })
 
-/** The answer to a request that ended with `outcome` (its move to COMPLETE made by the caller). */
-export const answer = (to: Addressee, outcome: Outcome, spent: Spent.Spent): SystemResponse =>
-  answered(to, withSpent(outcome, spent))
-
 /** The response to a request's end, its terminal lifecycle move made. */
 export const respond = (
   to: Addressee,
