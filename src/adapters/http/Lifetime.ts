@@ -8,7 +8,6 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
 import * as Option from "effect/Option"
 import { SystemError, SystemResponse } from "../../domain/System.js"
 import * as TokenUsage from "../../domain/TokenUsage.js"
@@ -83,10 +82,10 @@ export const runTied = (
         })
       )))
       const exit = yield* restore(Fiber.await(fiber)).pipe(
-        Effect.onInterrupt(() => Effect.zipRight(Effect.sync(() => timer.unsafeInterruptAsFork(FiberId.none)), stop))
+        Effect.onInterrupt(() => Effect.zipRight(Fiber.interruptFork(timer), stop))
       )
       if (overran) return timedOut(requestId, backstop)
-      timer.unsafeInterruptAsFork(FiberId.none)
+      yield* Fiber.interruptFork(timer)
       return yield* exit
     })
   )
