@@ -12,6 +12,13 @@
  *   only layers (and adapters) import the durable engine's storage: cluster, sql,
  *            database drivers
  */
+/** The services a service module is defined over, by design: each may import that one service and no other. */
+const servicesOver = {
+  Validator: { over: "RetryPolicy", why: "its retry decision" },
+  ResponderRegistry: { over: "Engine", why: "an LLM responder is an engine" },
+  Runs: { over: "Durable", why: "a run's answers are Durable's shapes" }
+}
+
 /** @type {import('dependency-cruiser').IConfiguration} */
 module.exports = {
   forbidden: [
@@ -38,30 +45,18 @@ module.exports = {
     },
     {
       name: "services-over-listed-services",
-      comment:
-        "a service module is defined over another only by design, each listed in the rules below: Validator over RetryPolicy (its retry decision), ResponderRegistry over Engine (an LLM responder is an engine), Runs over Durable (a run's answers are Durable's shapes); any other service imports only domain and services/internal",
+      comment: `a service module is defined over another only by design (servicesOver above); any other service imports only domain and services/internal`,
       severity: "error",
-      from: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/(Validator|ResponderRegistry|Runs)\\.ts$" },
+      from: { path: "^src/services/[^/]+\\.ts$", pathNot: `^src/services/(${Object.keys(servicesOver).join("|")})\\.ts$` },
       to: { path: "^src/services/[^/]+\\.ts$" }
     },
-    {
-      name: "validator-over-retry-policy-only",
+    ...Object.entries(servicesOver).map(([service, { over, why }]) => ({
+      name: `${service}-over-${over}-only`,
+      comment: why,
       severity: "error",
-      from: { path: "^src/services/Validator\\.ts$" },
-      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/RetryPolicy\\.ts$" }
-    },
-    {
-      name: "responder-registry-over-engine-only",
-      severity: "error",
-      from: { path: "^src/services/ResponderRegistry\\.ts$" },
-      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/Engine\\.ts$" }
-    },
-    {
-      name: "runs-over-durable-only",
-      severity: "error",
-      from: { path: "^src/services/Runs\\.ts$" },
-      to: { path: "^src/services/[^/]+\\.ts$", pathNot: "^src/services/Durable\\.ts$" }
-    },
+      from: { path: `^src/services/${service}\\.ts$` },
+      to: { path: "^src/services/[^/]+\\.ts$", pathNot: `^src/services/${over}\\.ts$` }
+    })),
     {
       name: "layers-never-import-programs",
       comment: "src/layers implement services; they never import programs or adapters",
