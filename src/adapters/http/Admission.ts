@@ -18,7 +18,7 @@ import type { SystemError } from "../../domain/System.js"
 import { toSystemError } from "../../domain/System.js"
 import * as Text from "../../domain/Text.js"
 import type { RunFailure } from "./Api.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 
 /** What a refused client is told to wait before it asks again, in seconds. */
 export const retryAfterSeconds = 5
@@ -89,12 +89,12 @@ const retryAfter = { "retry-after": String(retryAfterSeconds) }
 export const refuse = (full: Full, requestId: string): Effect.Effect<never, RunFailure> =>
   Effect.zipRight(
     HttpApp.appendPreResponseHandler((_, response) => Effect.succeed(HttpServerResponse.setHeaders(response, retryAfter))),
-    Edge.refuseRun(errorOf(full), requestId, 429)
+    Refusals.refuseRun(errorOf(full), requestId, 429)
   )
 
 /** The edge's answer to a request at `path` that found `full` (outside a handler): 429 with `Retry-After`. */
 export const response = (path: string, full: Full, requestId: string): HttpServerResponse.HttpServerResponse =>
-  Edge.errorResponse(path, 429, errorOf(full), requestId, retryAfter)
+  Refusals.errorResponse(path, 429, errorOf(full), requestId, retryAfter)
 
 /** The server's places for durable runs in flight, from its settings. */
 export const runPlaces = (settings: { readonly maxRunsInFlight: number; readonly maxRunsPerPrincipal: number }): Places =>

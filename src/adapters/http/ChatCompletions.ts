@@ -34,7 +34,7 @@ import { Engine } from "../../services/Engine.js"
 import { type ChatCompletion, ChatCompletionRequest, type ChatFailure, type RefusalStatus } from "./Api.js"
 import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import * as OpenAi from "./OpenAi.js"
@@ -115,7 +115,7 @@ const events = (first: Item, rest: Queue.Queue<Item>, meta: Meta, shape: StreamS
         const response = item.response
         if (response.error !== undefined) {
           return [{ ...seen, failed: true }, {
-            lines: [sse(Edge.openAiError(forChat(response.error), undefined, shape.requestId))],
+            lines: [sse(Refusals.openAiError(forChat(response.error), undefined, shape.requestId))],
             last: true
           }]
         }
@@ -211,9 +211,9 @@ export const makeStart = (settings: Settings) =>
 /** The steps of a started chat completion, one generator function for every request (a generator function made per call costs V8 new maps). */
 function* startSteps(settings: Settings, system: Context.Tag.Service<typeof PaganticSystem>, engine: Context.Tag.Service<typeof Engine>, forget: (response: SystemResponse) => Effect.Effect<void>, now: Effect.Effect<number>, body: unknown, context: StartContext) {
   const requestId = context.requestId
-  const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseChat(forChat(error), requestId, status)
+  const refuse = (error: SystemError, status?: RefusalStatus) => Refusals.refuseChat(forChat(error), requestId, status)
   const refuseField = (message: string, param: string | undefined, details: Record<string, unknown> = {}) =>
-    refuse(Edge.invalidRequest(message, param === undefined ? details : { ...details, param }))
+    refuse(Refusals.invalidRequest(message, param === undefined ? details : { ...details, param }))
   const checked = Either.flatMap(
     Guard.checkShape(body, settings.limits),
     () => Guard.checkChat(body, settings.limits)
@@ -322,7 +322,7 @@ function* handleSteps(settings: Settings, start: (body: unknown, context: StartC
   const requestId = yield* newRequestId
   const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
   if (Either.isLeft(body)) {
-    return yield* Edge.refuseChat(Edge.invalidRequest(body.left.message), requestId, body.left.status)
+    return yield* Refusals.refuseChat(Refusals.invalidRequest(body.left.message), requestId, body.left.status)
   }
   const started = yield* start(body.right, { requestId, traceparent: request.headers["traceparent"] })
   if (started._tag === "Completed") {

@@ -41,7 +41,7 @@ import * as Text from "../../domain/Text.js"
 import type { Notice } from "../../services/Notifications.js"
 import { Notifications } from "../../services/Notifications.js"
 import { Runs } from "../../services/Runs.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Lifetime from "./Lifetime.js"
 import { CurrentPrincipal, isResponder } from "./Principal.js"
 import { checkKey } from "./Runs.js"
@@ -104,8 +104,8 @@ export const make = Effect.gen(function* () {
     Effect.gen(function* () {
       const requestId = yield* newRequestId
       if (Option.isNone(notifications)) {
-        return yield* Edge.refuseRun(
-          Edge.invalidRequest(
+        return yield* Refusals.refuseRun(
+          Refusals.invalidRequest(
             "this server has no notification channels (provide Notifications, e.g. NotificationChannels.layer, to its HTTP layer)",
             { field: "path" }
           ),
@@ -114,11 +114,11 @@ export const make = Effect.gen(function* () {
         )
       }
       const bad = checkKey(responder, "id")
-      if (bad !== undefined) return yield* Edge.refuseRun(Edge.fromProblem(bad), requestId)
+      if (bad !== undefined) return yield* Refusals.refuseRun(Refusals.fromProblem(bad), requestId)
       const principal = yield* CurrentPrincipal
       if (!(principal.role === "admin" || isResponder(principal, responder))) {
-        return yield* Edge.refuseRun(
-          Edge.invalidRequest(`id: no inbox ${JSON.stringify(Text.excerpt(responder, 60))} for this caller`, { field: "id" }),
+        return yield* Refusals.refuseRun(
+          Refusals.invalidRequest(`id: no inbox ${JSON.stringify(Text.excerpt(responder, 60))} for this caller`, { field: "id" }),
           requestId,
           404
         )
@@ -145,7 +145,7 @@ export const make = Effect.gen(function* () {
       )
       return HttpServerResponse.stream(body, {
         contentType: "text/event-stream",
-        headers: { "cache-control": "no-cache", "x-request-id": Edge.requestIdHeader(requestId) }
+        headers: { "cache-control": "no-cache", "x-request-id": Refusals.requestIdHeader(requestId) }
       })
     })
 })

@@ -17,7 +17,7 @@ import type { ModelInfo } from "../../domain/ModelInfo.js"
 import * as Text from "../../domain/Text.js"
 import { Engine } from "../../services/Engine.js"
 import type { ChatFailure, OpenAiModel, OpenAiModelList } from "./Api.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Lifetime from "./Lifetime.js"
 
 /** Who a served model is listed as owned by. */
@@ -50,8 +50,8 @@ export const make: Effect.Effect<Handlers, never, Engine> = Effect.gen(function*
       Effect.gen(function* () {
         const served = yield* model
         if (id === served.id) return served
-        return yield* Edge.refuseChat(
-          Edge.invalidRequest(
+        return yield* Refusals.refuseChat(
+          Refusals.invalidRequest(
             `The model ${JSON.stringify(Text.excerpt(id, 80))} does not exist on this server: it serves ${JSON.stringify(served.id)}`,
             { field: "model" }
           ),

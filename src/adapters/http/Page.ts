@@ -39,7 +39,7 @@ import { Event } from "../../domain/Event.js"
 import * as Text from "../../domain/Text.js"
 import { EventLog, type Service as EventLogService } from "../../services/EventLog.js"
 import * as Admission from "./Admission.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import type * as Guard from "./Guard.js"
 import { RequestOwners, type Service as OwnersService } from "./Owners.js"
 import { CurrentPrincipal } from "./Principal.js"
@@ -211,15 +211,15 @@ export const newerThan = <A>(events: ReadonlyArray<A>, last: A | undefined): Rea
 const sseEvent = (data: unknown) => Sse.encoder.write({ _tag: "Event", event: "message", id: undefined, data: JSON.stringify(data) })
 
 const noEventLog = (path: string) =>
-  Edge.errorResponse(
+  Refusals.errorResponse(
     path,
     404,
-    Edge.invalidRequest("this server keeps no event log (provide an EventLog to its HTTP layer)", { field: "path" }),
+    Refusals.invalidRequest("this server keeps no event log (provide an EventLog to its HTTP layer)", { field: "path" }),
     `req_${globalThis.crypto.randomUUID()}`
   )
 
 const badQuery = (path: string, problem: Guard.Problem) =>
-  Edge.errorResponse(path, 400, Edge.fromProblem(problem), `req_${globalThis.crypto.randomUUID()}`)
+  Refusals.errorResponse(path, 400, Refusals.fromProblem(problem), `req_${globalThis.crypto.randomUUID()}`)
 
 const eventsJson = (log: EventLogService, owners: OwnersService, path: string, url: string) =>
   Effect.gen(function* () {

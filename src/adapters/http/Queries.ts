@@ -42,6 +42,7 @@ import { Runs } from "../../services/Runs.js"
 import * as Admission from "./Admission.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import * as Owners from "./Owners.js"
@@ -71,7 +72,7 @@ const transport = (raw: Record<string, unknown>): Either.Either<
 
 const encode = Schema.encodeSync(SystemResponse)
 
-const refuse = Edge.refuseRun
+const refuse = Refusals.refuseRun
 
 /**
  * The handler of `/v1/queries`, built once per server (it keeps the ids of the
@@ -109,12 +110,12 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const generated = yield* newRequestId
         const raw = yield* Edge.readRunBody(request, settings, Guard.checkQuery, "an infer.query.v1 query", generated)
         const fields = transport(raw)
-        if (Either.isLeft(fields)) return yield* refuse(Edge.fromProblem(fields.left), generated)
+        if (Either.isLeft(fields)) return yield* refuse(Refusals.fromProblem(fields.left), generated)
         const requestId = fields.right.requestId ?? generated
         // another principal's id and a running one are refused alike: an id tells nobody whose it is
         if (!(yield* owners.claim(requestId, yield* CurrentPrincipal)) || inFlight.has(requestId)) {
           return yield* refuse(
-            Edge.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
+            Refusals.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
             generated,
             409
           )
@@ -129,7 +130,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
           query: fields.right.query
         }
         yield* HttpApp.appendPreResponseHandler((_, reply) =>
-          Effect.succeed(HttpServerResponse.setHeader(reply, "x-request-id", Edge.requestIdHeader(requestId)))
+          Effect.succeed(HttpServerResponse.setHeader(reply, "x-request-id", Refusals.requestIdHeader(requestId)))
         )
         const release = (yield* placeFor(envelope, requestId)) ?? Effect.void
         const response = yield* inFlight.claim(

@@ -23,7 +23,7 @@ import { ChatFailure } from "./Api.js"
 import * as Body from "./Body.js"
 import * as ChatCompletions from "./ChatCompletions.js"
 import type { Settings } from "./Config.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import * as OpenAi from "./OpenAi.js"
@@ -114,7 +114,7 @@ const events = (
         }]
       }
       if (item.response.error !== undefined) {
-        const error = Edge.openAiError(item.response.error, undefined, started.shape.requestId).error
+        const error = Refusals.openAiError(item.response.error, undefined, started.shape.requestId).error
         return [true, { lines: [event({ type: "error", code: error.code, message: error.message, param: error.param })], last: true }]
       }
       return [true, { lines: finish(item.response), last: true }]
@@ -140,10 +140,10 @@ export const make = (settings: Settings) =>
       Effect.gen(function* () {
         const requestId = yield* newRequestId
         const refuse = (message: string, param: string | undefined) =>
-          Edge.refuseChat(Edge.invalidRequest(message, param === undefined ? {} : { param }), requestId)
+          Refusals.refuseChat(Refusals.invalidRequest(message, param === undefined ? {} : { param }), requestId)
         const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
         if (Either.isLeft(body)) {
-          return yield* Edge.refuseChat(Edge.invalidRequest(body.left.message), requestId, body.left.status)
+          return yield* Refusals.refuseChat(Refusals.invalidRequest(body.left.message), requestId, body.left.status)
         }
         const shape = Guard.checkShape(body.right, settings.limits)
         if (Either.isLeft(shape)) {
@@ -161,12 +161,12 @@ export const make = (settings: Settings) =>
           const response = started.responses[0]!
           return HttpServerResponse.unsafeJson(
             Wire.responseObject(meta, original, { response, structured: started.structured }),
-            { headers: { "x-request-id": Edge.requestIdHeader(requestId) } }
+            { headers: { "x-request-id": Refusals.requestIdHeader(requestId) } }
           )
         }
         return HttpServerResponse.stream(events(started, meta, original).pipe(Stream.ensuring(started.stop)), {
           contentType: "text/event-stream",
-          headers: { "cache-control": "no-cache", "x-request-id": Edge.requestIdHeader(requestId) }
+          headers: { "cache-control": "no-cache", "x-request-id": Refusals.requestIdHeader(requestId) }
         })
       })
   })

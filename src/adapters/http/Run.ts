@@ -48,6 +48,7 @@ import * as Admission from "./Admission.js"
 import type { RunAccepted } from "./Api.js"
 import type { Settings } from "./Config.js"
 import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import * as Owners from "./Owners.js"
@@ -80,7 +81,7 @@ const withTimeout = (hints: unknown, limitMs: number | undefined): unknown => {
   return typeof t === "number" && t > 0 ? { ...hints, timeout: Math.min(t, limitMs) } : hints
 }
 
-const refuse = Edge.refuseRun
+const refuse = Refusals.refuseRun
 
 // ---------------------------------------------------------------------------
 // Prefer: respond-async
@@ -171,7 +172,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
     const answerOf = (info: RunInfo, requestId: string) =>
       Effect.gen(function* () {
         yield* HttpApp.appendPreResponseHandler((_, reply) =>
-          Effect.succeed(HttpServerResponse.setHeader(reply, "x-run-id", Edge.requestIdHeader(info.id)))
+          Effect.succeed(HttpServerResponse.setHeader(reply, "x-run-id", Refusals.requestIdHeader(info.id)))
         )
         if (info.status === "completed") {
           const decoded = yield* Effect.either(decodeResponse(info.result))
@@ -191,13 +192,13 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
         const generated = yield* newRequestId
         const raw = yield* Edge.readRunBody(request, settings, Guard.checkRun, "a SystemRequest", generated)
         const badId = checkId(raw, "requestId") ?? checkId(raw, "sessionId") ?? checkId(raw, "traceId")
-        if (badId !== undefined) return yield* refuse(Edge.fromProblem(badId), generated)
+        if (badId !== undefined) return yield* refuse(Refusals.fromProblem(badId), generated)
         const requestId = typeof raw.requestId === "string" ? raw.requestId : generated
         const principal = yield* CurrentPrincipal
         // another principal's id and a running one are refused alike: an id tells nobody whose it is
         if (!(yield* owners.claim(requestId, principal)) || inFlight.has(requestId)) {
           return yield* refuse(
-            Edge.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
+            Refusals.invalidRequest(`requestId: this id is in use; ids must be unique`, { field: "requestId" }),
             generated,
             409
           )
@@ -211,7 +212,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
             const known = Option.isSome(store) && (yield* store.value.load(sessionKey)).length > 0
             if (!known) {
               return yield* refuse(
-                Edge.invalidRequest(
+                Refusals.invalidRequest(
                   "sessionId: no such session; omit sessionId to start one (the server issues its id)",
                   { field: "sessionId" }
                 ),
@@ -265,7 +266,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
             headers: {
               location: links.self,
               "preference-applied": "respond-async",
-              "x-request-id": Edge.requestIdHeader(requestId)
+              "x-request-id": Refusals.requestIdHeader(requestId)
             }
           })
         }

@@ -51,7 +51,7 @@ import { Runs, RunStatus, ThreadRecord } from "../../services/Runs.js"
 import type { RefusalStatus, RunFailure, RunView } from "./Api.js"
 import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
-import * as Edge from "./Edge.js"
+import * as Refusals from "./Refusals.js"
 import * as Guard from "./Guard.js"
 import * as Lifetime from "./Lifetime.js"
 import type { Principal } from "./Principal.js"
@@ -84,7 +84,7 @@ export const viewOf = (info: RunInfo): RunView => ({
   status: info.status,
   ...(info.waitingOn === undefined ? {} : { waitingOn: info.waitingOn }),
   ...(info.result === undefined ? {} : { result: info.result }),
-  ...(info.error === undefined ? {} : { error: Edge.forClient(toSystemError(info.error)) }),
+  ...(info.error === undefined ? {} : { error: Refusals.forClient(toSystemError(info.error)) }),
   createdAt: DateTime.formatIso(info.createdAt),
   updatedAt: DateTime.formatIso(info.updatedAt)
 })
@@ -244,10 +244,10 @@ export const make = (settings: Settings) =>
     ) =>
       Effect.gen(function* () {
         const requestId = yield* newRequestId
-        const refuse = (error: SystemError, status?: RefusalStatus) => Edge.refuseRun(error, requestId, status)
+        const refuse = (error: SystemError, status?: RefusalStatus) => Refusals.refuseRun(error, requestId, status)
         if (Option.isNone(runs)) {
           return yield* refuse(
-            Edge.invalidRequest(
+            Refusals.invalidRequest(
               "this server keeps no durable runs (start it with --state or PAGANTIC_STATE, or provide Runs to its HTTP layer)",
               { field: "path" }
             ),
@@ -268,8 +268,8 @@ export const make = (settings: Settings) =>
     ) =>
       Effect.gen(function* () {
         const bad = checkKey(id, "id")
-        if (bad !== undefined) return yield* refuse(Edge.fromProblem(bad))
-        const unknown = refuse(Edge.invalidRequest(`id: no run has the id ${quote(id)}`, { field: "id" }), 404)
+        if (bad !== undefined) return yield* refuse(Refusals.fromProblem(bad))
+        const unknown = refuse(Refusals.invalidRequest(`id: no run has the id ${quote(id)}`, { field: "id" }), 404)
         const info = yield* service.poll(id).pipe(
           Effect.catchAll((error) => error.code === "CONFIG_INVALID_REQUEST" ? unknown : refuse(toSystemError(error)))
         )
@@ -287,7 +287,7 @@ export const make = (settings: Settings) =>
       withRuns((service, refuse) =>
         Effect.gen(function* () {
           const query = listQuery(request.url)
-          if (Either.isLeft(query)) return yield* refuse(Edge.fromProblem(query.left))
+          if (Either.isLeft(query)) return yield* refuse(Refusals.fromProblem(query.left))
           const whose = listedFor(yield* CurrentPrincipal)
           if (whose === undefined) return { runs: [] }
           const infos = yield* service.list({ ...query.right, ...whose }).pipe(
@@ -313,12 +313,12 @@ export const make = (settings: Settings) =>
             Effect.map(service.poll(id), (info) => sseEvent("end", viewOf(info)))
           )
           const body = Stream.concat(records, end).pipe(
-            Stream.catchAll((error) => Stream.succeed(sseEvent("error", { error: Edge.forClient(toSystemError(error)) }))),
+            Stream.catchAll((error) => Stream.succeed(sseEvent("error", { error: Refusals.forClient(toSystemError(error)) }))),
             Stream.encodeText
           )
           return HttpServerResponse.stream(body, {
             contentType: "text/event-stream",
-            headers: { "cache-control": "no-cache", "x-request-id": Edge.requestIdHeader(requestId) }
+            headers: { "cache-control": "no-cache", "x-request-id": Refusals.requestIdHeader(requestId) }
           })
         })
       )
@@ -336,13 +336,13 @@ export const make = (settings: Settings) =>
       withRuns((service, refuse) =>
         Effect.gen(function* () {
           const badSlot = checkKey(slot, "slot")
-          if (badSlot !== undefined) return yield* refuse(Edge.fromProblem(badSlot))
+          if (badSlot !== undefined) return yield* refuse(Refusals.fromProblem(badSlot))
           const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
-          if (Either.isLeft(body)) return yield* refuse(Edge.invalidRequest(body.left.message), body.left.status)
+          if (Either.isLeft(body)) return yield* refuse(Refusals.invalidRequest(body.left.message), body.left.status)
           const checked = Either.flatMap(Guard.checkShape(body.right, settings.limits), () => slotResponse(body.right))
-          if (Either.isLeft(checked)) return yield* refuse(Edge.fromProblem(checked.left))
+          if (Either.isLeft(checked)) return yield* refuse(Refusals.fromProblem(checked.left))
           const badId = checkKey(id, "id")
-          if (badId !== undefined) return yield* refuse(Edge.fromProblem(badId))
+          if (badId !== undefined) return yield* refuse(Refusals.fromProblem(badId))
           const principal = yield* CurrentPrincipal
           const { response, secret } = checked.right
           const unknown = refuse(slotUnknown(id, slot), 404)
