@@ -20,6 +20,7 @@ import { InferenceFailure } from "../src/domain/Failure.js"
 import { SystemResponse } from "../src/domain/System.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { Engine, independentSamples } from "../src/services/Engine.js"
+import * as ServeLog from "./support/serve-log.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const launcher = path.join(root, "bin", "pagantic.js")
@@ -811,25 +812,11 @@ describe("bin/pagantic.js (subprocess)", () => {
     expect(error.stderr).toBe(`error: --threads expects an integer, got "x"\n`)
   }, 100_000)
 
-  /** The address a `pagantic serve` child logs ("Listening on ..."), within 40 s. */
-  /** The address a server logs it listens on, and the key of the page's link it logs next. */
-  const listening = (child: ReturnType<typeof spawn>) =>
-    new Promise<{ readonly address: string; readonly key: string }>((resolve, reject) => {
-      let output = ""
-      const timer = setTimeout(() => reject(new Error(`no address and page link logged in 40s: ${output}`)), 40_000)
-      const read = (chunk: Buffer) => {
-        output += chunk.toString()
-        const match = /Listening on (http:\/\/\S+)[\s\S]*Runs page: (http:\/\/\S+)\/#key=(\S+) \(the admin key, kept in /.exec(output)
-        if (match !== null) {
-          clearTimeout(timer)
-          expect(match[2]).toBe(match[1])
-          resolve({ address: match[1]!, key: decodeURIComponent(match[3]!) })
-        }
-      }
-      child.stdout?.on("data", read)
-      child.stderr?.on("data", read)
-      child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output}`)))
-    })
+  /** The address a `pagantic serve` child logs and the admin key of its page link, within 40 s. */
+  const listening = async (child: ReturnType<typeof spawn>) => {
+    const { address, key } = await ServeLog.listening(child, { withKey: true, withinMs: 40_000 })
+    return { address, key: key! }
+  }
 
   // 127.0.0.2 is loopback on Linux (not on macOS): a host other than the default, without leaving the machine
   it.runIf(process.platform === "linux")("serve --host without --port listens on that host (the port from PAGANTIC_PORT)", async () => {

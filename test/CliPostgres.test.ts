@@ -16,6 +16,7 @@ import { promisify } from "node:util"
 import { describe, expect, it } from "vitest"
 import * as Postgres from "./support/postgres.js"
 import { shared } from "./support/postgres-shared.js"
+import * as ServeLog from "./support/serve-log.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const launcher = path.join(root, "bin", "pagantic.js")
@@ -196,22 +197,11 @@ const pg = "skipped" in server ? undefined : server
 const shown = (url: string) => url.replace(/:[^:@/]*@/, ":***@")
 const passwordOf = (url: string) => new URL(url).password
 
-/** The address a `pagantic serve` child logs ("Listening on ...") and the admin key of its page link, within 60 s. */
-const listeningAddress = (child: ReturnType<typeof spawn>, output: { text: string }) =>
-  new Promise<{ readonly address: string; readonly key: string }>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no address and page link logged in 60s: ${output.text}`)), 60_000)
-    const read = (chunk: Buffer) => {
-      output.text += chunk.toString()
-      const match = /Listening on (http:\/\/\S+)[\s\S]*Runs page: \S+\/#key=(\S+) \(the admin key, kept in /.exec(output.text)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve({ address: match[1]!, key: decodeURIComponent(match[2]!) })
-      }
-    }
-    child.stdout?.on("data", read)
-    child.stderr?.on("data", read)
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output.text}`)))
-  })
+/** The address a `pagantic serve` child logs and the admin key of its page link, within 60 s. */
+const listeningAddress = async (child: ReturnType<typeof spawn>, output: { text: string }) => {
+  const { address, key } = await ServeLog.listening(child, { withKey: true, withinMs: 60_000, output })
+  return { address, key: key! }
+}
 
 describe.skipIf(pg === undefined)("on Postgres (subprocess, embedded Postgres)", () => {
   it("migrate --state-url creates the tables and says where (password hidden); runs list through PAGANTIC_STATE_URL", async () => {

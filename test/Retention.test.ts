@@ -19,6 +19,7 @@ import * as SqliteRuns from "../src/layers/SqliteRuns.js"
 import { Durable } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { root } from "./support/child.js"
+import * as ServeLog from "./support/serve-log.js"
 
 const launcher = path.join(root, "bin", "pagantic.js")
 
@@ -97,20 +98,7 @@ const serve = (file: string, env: Record<string, string>) => {
     stdio: ["ignore", "pipe", "pipe"]
   })
   const output = { text: "" }
-  const listening = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`not listening within 40 s: ${output.text}`)), 40_000)
-    const read = (chunk: Buffer) => {
-      output.text += chunk.toString()
-      const match = /Listening on (http:\/\/\S+)/.exec(output.text)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(match[1]!)
-      }
-    }
-    child.stdout.on("data", read)
-    child.stderr.on("data", read)
-    child.on("exit", (code) => reject(new Error(`exited with ${code}: ${output.text}`)))
-  })
+  const listening = ServeLog.listening(child, { withKey: false, withinMs: 40_000, output }).then((l) => l.address)
   const stop = async () => {
     if (child.exitCode !== null) return
     const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))

@@ -1,0 +1,50 @@
+/**
+ * What a `pagantic serve` child logs once it listens: "Listening on URL", and,
+ * unless it runs with --no-auth, "Runs page: URL/#key=KEY (the admin key, kept
+ * in FILE)". `listening` waits for them (bounded), and fails when the child
+ * exits first or logs a page link at another address.
+ */
+import type { ChildProcess } from "node:child_process"
+
+export interface Listening {
+  readonly address: string
+  /** The admin key of the page link (undefined with --no-auth, which logs no link). */
+  readonly key: string | undefined
+}
+
+const address = /Listening on (http:\/\/\S+)/
+const pageLink = /Runs page: (http:\/\/\S+)\/#key=(\S+) \(the admin key, kept in /
+
+/** The child's address, and the key of its page link when `withKey`, within `withinMs`; `output` gathers what it logs. */
+export const listening = (
+  child: ChildProcess,
+  options: { readonly withKey: boolean; readonly withinMs: number; readonly output?: { text: string } }
+): Promise<Listening> => {
+  const output = options.output ?? { text: "" }
+  return new Promise<Listening>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`no address${options.withKey ? " and page link" : ""} logged in ${options.withinMs / 1000} s: ${output.text}`)),
+      options.withinMs
+    )
+    const read = (chunk: Buffer) => {
+      output.text += chunk.toString()
+      const listened = address.exec(output.text)
+      if (listened === null) return
+      if (!options.withKey) {
+        clearTimeout(timer)
+        return resolve({ address: listened[1]!, key: undefined })
+      }
+      const link = pageLink.exec(output.text)
+      if (link === null) return
+      clearTimeout(timer)
+      if (link[1] !== listened[1]) return reject(new Error(`the page link names ${link[1]}, the server listens on ${listened[1]}`))
+      resolve({ address: listened[1]!, key: decodeURIComponent(link[2]!) })
+    }
+    child.stdout?.on("data", read)
+    child.stderr?.on("data", read)
+    child.on("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`exited with ${code}: ${output.text}`))
+    })
+  })
+}
