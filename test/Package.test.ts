@@ -48,10 +48,15 @@ beforeAll(async () => {
 afterAll(() => fs.rmSync(work, { recursive: true, force: true }))
 
 describe("the installed package", () => {
-  it("holds dist with declarations and source maps, the bin, the bundled model, README and LICENSE; no tests, training, bench or sources", () => {
+  it("holds dist with declarations and source maps, the bin, the bundled model, README, the guides it links to and LICENSE; no tests, training, bench or sources", () => {
     for (const file of ["dist/index.js", "dist/index.d.ts", "dist/index.js.map", "dist/llama.js", "dist/llama.d.ts", "dist/http.js", "dist/cli.js", "dist/openai.js", "dist/telemetry.js", "dist/durable.js", "dist/durable.d.ts", "dist/effectAi.js", "dist/effectAi.d.ts", "bin/pagantic.js", "models/pagantic-tiny.gguf", "README.md", "LICENSE", "package.json"]) {
       expect(files, file).toContain(file)
     }
+    // every guide the README links to ships beside it, so the links work in node_modules/pagantic too
+    const readme = fs.readFileSync(path.join(installed, "README.md"), "utf8")
+    const guides = [...readme.matchAll(/\]\((docs\/[^)#]+)\)/g)].map((m) => m[1]!)
+    expect(guides.length).toBeGreaterThan(5)
+    for (const guide of guides) expect(files, guide).toContain(guide)
     for (const prefix of ["test/", "training/", "bench/", "scripts/", "src/", "examples/"]) {
       expect(files.filter((f) => f.startsWith(prefix)), prefix).toEqual([])
     }
