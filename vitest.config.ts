@@ -18,6 +18,9 @@ export default defineConfig({
     testTimeout: 60_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // vitest's default for a run is one worker fewer than the cores: on two cores that is one file at a time
+    maxWorkers: 2,
+    minWorkers: 2,
     reporters: ["default"]
   }
 })

@@ -1,7 +1,8 @@
 /**
  * `npm run test:quick`, the edit loop: the in-process suites only. A file that
- * starts processes (the CLI, crash children), a Postgres or a browser is left
- * to `npm test`; which ones is read from what each file imports, so a new heavy
+ * starts processes (the CLI, crash children), a Postgres, a browser or the real
+ * model (llama.cpp) is left to `npm test`, and the HTTP fuzz runs a quarter of
+ * its cases; which ones is read from what each file imports, so a new heavy
  * file is left out without a list to keep.
  */
 import * as fs from "node:fs"
@@ -9,8 +10,8 @@ import * as path from "node:path"
 import { defineConfig } from "vitest/config"
 import base from "./vitest.config.js"
 
-/** What a heavy file imports: a subprocess, the shared Postgres, a browser. */
-const heavy = /node:child_process|support\/postgres|puppeteer|-spawn\.js|support\/child\.js|support\/loads/
+/** What a heavy file imports: a subprocess, the shared Postgres, a browser, the real model. */
+const heavy = /node:child_process|support\/postgres|puppeteer|-spawn\.js|support\/child\.js|support\/loads|layers\/LlamaEngine|LlamaGrammarChecker|node-llama-cpp|pagantic\/llama/
 
 /** Whether `file` or a test helper it imports (transitively: `./support/...`) is heavy. */
 const isHeavy = (file: string, seen: Set<string> = new Set()): boolean => {
@@ -32,5 +33,10 @@ const { globalSetup: _, ...test } = base.test ?? {}
 
 export default defineConfig({
   ...base,
-  test: { ...test, exclude: left.map((f) => `test/${f}`), globalSetup: ["test/support/leftovers-global.ts"] }
+  test: {
+    ...test,
+    env: { FUZZ_CASES: process.env["FUZZ_CASES"] ?? "500" },
+    exclude: left.map((f) => `test/${f}`),
+    globalSetup: ["test/support/leftovers-global.ts"]
+  }
 })
