@@ -227,7 +227,7 @@ describe("Runs.list on a state file", () => {
     Effect.gen(function* () {
       const file = tempState()
       const open = (definitions: ReadonlyArray<Runs.Definition<any, any, any, any, Durable>>) =>
-        Effect.map(Layer.build(SqliteRuns.layer({ filename: file, definitions })), Context.get(Runs.Runs))
+        Effect.map(Layer.build(SqliteRuns.layer({ filename: file, definitions, drain: "100 millis" })), Context.get(Runs.Runs))
       // a process starts a run and goes away while it runs
       yield* Effect.scoped(
         Effect.gen(function* () {

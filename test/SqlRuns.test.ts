@@ -4,6 +4,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Config from "effect/Config"
+import * as Context from "effect/Context"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -12,6 +13,8 @@ import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
+import * as Duration from "effect/Duration"
+import * as Engine from "../src/layers/durable/Engine.js"
 import * as SqliteRuns from "../src/layers/SqliteRuns.js"
 import { answerShape, Durable } from "../src/services/Durable.js"
 import type { Slot } from "../src/services/Durable.js"
@@ -30,6 +33,18 @@ const Steps = Runs.define({
       for (let i = 0; i < n; i++) total += yield* durable.step(`s${i}`, Schema.Number, Effect.succeed(i))
       return total
     })
+})
+
+// the first attempt at its step never ends (the process stops while it runs); the next returns 7
+let drainAttempts = 0
+const Stuck = Runs.define({
+  name: "stuck",
+  payload: Schema.Struct({}),
+  success: Schema.Number,
+  program: () =>
+    Effect.flatMap(Durable, (durable) =>
+      durable.step("wait", Schema.Number, Effect.suspend(() => ++drainAttempts === 1 ? Effect.never : Effect.succeed(7)))
+    )
 })
 
 const inFile = <A, E>(db: string, body: (slots: Ref.Ref<ReadonlyArray<Slot>>) => Effect.Effect<A, E, Runs.Runs>) =>
@@ -271,6 +286,39 @@ describe("SqliteRuns", () => {
         expect(info.status).toBe("completed")
       })
     ).pipe(
+      Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
+      Effect.timeout("60 seconds")
+    )
+  }, 90_000)
+
+  it("closing waits 15 seconds by default for a run inside a step (the cluster's entity termination timeout)", () => {
+    expect(Duration.toMillis(Engine.defaultDrain)).toBe(15_000)
+  })
+
+  it.live("closing waits `drain` for a run inside a step, then interrupts it; the next start re-drives the run to its end", () => {
+    const { db, dir } = tempCase("sql-drain")
+    const open = Effect.map(
+      Layer.build(SqliteRuns.layer({ filename: db, definitions: [Stuck], drain: "1 second" })),
+      Context.get(Runs.Runs)
+    )
+    return Effect.gen(function* () {
+      drainAttempts = 0
+      const started = yield* Effect.scoped(
+        Effect.gen(function* () {
+          const runs = yield* open
+          yield* runs.start(Stuck, {}, { id: "stuck" })
+          yield* Effect.sleep("300 millis").pipe(Effect.repeat({ until: () => drainAttempts > 0, times: 50 }))
+          return Date.now()
+        })
+      )
+      const closed = Date.now() - started
+      expect(drainAttempts).toBe(1)
+      expect(closed).toBeGreaterThanOrEqual(1_000)
+      expect(closed).toBeLessThan(8_000)
+      const info = yield* Effect.scoped(Effect.flatMap(open, (runs) => runs.await("stuck")))
+      expect(info).toMatchObject({ status: "completed", result: 7 })
+      expect(drainAttempts).toBe(2)
+    }).pipe(
       Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))),
       Effect.timeout("60 seconds")
     )

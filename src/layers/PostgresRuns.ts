@@ -85,6 +85,12 @@ export interface Options<Defs extends AnyDefinition> {
   readonly retention?: Duration.DurationInput | undefined
   /** How often a runner looks for messages it was not told about (default 1 second). */
   readonly pollInterval?: Duration.DurationInput | undefined
+  /**
+   * How long closing the layer waits for a run inside a step before interrupting
+   * it (default 15 seconds); another runner, or this one at its next start, takes
+   * the run over from its records.
+   */
+  readonly drain?: Duration.DurationInput | undefined
   /** The most connections this process opens to the database (default 10). */
   readonly maxConnections?: number | undefined
   /**
@@ -135,6 +141,7 @@ const shardingConfig = (options: Omit<Options<AnyDefinition>, "definitions" | "u
     refreshAssignmentsInterval: Duration.seconds(1),
     runnerHealthCheckInterval: Duration.seconds(5),
     entityMessagePollInterval: Duration.decode(options.pollInterval ?? Duration.seconds(1)),
+    entityTerminationTimeout: Duration.decode(options.drain ?? Engine.defaultDrain),
     sendRetryInterval: Duration.millis(100)
   } satisfies Partial<ShardingConfig.ShardingConfig["Type"]>
 }

@@ -45,6 +45,11 @@ export interface Options<Defs extends AnyDefinition> {
   readonly pollInterval?: number | undefined
   /** Threads of runs that ended longer ago than this are pruned at start and hourly; default kept. */
   readonly retention?: Duration.DurationInput | undefined
+  /**
+   * How long closing the layer waits for a run inside a step before interrupting
+   * it (default 15 seconds); an interrupted run is re-driven at the next start.
+   */
+  readonly drain?: Duration.DurationInput | undefined
 }
 
 const unavailable = (what: string) => (error: { readonly message: string }) =>
@@ -88,7 +93,10 @@ export const layer = <Defs extends AnyDefinition>(
     Layer.provideMerge(
       SingleRunner.layer({
         runnerStorage: "memory",
-        shardingConfig: { entityMessagePollInterval: options.pollInterval ?? 1000 }
+        shardingConfig: {
+          entityMessagePollInterval: options.pollInterval ?? 1000,
+          entityTerminationTimeout: options.drain ?? Engine.defaultDrain
+        }
       })
     ),
     Layer.mapError(unavailable("cannot start the workflow runner")),

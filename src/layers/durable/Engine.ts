@@ -56,6 +56,13 @@ export const retentionConfig: Effect.Effect<Duration.Duration | undefined, Confi
   Effect.mapError((error) => ConfigurationFailure.invalidRequest(`PAGANTIC_RETENTION_DAYS: ${String(error)}`, { details: { variable: "PAGANTIC_RETENTION_DAYS" } }))
 )
 
+/**
+ * How long closing a runner waits for a run inside a step to finish before it
+ * interrupts it (the run is re-driven from its records at the next start):
+ * @effect/cluster's entity termination timeout, 15 seconds.
+ */
+export const defaultDrain: Duration.Duration = Duration.seconds(15)
+
 export interface Options extends Api.Options {
   /** Identifies this process's hold on the runs (a run recorded running by another owner is stale). */
   readonly owner: string
