@@ -29,6 +29,8 @@ import type { Slot } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Approval, Probe, secretOf } from "../test/support/durable-runs.js"
 import { spawnChild, tempCase, waitForFile } from "../test/support/durable-spawn.js"
+import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
+import { commitTimes } from "./commit.js"
 import * as PostgresBench from "./postgres.bench.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
@@ -129,13 +131,27 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.orDie(Effect.gen(fu
     Effect.all({ steps: stepTimes, runsPerSecond: concurrent, submit: submitToKnow(slots) }),
     sqlite
   ).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
+  const commit = tempCase("bench-commit")
+  const commits = yield* Effect.provide(commitTimes(STEPS), SqliteClient.layer({ filename: commit.db })).pipe(
+    Effect.ensuring(Effect.sync(() => fs.rmSync(commit.dir, { recursive: true, force: true })))
+  )
   const memoryRunsPerSecond = yield* Effect.provide(concurrent, memory)
   const cold = yield* restart(false)
   const warm = yield* restart(true)
   const [p50, p99] = [median(measured.steps), quantile(measured.steps, 0.99)]
   const [m50, m99] = [median(inMemory), quantile(inMemory, 0.99)]
   const submit = median(measured.submit)
+  const c50 = median(commits)
   return [
+    {
+      name: `per step vs one commit of the same store, SQLite file (p50; ${STEPS} each)`,
+      ours: ms(p50),
+      baseline: ms(c50),
+      ratio: p50 / c50,
+      spread: `p99 ${ms(p99)} vs ${ms(quantile(commits, 0.99))}`,
+      goal: "<= 3",
+      met: p50 / c50 <= 3
+    },
     {
       name: `per step, SQLite file vs in memory (p50; ${STEPS} steps)`,
       ours: ms(p50),

@@ -21,6 +21,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Redacted from "effect/Redacted"
 import * as InMemoryRuns from "../src/layers/InMemoryRuns.js"
 import * as PostgresRuns from "../src/layers/PostgresRuns.js"
 import { Durable } from "../src/services/Durable.js"
@@ -29,6 +31,7 @@ import { spawnTsx } from "../test/support/child.js"
 import type { Line } from "../test/support/child.js"
 import type { Config as ChildConfig } from "../test/support/postgres-child.js"
 import * as Postgres from "../test/support/postgres.js"
+import { commitTimes } from "./commit.js"
 import type { Row } from "./Table.js"
 import { median, quantile } from "./Table.js"
 
@@ -119,13 +122,24 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.gen(function* () {
     const runnerPort = yield* Effect.promise(Postgres.freePort)
     const onPostgres = yield* Effect.provide(stepTimes, PostgresRuns.layer({ url, definitions: [Timed], runnerPort }))
     const inMemory = yield* Effect.provide(stepTimes, InMemoryRuns.layer({ definitions: [Timed] }))
+    const commits = yield* Effect.provide(commitTimes(STEPS), PgClient.layer({ url: Redacted.make(url) }))
     const failovers: Array<number> = []
     for (let i = 0; i < FAILOVERS; i++) failovers.push(yield* failover(server, i))
     const [p50, p99] = [median(onPostgres), quantile(onPostgres, 0.99)]
     const [m50, m99] = [median(inMemory), quantile(inMemory, 0.99)]
     const expiration = Duration.toMillis(PostgresRuns.defaultShardLockExpiration)
     const worst = Math.max(...failovers)
+    const c50 = median(commits)
     return [
+      {
+        name: `per step vs one commit of the same database, Postgres (p50; ${STEPS} each, fsync on)`,
+        ours: ms(p50),
+        baseline: ms(c50),
+        ratio: p50 / c50,
+        spread: `p99 ${ms(p99)} vs ${ms(quantile(commits, 0.99))}`,
+        goal: "<= 3",
+        met: p50 / c50 <= 3
+      },
       {
         name: `per step, Postgres vs in memory (p50; ${STEPS} steps, fsync on)`,
         ours: ms(p50),

@@ -30,7 +30,7 @@ export interface Options {
 }
 
 export const make = (runtime: Runtime, slots: Slots, options: Options): RunsService => {
-  const { appended, byName, cancelled, changed, changes, engine, findRun, inherited, now, owner, store } = runtime
+  const { appended, byName, cancelled, changed, changes, engine, findRun, now, owner, store } = runtime
   const { arm, close, deliver } = slots
 
   /** Whether a run's recorded owner is alive (another process on a shared store); only this one otherwise. */
@@ -362,7 +362,6 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
         }))
       })
       if (!inserted) return yield* ConfigurationFailure.invalidRequest(`a run with the id "${thread.runId}" exists already`)
-      inherited.add(thread.runId)
       yield* changed(thread.runId)
       yield* engine.execute(entry.workflow, { executionId: thread.runId, payload: {}, discard: true })
       for (const slot of yield* store.undelivered) if (slot.run_id === thread.runId) yield* deliver(slot)

@@ -78,11 +78,18 @@ export const secretMatches = (secret: string, hashes: string): boolean => {
   return found
 }
 
-/** The first stack frame outside this folder and node_modules: where a step was called. */
-export const callSite = (): string => {
-  const frames = (new Error().stack ?? "").split("\n").slice(1)
-  const frame = frames.find((line) => !line.includes("/layers/durable/") && !line.includes("node_modules"))
-  return frame === undefined ? "an unknown call site" : frame.trim().replace(/^at /, "")
+/**
+ * Where a step was called: the first stack frame outside this folder and
+ * node_modules, read when asked (taking the stack is cheap, formatting it is not,
+ * and only a key used twice needs it).
+ */
+export const callSite = (): (() => string) => {
+  const taken = new Error()
+  return () => {
+    const frames = (taken.stack ?? "").split("\n").slice(1)
+    const frame = frames.find((line) => !line.includes("/layers/durable/") && !line.includes("node_modules"))
+    return frame === undefined ? "an unknown call site" : frame.trim().replace(/^at /, "")
+  }
 }
 
 export const describeParse = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)

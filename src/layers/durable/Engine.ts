@@ -102,7 +102,7 @@ export const make = <Defs extends AnyDefinition>(
     const runtime = yield* Runtime.make(definitions, options.owner, options.shared)
     const slots = Slots.make(runtime)
     const requirements = yield* Effect.context<Requirements<Defs>>()
-    const { byName, inherited, store } = runtime
+    const { byName, store } = runtime
     const { arm, deliver } = slots
     const execute = InRun.execute(runtime, slots, requirements as never)
 
@@ -121,7 +121,6 @@ export const make = <Defs extends AnyDefinition>(
         yield* Effect.logWarning(`run ${row.id} is of definition "${row.definition}", not registered here: left as is`)
         continue
       }
-      inherited.add(row.id)
       yield* engine.execute(entry.workflow, { executionId: row.id, payload: {}, discard: true })
       yield* engine.resume(entry.workflow, row.id)
     }

@@ -1,7 +1,8 @@
 /**
- * Inside a run: the Durable service a program gets (steps journaled as the
- * engine's activities under keys claimed once per execution, times and deadlines
- * journaled, slots opened in a step and awaited on their deferred), and one
+ * Inside a run: the Durable service a program gets (each step journaled as one
+ * DO record in the run's thread under a key claimed once per execution, read
+ * back when the run is replayed; times and deadlines journaled likewise; slots
+ * opened as the engine's activities and awaited on their deferred), and one
  * execution of a run's program with its end recorded once.
  */
 import * as Activity from "@effect/workflow/Activity"
@@ -36,23 +37,25 @@ export const makeDurable = (
   slots: Slots,
   runId: string,
   definition: AnyDefinition,
-  context: Context.Context<WorkflowEngine | WorkflowInstance>
+  context: Context.Context<WorkflowEngine | WorkflowInstance>,
+  done: ReadonlySet<string>
 ): Durable["Type"] => {
-  const { appended, cancelled, changed, engine, inherited, now, secrets, store } = runtime
+  const { appended, cancelled, changed, engine, now, recordDone, secrets, store } = runtime
   const { arm } = slots
-  const claimed = new Map<string, string>()
+  const claimed = new Map<string, () => string>()
   const shapes = new Set((definition.answers ?? []).map((shape) => shape.name))
   const inRun = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
     Effect.provide(effect, context) as Effect.Effect<A, E, Exclude<R, WorkflowEngine | WorkflowInstance>>
 
-  const claim = (key: string, site: string) =>
+  const claim = (key: string, site: () => string) =>
     Effect.suspend(() => {
-      const first = claimed.get(key)
-      if (first !== undefined) {
+      const claimedAt = claimed.get(key)
+      if (claimedAt !== undefined) {
+        const [first, again] = [claimedAt(), site()]
         return Effect.die(
           OrchestrationFailure.defect(
-            `the step key "${key}" is used twice in run ${runId}: first at ${first}, again at ${site}`,
-            { details: { runId, key, first, again: site } }
+            `the step key "${key}" is used twice in run ${runId}: first at ${first}, again at ${again}`,
+            { details: { runId, key, first, again } }
           )
         )
       }
@@ -62,12 +65,18 @@ export const makeDurable = (
         : Effect.void
     })
 
-  const recordQuietly = (key: string, body: unknown) =>
-    Effect.flatMap(now, (at) => store.record(runId, "DO", key, at, body)).pipe(
-      Effect.zipRight(appended(runId)),
-      Effect.catchAll((error) => Effect.logWarning(`record DO ${key} of run ${runId}: ${error.message}`))
+  /** Decodes what a step or a slot journaled; a value its schema no longer reads is ORCHESTRATION_REPLAY_DIVERGED. */
+  const decodeRecorded = <A, I>(kind: string, key: string, schema: Schema.Schema<A, I>) => (encoded: unknown) =>
+    Schema.decodeUnknown(schema)(encoded).pipe(
+      Effect.mapError((error) =>
+        OrchestrationFailure.replayDiverged(
+          `the recorded ${kind} "${key}" of run ${runId} no longer matches its schema: ${describeParse(error)}`,
+          { details: { runId, key, kind } }
+        )
+      )
     )
 
+  /** A slot's opening, journaled as the engine's activity (it is done once even when its run is replayed). */
   const journal = <A, I, R>(
     kind: string,
     key: string,
@@ -76,20 +85,12 @@ export const makeDurable = (
   ) =>
     Effect.flatMap(
       inRun(Activity.make({ name: `${kind}/${key}`, success: Schema.Unknown, error: Failure, execute })),
-      (encoded) =>
-        Schema.decodeUnknown(schema)(encoded).pipe(
-          Effect.mapError((error) =>
-            OrchestrationFailure.replayDiverged(
-              `the recorded ${kind} "${key}" of run ${runId} no longer matches its schema: ${describeParse(error)}`,
-              { details: { runId, key, kind } }
-            )
-          )
-        )
+      decodeRecorded(kind, key, schema)
     )
 
-  /** The response recorded in the thread for `key` (an imported thread, a restart after the DO was written). */
-  const recorded = <I, R>(key: string, otherwise: Effect.Effect<I, FailureType, R>): Effect.Effect<I, FailureType, R> =>
-    !inherited.has(runId) ? otherwise : Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
+  /** The value or the failure step `key` recorded in the thread (`otherwise` when it has none). */
+  const recorded = <R>(key: string, otherwise: Effect.Effect<unknown, FailureType, R>): Effect.Effect<unknown, FailureType, R> =>
+    Effect.flatMap(store.findRecord(runId, "DO", key), (row) => {
       const body = row === undefined ? undefined : (parseJson(row.body) as { value?: unknown; error?: unknown } | undefined)
       if (body === undefined) return otherwise
       if ("error" in body) {
@@ -99,8 +100,16 @@ export const makeDurable = (
           onSome: (failure) => Effect.fail(failure)
         })
       }
-      return Effect.succeed(body.value as I)
+      return Effect.succeed(body.value)
     })
+
+  /**
+   * Records how step `key` ended, then ends so; when another execution of the
+   * run recorded the step first (two runners on one run during a takeover), the
+   * step ends as that record says.
+   */
+  const settle = <A>(key: string, body: { readonly value: unknown } | { readonly error: unknown }, outcome: Effect.Effect<A, FailureType>) =>
+    Effect.flatMap(recordDone(runId, key, body), (first) => (first ? outcome : recorded(key, outcome)))
 
   const remember = (key: string, secret: string) => {
     const known = secrets.get(runId) ?? new Map<string, string>()
@@ -125,8 +134,10 @@ export const makeDurable = (
     const site = callSite()
     const run = effect.pipe(
       Effect.flatMap((value) => Effect.orDie(Schema.encode(schema)(value))),
-      Effect.tap((value) => recordQuietly(key, { value })),
-      Effect.tapError((error) => recordQuietly(key, { error: encodeFailure(error) }))
+      Effect.matchEffect({
+        onSuccess: (value) => settle(key, { value }, Effect.succeed(value)),
+        onFailure: (error) => settle(key, { error: encodeFailure(error) }, Effect.fail(error))
+      })
     )
     const once = Effect.gen(function* () {
       if (yield* store.hasRecord(runId, "CALL", key)) {
@@ -139,7 +150,12 @@ export const makeDurable = (
       yield* store.record(runId, "CALL", key, yield* now)
       return yield* run
     })
-    return Effect.zipRight(claim(key, site), journal("step", key, schema, recorded(key, stepOptions?.once === true ? once : run)))
+    const fresh = stepOptions?.once === true ? once : run
+    // a step done before (this run replayed after a suspension, a restart, an import) is read back, not run
+    return claim(key, site).pipe(
+      Effect.zipRight(done.has(key) ? recorded(key, fresh) : fresh),
+      Effect.flatMap(decodeRecorded("step", key, schema))
+    )
   }
 
   const timeStep = (key: string, after: Duration.Duration) =>
@@ -267,6 +283,7 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
       return { _tag: "Failed" } as const
     }
     if (terminalStatuses.has(row.status)) return { _tag: row.status === "completed" ? "Ok" : "Failed" } as const
+    const done = yield* store.doneKeys(runId).pipe(Effect.orDie)
     const exit = yield* Schema.decodeUnknown(definition.payload)(parseJson(row.payload)).pipe(
       Effect.mapError((error) =>
         OrchestrationFailure.replayDiverged(
@@ -275,7 +292,7 @@ export const execute = (runtime: Runtime, slots: Slots, requirements: Context.Co
       ),
       Effect.flatMap((input) => definition.program(input) as Effect.Effect<unknown, FailureType, Durable>),
       Effect.flatMap((value) => Effect.orDie(Schema.encode(definition.success as Schema.Schema<unknown, unknown>)(value))),
-      Effect.provideService(Durable, makeDurable(runtime, slots, runId, definition, context)),
+      Effect.provideService(Durable, makeDurable(runtime, slots, runId, definition, context, done)),
       Effect.provide(requirements),
       Effect.exit
     )

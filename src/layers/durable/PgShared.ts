@@ -31,11 +31,14 @@ const decode = (payload: string): Change | undefined => {
 /** A lost listen connection is opened again after a second, for as long as the layer lives. */
 const relisten = Schedule.spaced("1 second")
 
-export const make = (pg: PgClient.PgClient, runners: RunnerStorage.RunnerStorage["Type"]): Shared => ({
+export const make = (pg: PgClient.PgClient, runners: RunnerStorage.RunnerStorage["Type"]): Shared => {
   // pg_notify, not PgClient.notify: the latter sends `NOTIFY channel, $1`, which Postgres refuses (NOTIFY takes no parameters)
+  const notice = (change: Change) =>
+    Effect.asVoid(pg`SELECT pg_notify(${channel}, ${JSON.stringify({ r: change.runId, s: change.status ? 1 : 0 })})`)
+  return {
+  notice,
   publish: (change) =>
-    pg`SELECT pg_notify(${channel}, ${JSON.stringify({ r: change.runId, s: change.status ? 1 : 0 })})`.pipe(
-      Effect.asVoid,
+    notice(change).pipe(
       Effect.catchAll((error) => Effect.logWarning(`NOTIFY of run ${change.runId} failed: ${error.message}`))
     ),
   changes: pg.listen(channel).pipe(
@@ -56,4 +59,5 @@ export const make = (pg: PgClient.PgClient, runners: RunnerStorage.RunnerStorage
     // the runner table unreadable: nobody else counts as alive (their runs read stale), never a failure of a read
     Effect.orElseSucceed(() => (_: string) => false)
   )
-})
+}
+}

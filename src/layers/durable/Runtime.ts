@@ -2,13 +2,13 @@
  * The state the parts of the durable runs share in one process: the engine, the
  * store, the registered definitions with their workflows, the change feed every
  * write publishes a run id on (for `await` and `events`), the SLA timers, the runs
- * cancelled here, the runs this process did not start (re-driven or imported) and
- * the secrets of the slots it opened (in memory only).
+ * cancelled here and the secrets of the slots it opened (in memory only).
  * With several processes on one store (`Shared`), the feed carries their changes
  * too, and a run recorded running by another live process is not stale.
  */
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
@@ -37,6 +37,8 @@ export interface Change {
 export interface Shared {
   /** Tells the other processes that a run changed (never fails: a lost notice only delays a waiter elsewhere). */
   readonly publish: (change: Change) => Effect.Effect<void>
+  /** The same notice as a statement that can fail, to send inside a write's transaction. */
+  readonly notice: (change: Change) => Effect.Effect<void, SqlError>
   /** The changes the processes publish (this one's may come back too). */
   readonly changes: Stream.Stream<Change>
   /** Whether an owner recorded on a run is a process alive now. */
@@ -54,12 +56,6 @@ export interface Runtime {
   /** Runs cancelled by this process: their next step fails CANCELLED_SIGNAL. */
   readonly cancelled: Set<string>
   /**
-   * Runs this process did not start (re-driven after a restart, or imported):
-   * their steps look in the thread first. A run started here has every DO it
-   * wrote in the engine's journal as well, so it skips the lookup.
-   */
-  readonly inherited: Set<string>
-  /**
    * The secrets of the slots this process drew or re-drew, by run then slot key,
    * while the run goes: a replay of the run hands the program the same one.
    * Never written anywhere.
@@ -71,6 +67,12 @@ export interface Runtime {
   readonly changed: (runId: string) => Effect.Effect<boolean>
   /** A record was appended to the run's thread. */
   readonly appended: (runId: string) => Effect.Effect<boolean>
+  /**
+   * Appends DO `key` to a run's thread and says so, in one commit (the notice to
+   * the other processes goes in the record's transaction); false when the thread
+   * has one already (another execution of the run wrote it first).
+   */
+  readonly recordDone: (runId: string, key: string, body: unknown) => Effect.Effect<boolean, OrchestrationFailure>
   readonly now: Effect.Effect<number>
   readonly findRun: (
     runId: string
@@ -90,7 +92,6 @@ export const make = (
     const changes = yield* PubSub.unbounded<Change>()
     const timers = yield* FiberMap.make<string>()
     const cancelled = new Set<string>()
-    const inherited = new Set<string>()
     const secrets = new Map<string, Map<string, string>>()
 
     const byName = new Map<string, Entry>()
@@ -116,6 +117,12 @@ export const make = (
         : Effect.zipLeft(PubSub.publish(changes, change), shared.publish(change))
     const changed = (runId: string) => publish({ runId, status: true })
     const appended = (runId: string) => publish({ runId, status: false })
+    const recordDone = (runId: string, key: string, body: unknown) => {
+      const change = { runId, status: false }
+      return Effect.flatMap(Clock.currentTimeMillis, (at) => store.record(runId, "DO", key, at, body, shared?.notice(change))).pipe(
+        Effect.tap(() => PubSub.publish(changes, change))
+      )
+    }
     if (shared !== undefined) {
       yield* Effect.forkIn(Stream.runForEach(shared.changes, (change) => PubSub.publish(changes, change)), scope)
     }
@@ -136,5 +143,5 @@ export const make = (
 
     const findRun = (runId: string) => Effect.flatMap(store.getRun(runId), (row) => entryOf(runId, row))
 
-    return { engine, store, owner, scope, changes, timers, cancelled, inherited, secrets, byName, shared, changed, appended, now, findRun } satisfies Runtime
+    return { engine, store, owner, scope, changes, timers, cancelled, secrets, byName, shared, changed, appended, recordDone, now, findRun } satisfies Runtime
   })

@@ -165,9 +165,26 @@ export const make = Effect.gen(function* () {
   const greatest = sql.onDialectOrElse({ pg: () => sql.literal("GREATEST"), orElse: () => sql.literal("MAX") })
   const columns = recordColumns(sql)
 
-  const record = (runId: string, kind: RecordKind, key: string, at: number, body?: unknown) =>
-    sql`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
-        ON CONFLICT (run_id, kind, key) DO NOTHING`.pipe(Effect.asVoid, guarded(`record ${kind} ${key} of run ${runId}`))
+  /**
+   * Appends a record; false when the run has one of that kind and key already
+   * (the first one stays). `along` runs in the same transaction, so the two are
+   * one commit (a notice to the other processes on the database).
+   */
+  const record = (
+    runId: string,
+    kind: RecordKind,
+    key: string,
+    at: number,
+    body?: unknown,
+    along?: Effect.Effect<void, SqlError> | undefined
+  ) => {
+    const insert = sql<{ key: string }>`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
+        ON CONFLICT (run_id, kind, key) DO NOTHING RETURNING key`
+    return (along === undefined ? insert : sql.withTransaction(Effect.zipLeft(insert, along))).pipe(
+      Effect.map((rows) => rows.length > 0),
+      guarded(`record ${kind} ${key} of run ${runId}`)
+    )
+  }
 
   const getRun = (id: string) =>
     sql<RunRow>`SELECT * FROM pagantic_runs WHERE id = ${id}`.pipe(
@@ -249,6 +266,13 @@ export const make = Effect.gen(function* () {
       sql<RecordRow>`SELECT ${columns} FROM pagantic_records WHERE run_id = ${runId} AND seq > ${afterSeq} ORDER BY seq`.pipe(
         Effect.map((rows) => rows.map(numbered)),
         guarded(`read the records of run ${runId}`)
+      ),
+
+    /** The keys of a run's DO records: the steps it has done. */
+    doneKeys: (runId: string) =>
+      sql<{ key: string }>`SELECT key FROM pagantic_records WHERE run_id = ${runId} AND kind = 'DO'`.pipe(
+        Effect.map((rows): ReadonlySet<string> => new Set(rows.map((row) => row.key))),
+        guarded(`read the steps of run ${runId}`)
       ),
 
     /** The record `kind` `key` of a run, if any. */
