@@ -32,32 +32,34 @@ const decode = (payload: string): Change | undefined => {
 const relisten = Schedule.spaced("1 second")
 
 export const make = (pg: PgClient.PgClient, runners: RunnerStorage.RunnerStorage["Type"]): Shared => {
-  // pg_notify, not PgClient.notify: the latter sends `NOTIFY channel, $1`, which Postgres refuses (NOTIFY takes no parameters)
-  const notice = (change: Change) =>
-    Effect.asVoid(pg`SELECT pg_notify(${channel}, ${JSON.stringify({ r: change.runId, s: change.status ? 1 : 0 })})`)
+  const notice = (change: Change) => ({ channel, payload: JSON.stringify({ r: change.runId, s: change.status ? 1 : 0 }) })
   return {
-  notice,
-  publish: (change) =>
-    notice(change).pipe(
-      Effect.catchAll((error) => Effect.logWarning(`NOTIFY of run ${change.runId} failed: ${error.message}`))
+    notice,
+    // pg_notify, not PgClient.notify: the latter sends `NOTIFY channel, $1`, which Postgres refuses (NOTIFY takes no parameters)
+    publish: (change) => {
+      const { payload } = notice(change)
+      return pg`SELECT pg_notify(${channel}, ${payload})`.pipe(
+        Effect.asVoid,
+        Effect.catchAll((error) => Effect.logWarning(`NOTIFY of run ${change.runId} failed: ${error.message}`))
+      )
+    },
+    changes: pg.listen(channel).pipe(
+      Stream.tapError((error) => Effect.logWarning(`LISTEN ${channel} failed, listening again: ${error.message}`)),
+      Stream.retry(relisten),
+      Stream.map(decode),
+      Stream.filter((change): change is Change => change !== undefined),
+      Stream.catchAll(() => Stream.empty)
     ),
-  changes: pg.listen(channel).pipe(
-    Stream.tapError((error) => Effect.logWarning(`LISTEN ${channel} failed, listening again: ${error.message}`)),
-    Stream.retry(relisten),
-    Stream.map(decode),
-    Stream.filter((change): change is Change => change !== undefined),
-    Stream.catchAll(() => Stream.empty)
-  ),
-  isLive: runners.getRunners.pipe(
-    Effect.map((rows) => {
-      const live = new Set(rows.filter(([, healthy]) => healthy).map(([runner]) => `${runner.address.host}:${runner.address.port}`))
-      return (owner: string) => {
-        const slash = owner.lastIndexOf("/")
-        return slash > 0 && live.has(owner.slice(0, slash))
-      }
-    }),
-    // the runner table unreadable: nobody else counts as alive (their runs read stale), never a failure of a read
-    Effect.orElseSucceed(() => (_: string) => false)
-  )
-}
+    isLive: runners.getRunners.pipe(
+      Effect.map((rows) => {
+        const live = new Set(rows.filter(([, healthy]) => healthy).map(([runner]) => `${runner.address.host}:${runner.address.port}`))
+        return (owner: string) => {
+          const slash = owner.lastIndexOf("/")
+          return slash > 0 && live.has(owner.slice(0, slash))
+        }
+      }),
+      // the runner table unreadable: nobody else counts as alive (their runs read stale), never a failure of a read
+      Effect.orElseSucceed(() => (_: string) => false)
+    )
+  }
 }

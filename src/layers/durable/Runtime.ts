@@ -8,7 +8,6 @@
  */
 import { WorkflowEngine } from "@effect/workflow/WorkflowEngine"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as FiberMap from "effect/FiberMap"
@@ -37,8 +36,8 @@ export interface Change {
 export interface Shared {
   /** Tells the other processes that a run changed (never fails: a lost notice only delays a waiter elsewhere). */
   readonly publish: (change: Change) => Effect.Effect<void>
-  /** The same notice as a statement that can fail, to send inside a write's transaction. */
-  readonly notice: (change: Change) => Effect.Effect<void, SqlError>
+  /** The same notice as the NOTIFY a record carries along (Store.record). */
+  readonly notice: (change: Change) => StoreModule.Notice
   /** The changes the processes publish (this one's may come back too). */
   readonly changes: Stream.Stream<Change>
   /** Whether an owner recorded on a run is a process alive now. */
@@ -69,7 +68,7 @@ export interface Runtime {
   readonly appended: (runId: string) => Effect.Effect<boolean>
   /**
    * Appends DO `key` to a run's thread and says so, in one commit (the notice to
-   * the other processes goes in the record's transaction); false when the thread
+   * the other processes goes with the record's statement); false when the thread
    * has one already (another execution of the run wrote it first).
    */
   readonly recordDone: (runId: string, key: string, body: unknown) => Effect.Effect<boolean, OrchestrationFailure>

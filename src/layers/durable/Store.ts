@@ -156,6 +156,12 @@ const recordColumns = (sql: SqlClient.SqlClient) => sql`seq, run_id, kind, key, 
 /** The most hashes a slot keeps (the first, then the latest): one more per restart that finds it open. */
 const maxSecretHashes = 8
 
+/** A NOTIFY sent with a record (Postgres). */
+export interface Notice {
+  readonly channel: string
+  readonly payload: string
+}
+
 /** A record row with its `seq` a number (Postgres reads a BIGINT as a string). */
 const numbered = (row: RecordRow): RecordRow => (typeof row.seq === "number" ? row : { ...row, seq: Number(row.seq) })
 
@@ -167,8 +173,9 @@ export const make = Effect.gen(function* () {
 
   /**
    * Appends a record; false when the run has one of that kind and key already
-   * (the first one stays). `along` runs in the same transaction, so the two are
-   * one commit (a notice to the other processes on the database).
+   * (the first one stays). With a `notice` (Postgres) the record's NOTIFY is sent
+   * by the same statement: one round trip, one commit, and no notice for a
+   * record that was not new.
    */
   const record = (
     runId: string,
@@ -176,15 +183,18 @@ export const make = Effect.gen(function* () {
     key: string,
     at: number,
     body?: unknown,
-    along?: Effect.Effect<void, SqlError> | undefined
-  ) => {
-    const insert = sql<{ key: string }>`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
-        ON CONFLICT (run_id, kind, key) DO NOTHING RETURNING key`
-    return (along === undefined ? insert : sql.withTransaction(Effect.zipLeft(insert, along))).pipe(
-      Effect.map((rows) => rows.length > 0),
-      guarded(`record ${kind} ${key} of run ${runId}`)
-    )
-  }
+    notice?: Notice | undefined
+  ) =>
+    (notice === undefined
+      ? sql<{ key: string }>`INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
+          ON CONFLICT (run_id, kind, key) DO NOTHING RETURNING key`
+      : sql<{ key: string }>`WITH inserted AS (
+            INSERT INTO pagantic_records (run_id, kind, key, at, body) VALUES (${runId}, ${kind}, ${key}, ${at}, ${json(body)})
+            ON CONFLICT (run_id, kind, key) DO NOTHING RETURNING key
+          ) SELECT key, pg_notify(${notice.channel}, ${notice.payload}) FROM inserted`).pipe(
+        Effect.map((rows) => rows.length > 0),
+        guarded(`record ${kind} ${key} of run ${runId}`)
+      )
 
   const getRun = (id: string) =>
     sql<RunRow>`SELECT * FROM pagantic_runs WHERE id = ${id}`.pipe(
