@@ -38,6 +38,7 @@ const main = Effect.gen(function*() {
   const rows = yield* EngineBench.run
   yield* Console.log(table(rows))
   yield* step
+  yield* Effect.flatMap(Effect.promise(() => import("./model.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nOn the bundled model: the same short chat answer through the facade and through HTTP chat completions, against the engine called directly (one sequence, prompts asked once per path)\n${table(rows)}`)))
   yield* Effect.flatMap(Effect.promise(() => import("./votes.bench.js")), (b) => Effect.flatMap(b.run, (rows) => Console.log(`\nVotes: RedundantLoop N=5 with replicas started together (prefix-tree sampleMany, and independent replicas) against the same five calls in sequence, beside llama.cpp's batching\n${table(rows)}`)))
   yield* step
   yield* Console.log(`\nHTTP adapter: canned answers (ScriptedEngine, and an engine that records nothing), ${HttpBench.CONCURRENCY} keep-alive clients on loopback`)
