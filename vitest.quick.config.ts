@@ -1,7 +1,7 @@
 /**
  * `npm run test:quick`, the edit loop: the in-process suites only. A file that
  * starts processes (the CLI, crash children), a Postgres, a browser or the real
- * model (llama.cpp) is left to `npm test`, and the HTTP fuzz runs a quarter of
+ * model (llama.cpp) is left to `npm test`, and the HTTP fuzz runs an eighth of
  * its cases; which ones is read from what each file imports, so a new heavy
  * file is left out without a list to keep.
  */
@@ -35,7 +35,7 @@ export default defineConfig({
   ...base,
   test: {
     ...test,
-    env: { FUZZ_CASES: process.env["FUZZ_CASES"] ?? "500" },
+    env: { FUZZ_CASES: process.env["FUZZ_CASES"] ?? "250" },
     exclude: left.map((f) => `test/${f}`),
     globalSetup: ["test/support/leftovers-global.ts"]
   }
