@@ -12,7 +12,7 @@ import { OrchestrationFailure } from "../domain/Failure.js"
 import type { AnyDefinition, Requirements } from "../services/Runs.js"
 import { Runs } from "../services/Runs.js"
 import * as Engine from "./durable/Engine.js"
-import * as Store from "./durable/Store.js"
+import * as Tables from "./durable/Tables.js"
 
 /** Runs of `definitions`, in memory. */
 export const layer = <Defs extends AnyDefinition>(options: {
@@ -21,7 +21,7 @@ export const layer = <Defs extends AnyDefinition>(options: {
   const client = SqliteClient.layer({ filename: ":memory:", disableWAL: true }).pipe(
     Layer.mapError((error) => OrchestrationFailure.stateUnavailable(`cannot open an in-memory database: ${error.message}`))
   )
-  const store = Layer.effectDiscard(Store.migrate).pipe(Layer.provideMerge(client))
+  const store = Layer.effectDiscard(Tables.migrate).pipe(Layer.provideMerge(client))
   return Layer.scoped(Runs, Engine.make(options.definitions, { owner: "memory" })).pipe(
     Layer.provide(Layer.merge(WorkflowEngine.layerMemory, store))
   )

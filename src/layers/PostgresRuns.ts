@@ -54,7 +54,7 @@ import { Runs } from "../services/Runs.js"
 import * as Engine from "./durable/Engine.js"
 import * as Purge from "./durable/Purge.js"
 import * as PgShared from "./durable/PgShared.js"
-import * as Store from "./durable/Store.js"
+import * as Tables from "./durable/Tables.js"
 
 /** The runner's port when nothing says otherwise (the cluster's default). */
 export const defaultRunnerPort = 34431
@@ -196,7 +196,7 @@ export const migrateWith: Effect.Effect<void, OrchestrationFailure, SqlClient.Sq
         Layer.provide(ShardingConfig.layer(shardingConfig({})))
       )
     ).pipe(Effect.mapError(unavailable("cannot create the cluster's tables")))
-    yield* Store.migrate
+    yield* Tables.migrate
   })
 )
 

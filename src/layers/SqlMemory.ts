@@ -27,7 +27,7 @@ import { ConversationStore } from "../services/ConversationStore.js"
 import type { Service as SessionStateService } from "../services/SessionState.js"
 import { SessionState } from "../services/SessionState.js"
 import * as Owner from "./durable/Owner.js"
-import { storeRetry } from "./durable/Store.js"
+import { storeRetry } from "./durable/Tables.js"
 
 const History = Schema.parseJson(Schema.Array(Message))
 const encodeHistory = Schema.encode(History)

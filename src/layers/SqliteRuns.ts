@@ -32,6 +32,7 @@ import * as Engine from "./durable/Engine.js"
 import * as Purge from "./durable/Purge.js"
 import * as Owner from "./durable/Owner.js"
 import * as Store from "./durable/Store.js"
+import * as Tables from "./durable/Tables.js"
 
 /** Where the state lives when nothing says otherwise. */
 export const defaultFilename = ".pagantic/state.db"
@@ -70,7 +71,7 @@ const store = (filename: string) =>
       const client = SqliteClient.layer({ filename }).pipe(Layer.mapError(unavailable(`cannot open ${filename}`)))
       // a new file gives pruned pages back in steps (see Compact)
       const created = Compact.incrementalOnCreate.pipe(Effect.mapError(unavailable(`cannot set up ${filename}`)))
-      return Layer.effectDiscard(Effect.zipRight(created, Store.migrate)).pipe(Layer.provideMerge(client))
+      return Layer.effectDiscard(Effect.zipRight(created, Tables.migrate)).pipe(Layer.provideMerge(client))
     })
   )
 
@@ -144,7 +145,7 @@ export const prune = (options: {
   const program = Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* sql`PRAGMA busy_timeout = ${sql.literal(String(busyTimeoutMillis))}`.pipe(Effect.mapError(unavailable(`cannot open ${filename}`)))
-    yield* Store.migrate
+    yield* Tables.migrate
     const store = yield* Store.make
     const before = (yield* Clock.currentTimeMillis) - Duration.toMillis(Duration.decode(options.olderThan))
     const gone = yield* store.prune(before)

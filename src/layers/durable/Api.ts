@@ -17,7 +17,7 @@ import { Cancellation, ConfigurationFailure, OrchestrationFailure } from "../../
 import type { AnswerProblem } from "../../services/Durable.js"
 import type { Answerer, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { maxAcceptsPerSlot, RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
-import type { RunRow, SlotRow } from "./Store.js"
+import type { RunRow, SlotRow } from "./Tables.js"
 import { describeParse, encodeFailure, parseJson, recordOf, endsThread, secretMatches, toUtc, workflowName, decodeFailure } from "./Encoding.js"
 import type { Runtime } from "./Runtime.js"
 import type { Slots } from "./Slots.js"

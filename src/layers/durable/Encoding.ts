@@ -17,7 +17,7 @@ import type { Failure as FailureType } from "../../domain/Failure.js"
 import { Failure, OrchestrationFailure } from "../../domain/Failure.js"
 import type { AnyDefinition } from "../../services/Runs.js"
 import { ThreadRecord } from "../../services/Runs.js"
-import type { RecordRow } from "./Store.js"
+import type { RecordRow } from "./Tables.js"
 
 /**
  * How a run ended, as the workflow's result: the program's failures are values,

@@ -37,8 +37,8 @@ export const make = (pg: PgClient.PgClient, runners: RunnerStorage.RunnerStorage
     notice,
     // pg_notify, not PgClient.notify: the latter sends `NOTIFY channel, $1`, which Postgres refuses (NOTIFY takes no parameters)
     publish: (change) => {
-      const { payload } = notice(change)
-      return pg`SELECT pg_notify(${channel}, ${payload})`.pipe(
+      const sent = notice(change)
+      return pg`SELECT pg_notify(${sent.channel}, ${sent.payload})`.pipe(
         Effect.asVoid,
         Effect.catchAll((error) => Effect.logWarning(`NOTIFY of run ${change.runId} failed: ${error.message}`))
       )
