@@ -58,7 +58,7 @@ describe("grammar sampling path (bundled model)", () => {
       const resources = yield* loaded
       const grammars = Grammars.make(resources.llama)
       const constrained = (request: InferenceRequest) =>
-        Effect.map(Generation.plan(resources, grammars, request, undefined), (planned) =>
+        Effect.map(Generation.plan(resources, grammars, request), (planned) =>
           "constrained" in planned ? planned.constrained : "answered")
       expect(yield* constrained(ask({ schema: SENTIMENT, temperature: 0.8 }))).toBe(true)
       expect(yield* constrained(ask({ grammar: 'root ::= "yes" | "no"', temperature: 1 }))).toBe(true)
@@ -73,7 +73,7 @@ describe("grammar sampling path (bundled model)", () => {
       const resources = yield* loaded
       const grammars = Grammars.make(resources.llama)
       const seedOf = (request: InferenceRequest) =>
-        Effect.map(Generation.plan(resources, grammars, request, undefined), (planned) =>
+        Effect.map(Generation.plan(resources, grammars, request), (planned) =>
           "options" in planned ? planned.options.seed : "answered")
       expect(yield* seedOf(ask({}))).toBeUndefined()
       expect(yield* seedOf(ask({ temperature: 0 }))).toBeUndefined()

@@ -541,6 +541,21 @@ layer(LlamaEngine.layer({ sequences: 1 }), { excludeTestServices: true })("Llama
       expect(next.finishReason).toBe("length")
     }))
 
+  it.effect("interrupting a callback consumer mid-generation stops it and frees its sequence", () =>
+    Effect.gen(function*() {
+      const engine = yield* Engine
+      const first = yield* Deferred.make<void>()
+      const fiber = yield* Effect.fork(runParts(
+        engine.stream(request({ grammar: ENDLESS, maxTokens: 100_000 })),
+        () => Deferred.succeed(first, undefined)
+      ))
+      yield* Deferred.await(first).pipe(Effect.timeout("10 seconds"))
+      yield* Fiber.interrupt(fiber).pipe(Effect.timeout("2 seconds"))
+      expect(Exit.isInterrupted(yield* Fiber.await(fiber))).toBe(true)
+      const next = yield* engine.infer(request({ grammar: ENDLESS, maxTokens: 5 })).pipe(Effect.timeout("5 seconds"))
+      expect(next.finishReason).toBe("length")
+    }))
+
   it.effect("a consumer that stops reading a stream stops the generation", () =>
     Effect.gen(function*() {
       const engine = yield* Engine

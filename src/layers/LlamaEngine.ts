@@ -29,16 +29,14 @@ import type * as ConfigError from "effect/ConfigError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Queue from "effect/Queue"
-import * as Stream from "effect/Stream"
-import * as Take from "effect/Take"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import type { ChatWrapper } from "node-llama-cpp"
 import type { InferenceFailure } from "../domain/Failure.js"
 import * as Tracing from "../services/internal/Tracing.js"
-import { Engine, StreamPart, withSource } from "../services/Engine.js"
+import * as Engine from "../services/Engine.js"
+import { StreamPart } from "../services/Engine.js"
 import type { InferenceRequest, InferenceResult, Service } from "../services/Engine.js"
 import { IdGenerator } from "../services/IdGenerator.js"
 import * as Generation from "./llama/Generation.js"
@@ -131,53 +129,22 @@ const settingsOf = (options: Options): Resources.Settings => ({
 /** Tool call ids from the context's IdGenerator (random UUIDs unless a test provides another). */
 const callIds = Effect.map(IdGenerator, (generator) => generator.next("call"))
 
-type Run = (onText: (text: string) => void) => Effect.Effect<InferenceResult, InferenceFailure>
-
 /**
- * Runs one generation in a fiber of the current scope, offering its parts to
- * `queue` as they come: text deltas as they are decoded (native callbacks, so
- * through a queue), then the tool calls, the finish and the end.
+ * One generation as a source of parts: text deltas as they are decoded, then the
+ * tool calls and the finish. Run directly by the loops (`Engine.runParts`), as a
+ * Stream by every other consumer.
  */
-const produce = (run: Run, queue: Queue.Queue<Take.Take<StreamPart, InferenceFailure>>) => {
-  const onText = (text: string) => {
-    if (text !== "") queue.unsafeOffer(Take.of(StreamPart.textDelta(text)))
-  }
-  return run(onText).pipe(
-    Tracing.exportedSpan("LlamaEngine.stream"),
-    Effect.exit,
-    Effect.flatMap((exit) =>
-      exit._tag === "Success"
-        ? Queue.offerAll(queue, [
-          ...exit.value.toolCalls.map((call) => Take.of(StreamPart.toolCall(call))),
-          Take.of(StreamPart.finish(exit.value)),
-          Take.end
-        ])
-        : Queue.offer(queue, Take.failCause(exit.cause))
-    ),
-    Effect.forkScoped
-  )
-}
-
-const parts = Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
-
-/** Streams one generation: text deltas as they are decoded, then the tool calls and the finish. */
-const streamOf = (run: Run): Stream.Stream<StreamPart, InferenceFailure> =>
-  withSource(
-    // chains of steps, not generators: a generator function made per call costs V8 new maps
-    Stream.unwrapScoped(Effect.flatMap(parts, (queue) =>
-      Effect.as(produce(run, queue), Stream.fromQueue(queue).pipe(Stream.flattenTake)))),
-    // the same parts by callback, each handed on as it is taken (Engine.runParts)
-    (emit) =>
-      Effect.scoped(Effect.flatMap(parts, (queue) => {
-        const drain = (): Effect.Effect<void, InferenceFailure | Effect.Effect.Error<ReturnType<typeof emit>>> =>
-          Effect.flatMap(Queue.take(queue), (take) =>
-            Take.match(take, {
-              onEnd: () => Effect.void,
-              onFailure: Effect.failCause,
-              onSuccess: (chunk) => Effect.zipRight(Effect.forEach(chunk, emit, { discard: true }), Effect.suspend(drain))
-            }))
-        return Effect.zipRight(produce(run, queue), drain())
-      }))
+const partsOf = (run: <E>(onText: Generation.OnText<E>) => Effect.Effect<InferenceResult, InferenceFailure | E>) =>
+  Engine.streamFrom((emit) =>
+    run((text) => emit(StreamPart.textDelta(text))).pipe(
+      Effect.flatMap((result) =>
+        Effect.zipRight(
+          Effect.forEach(result.toolCalls, (call) => emit(StreamPart.toolCall(call)), { discard: true }),
+          emit(StreamPart.finish(result))
+        )
+      ),
+      Tracing.exportedSpan("LlamaEngine.stream")
+    )
   )
 
 /**
@@ -190,16 +157,16 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
   const nextCallId = yield* callIds
   // Grammars and schemas of requests: checked, then compiled once per text (a small LRU cache).
   const grammars = Grammars.make(resources.llama, { capacity: options.grammarCacheSize })
-  const run = (request: InferenceRequest, onText: ((text: string) => void) | undefined) =>
+  const run = <E = never>(request: InferenceRequest, onText?: Generation.OnText<E>) =>
     Generation.run(resources, grammars, nextCallId, request, onText)
 
   // A span only when it goes somewhere: Effect.fn's span and stack capture cost ~0.1 ms a call.
-  const infer = (request: InferenceRequest) => Tracing.exportedSpan("LlamaEngine.infer")(run(request, undefined))
-  const stream = (request: InferenceRequest) => streamOf((onText) => run(request, onText))
+  const infer = (request: InferenceRequest) => Tracing.exportedSpan("LlamaEngine.infer")(run(request))
+  const stream = (request: InferenceRequest) => partsOf((onText) => run(request, onText))
   const plain: Service = { infer, stream, modelInfo: Effect.succeed(resources.modelInfo) }
   const sampleMany = (request: InferenceRequest, n: number) => SampleMany.sampleMany(resources, grammars, plain, request, n)
 
-  return Engine.of({ ...plain, sampleMany }) satisfies Service
+  return Engine.Engine.of({ ...plain, sampleMany }) satisfies Service
 })
 
 // ---------------------------------------------------------------------------
@@ -207,8 +174,8 @@ export const make = Effect.fn("LlamaEngine.make")(function*(options: Options = {
 // ---------------------------------------------------------------------------
 
 /** The engine as a scoped layer: the model loads when the layer is built and is disposed with it. */
-export const layer = (options: Options = {}): Layer.Layer<Engine, InferenceFailure> =>
-  Layer.scoped(Engine, make(options))
+export const layer = (options: Options = {}): Layer.Layer<Engine.Engine, InferenceFailure> =>
+  Layer.scoped(Engine.Engine, make(options))
 
 /** The options read from configuration (environment variables by default). */
 export const config: Config.Config<Options> = Config.all({
@@ -250,8 +217,8 @@ const overridden = (base: Options, overrides: Options): Options => {
  */
 export const layerConfig = (
   overrides: Options = {}
-): Layer.Layer<Engine, InferenceFailure | ConfigError.ConfigError> =>
+): Layer.Layer<Engine.Engine, InferenceFailure | ConfigError.ConfigError> =>
   Layer.scoped(
-    Engine,
+    Engine.Engine,
     Effect.flatMap(config, (fromConfig) => make(overridden(fromConfig, overrides)))
   )

@@ -118,8 +118,9 @@ export const currentTracker: FiberRef.FiberRef<Option.Option<Tracker>> = FiberRe
 )
 
 const record = (fromState: LifecycleState, toState: LifecycleState, attempt: number, reason: string) => {
+  // built from typed values, as the other events are: not validated again
   const recorded = recordEvent(
-    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate" as const, fromState, toState, attempt, reason })
+    (base) => new Event.LifecycleTransition({ ...base, layer: "orchestrate" as const, fromState, toState, attempt, reason }, true)
   )
   return fromState === "VALIDATE" && toState === "EXECUTE"
     ? Effect.zipRight(recorded, withMetrics((m) => m.increment("retries")))

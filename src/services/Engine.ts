@@ -10,14 +10,12 @@
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import type * as Fiber from "effect/Fiber"
 import * as FiberRef from "effect/FiberRef"
+import * as Mailbox from "effect/Mailbox"
 import { identity } from "effect/Function"
-import * as Queue from "effect/Queue"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as Take from "effect/Take"
 import type { InferenceFailure } from "../domain/Failure.js"
 import { JsonSchema } from "../domain/JsonSchema.js"
 import { Message, ToolCall, ToolDefinition } from "../domain/Message.js"
@@ -131,21 +129,18 @@ export const withSource = (
 
 /**
  * A stream of parts from its source: run by `runParts` directly, and as a Stream
- * by a fiber of the consumer's scope offering the parts to an unbounded queue.
- * An engine whose parts are at hand (a scripted or remote one) builds its
+ * by a fiber of the consumer's scope offering the parts to a mailbox, the stream
+ * taking what has come in at each pull. An engine whose parts are at hand (a
+ * scripted or remote one) or come from callbacks (llama.cpp's) builds its
  * `stream` this way, so that the loops run it without Stream machinery.
  */
 export const streamFrom = (source: PartSource): Stream.Stream<StreamPart, InferenceFailure> =>
   withSource(
     // built when consumed as a Stream: the loops run the source, and most streams never get here
     Stream.suspend(() => Stream.unwrapScoped(Effect.gen(function*() {
-      const queue = yield* Queue.unbounded<Take.Take<StreamPart, InferenceFailure>>()
-      yield* source((part) => Queue.offer(queue, Take.of(part))).pipe(
-        Effect.exit,
-        Effect.flatMap((exit) => Queue.offer(queue, Exit.isSuccess(exit) ? Take.end : Take.failCause(exit.cause))),
-        Effect.forkScoped
-      )
-      return Stream.flattenTake(Stream.fromQueue(queue))
+      const parts = yield* Mailbox.make<StreamPart, InferenceFailure>()
+      yield* source((part) => parts.offer(part)).pipe(Mailbox.into(parts), Effect.forkScoped)
+      return Mailbox.toStream(parts)
     }))),
     source
   )

@@ -17,6 +17,8 @@
 import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Mailbox from "effect/Mailbox"
 import * as Random from "effect/Random"
 import type {
   ChatHistoryItem,
@@ -89,8 +91,7 @@ const repeatPenalty = (request: InferenceRequest) =>
 export const plan = (
   resources: Resources,
   grammars: Grammars.Grammars,
-  request: InferenceRequest,
-  onText: ((text: string) => void) | undefined
+  request: InferenceRequest
 ): Effect.Effect<Plan | InferenceResult, InferenceFailure> =>
   Effect.suspend(() => {
     const converted = toChatHistory(request.messages)
@@ -102,9 +103,9 @@ export const plan = (
       request.seed === undefined && (request.temperature ?? 0) > 0
         ? Effect.flatMap(
           Random.nextIntBetween(0, 2 ** 31 - 1),
-          (seed) => planned(resources, request, onText, history, functions, grammar, seed)
+          (seed) => planned(resources, request, history, functions, grammar, seed)
         )
-        : planned(resources, request, onText, history, functions, grammar, undefined)
+        : planned(resources, request, history, functions, grammar, undefined)
     if (functions !== undefined) return withGrammar(undefined)
     if (request.grammar !== undefined) {
       return Effect.flatMap(Effect.mapError(grammars.gbnf(request.grammar), Response.grammarRejected), withGrammar)
@@ -119,7 +120,6 @@ export const plan = (
 const planned = (
   resources: Resources,
   request: InferenceRequest,
-  onText: ((text: string) => void) | undefined,
   history: Array<ChatHistoryItem>,
   functions: ChatModelFunctions | undefined,
   grammar: LlamaGrammar | undefined,
@@ -165,7 +165,6 @@ const planned = (
     ...repeatPenalty(request),
     ...(request.stop === undefined ? {} : { customStopTriggers: [...request.stop] }),
     ...(request.logprobs === true ? { onToken: (tokens: Array<Token>) => content.push(...tokens) } : {}),
-    ...(onText === undefined ? {} : { onTextChunk: onText }),
     ...(functions !== undefined
       ? { functions, onFunctionCallParamsChunk: (chunk) => partialCalls.set(chunk.callIndex, chunk) }
       : grammar !== undefined
@@ -176,6 +175,39 @@ const planned = (
   return Effect.succeed({ history, prompt, options, partialCalls, content, constrained } satisfies Plan)
 }
 
+/** Text as it is decoded, handed on in the generation's own fiber. */
+export type OnText<E> = (text: string) => Effect.Effect<void, E>
+
+/** node-llama-cpp's generation started on `worker`, the sequence marked busy until it settles. */
+const start = (
+  resources: Resources,
+  worker: Worker,
+  planned: Plan,
+  onTextChunk: ((text: string) => void) | undefined
+) => {
+  const { chat, sequence } = worker
+  // Greedy, or free: the grammar-first path would draw the very same tokens, at a cost per token.
+  worker.sampling.constrained = planned.constrained
+  const controller = new AbortController()
+  resources.generating.add(sequence)
+  const done = chat.generateResponse(planned.history, {
+    ...planned.options,
+    ...(onTextChunk === undefined ? {} : { onTextChunk }),
+    signal: controller.signal
+  })
+  void done.finally(() => resources.generating.delete(sequence)).catch(() => undefined)
+  // stopping aborts the generation and waits for llama.cpp to let go of the sequence
+  const stop = Effect.promise(() => {
+    controller.abort()
+    return done.then(() => undefined, () => undefined)
+  })
+  return { done, stop }
+}
+
+/** A generation's failure in pagantic's terms. */
+const failureOf = (resources: Resources, planned: Plan) => (error: unknown): InferenceFailure =>
+  Response.fromGenerationError(error, { promptTokens: planned.prompt.length, contextWindow: resources.contextWindow })
+
 /** Runs node-llama-cpp's generation on `worker`; interruption aborts it and waits for it to stop. */
 const generateResponse = (
   resources: Resources,
@@ -183,26 +215,42 @@ const generateResponse = (
   planned: Plan
 ): Effect.Effect<LlamaChatResponse<ChatModelFunctions>, InferenceFailure> =>
   Effect.async<LlamaChatResponse<ChatModelFunctions>, InferenceFailure>((resume) => {
-    const { chat, sequence } = worker
-    // Greedy, or free: the grammar-first path would draw the very same tokens, at a cost per token.
-    worker.sampling.constrained = planned.constrained
-    const controller = new AbortController()
-    resources.generating.add(sequence)
-    const done = chat.generateResponse(planned.history, { ...planned.options, signal: controller.signal })
-    void done.finally(() => resources.generating.delete(sequence)).catch(() => undefined)
-    done.then(
-      (response) => resume(Effect.succeed(response)),
-      (error) =>
-        resume(Effect.fail(Response.fromGenerationError(error, {
-          promptTokens: planned.prompt.length,
-          contextWindow: resources.contextWindow
-        })))
-    )
-    return Effect.promise(() => {
-      controller.abort()
-      return done.then(() => undefined, () => undefined)
-    })
+    const { done, stop } = start(resources, worker, planned, undefined)
+    const failure = failureOf(resources, planned)
+    done.then((response) => resume(Effect.succeed(response)), (error) => resume(Effect.fail(failure(error))))
+    return stop
   })
+
+/**
+ * The generation with its text handed to `onText` as it is decoded: the chunks
+ * llama.cpp's callbacks leave in a mailbox are taken in this fiber between
+ * tokens, so no second fiber runs beside it. A failing `onText` or an
+ * interruption stops the generation.
+ */
+const streamResponse = <E>(
+  resources: Resources,
+  worker: Worker,
+  planned: Plan,
+  onText: OnText<E>
+): Effect.Effect<LlamaChatResponse<ChatModelFunctions>, InferenceFailure | E> =>
+  Effect.acquireUseRelease(
+    Effect.map(Mailbox.make<string>(), (texts) => {
+      const started = start(resources, worker, planned, (text) => {
+        if (text !== "") texts.unsafeOffer(text)
+      })
+      void started.done.finally(() => texts.unsafeDone(Exit.void)).catch(() => undefined)
+      return { texts, ...started }
+    }),
+    ({ done, texts }) =>
+      Effect.gen(function*() {
+        for (;;) {
+          const [chunks, ended] = yield* texts.takeAll
+          for (const text of chunks) yield* onText(text)
+          if (ended) return yield* Effect.tryPromise({ try: () => done, catch: failureOf(resources, planned) })
+        }
+      }),
+    ({ stop }, exit) => (Exit.isSuccess(exit) ? Effect.void : stop)
+  )
 
 /** The answer's log-probabilities, the sequence marked busy meanwhile (no donor while it is written). */
 const measuring = (resources: Resources, sequence: Worker["sequence"], measure: Logprobs.Measure) =>
@@ -216,12 +264,13 @@ const measuring = (resources: Resources, sequence: Worker["sequence"], measure: 
  * Generates a planned request on a sequence borrowed from the pool (its session's, else the best prefix).
  * A chain of steps, the clock read in the steps around the generation (see `plan`).
  */
-export const generate = (
+export const generate = <E = never>(
   resources: Resources,
   request: InferenceRequest,
   planned: Plan,
-  nextCallId: Effect.Effect<string>
-): Effect.Effect<InferenceResult, InferenceFailure> => {
+  nextCallId: Effect.Effect<string>,
+  onText?: OnText<E>
+): Effect.Effect<InferenceResult, InferenceFailure | E> => {
   const affinity = (worker: Worker) => heldPrefix(worker.sequence, planned.prompt)
   return resources.pool.withSlot(request.sessionKey, affinity, (slot) =>
     Effect.withFiberRuntime((fiber) => {
@@ -230,7 +279,10 @@ export const generate = (
       const before = sequence.tokenMeter.getState()
       const start = clock.unsafeCurrentTimeNanos()
       return Effect.flatMap(resources.sharing.prepare(sequence, planned.prompt), (shared) => {
-        const generated = Effect.flatMap(generateResponse(resources, slot.value, planned), (response) => {
+        const response = onText === undefined
+          ? generateResponse(resources, slot.value, planned)
+          : streamResponse(resources, slot.value, planned, onText)
+        const generated = Effect.flatMap(response, (response) => {
           const elapsedNanos = clock.unsafeCurrentTimeNanos() - start
           const used = sequence.tokenMeter.diff(before)
           const usage = Response.usageOf(used, sequence, resources.contextWindow, elapsedNanos, planned.prompt.length)
@@ -250,16 +302,16 @@ export const generate = (
     }))
 }
 
-/** Plans and generates one request; `onText` receives the text as it is decoded. */
-export const run = (
+/** Plans and generates one request; `onText`, when given, receives the text as it is decoded. */
+export const run = <E = never>(
   resources: Resources,
   grammars: Grammars.Grammars,
   nextCallId: Effect.Effect<string>,
   request: InferenceRequest,
-  onText: ((text: string) => void) | undefined
-): Effect.Effect<InferenceResult, InferenceFailure> =>
+  onText?: OnText<E>
+): Effect.Effect<InferenceResult, InferenceFailure | E> =>
   Effect.flatMap(
-    plan(resources, grammars, request, onText),
+    plan(resources, grammars, request),
     (planned) =>
-      planned instanceof InferenceResult ? Effect.succeed(planned) : generate(resources, request, planned, nextCallId)
+      planned instanceof InferenceResult ? Effect.succeed(planned) : generate(resources, request, planned, nextCallId, onText)
   )

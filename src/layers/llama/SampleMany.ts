@@ -93,7 +93,7 @@ export const sampleMany = (
   Effect.gen(function*() {
     const count = Math.max(0, Math.floor(n))
     if (independentReason(resources, request, count) !== undefined) return yield* Engine.independentSamples(engine, request, count)
-    const planned = yield* Generation.plan(resources, grammars, request, undefined)
+    const planned = yield* Generation.plan(resources, grammars, request)
     if (planned instanceof InferenceResult) return Array.from({ length: count }, () => Either.right(planned))
     const grammar = grammarOf(resources, planned)
     if (grammar === "unsupported") return yield* Engine.independentSamples(engine, request, count)
