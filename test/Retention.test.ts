@@ -129,6 +129,10 @@ describe("retention on a SQLite state file", () => {
     expect(bad.stderr).toContain("error: CONFIG_INVALID_REQUEST: PAGANTIC_RETENTION_DAYS")
     expect(bad.stdout + bad.stderr).not.toContain("Listening on")
     expect(runIds(file)).toHaveLength(13)
+    const badDrain = await launch(["serve", "--no-auth", "--state", file], { PAGANTIC_PORT: "0", PAGANTIC_HOME: path.dirname(file), PAGANTIC_DRAIN_SECONDS: "soon" })
+    expect(badDrain.code).toBe(1)
+    expect(badDrain.stderr).toContain("error: CONFIG_INVALID_REQUEST: PAGANTIC_DRAIN_SECONDS")
+    expect(badDrain.stdout + badDrain.stderr).not.toContain("Listening on")
 
     const server = serve(file, { PAGANTIC_RETENTION_DAYS: "2" })
     try {

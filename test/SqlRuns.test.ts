@@ -314,6 +314,21 @@ describe("SqliteRuns", () => {
     expect(Duration.toMillis(Engine.defaultDrain)).toBe(15_000)
   })
 
+  it.effect("PAGANTIC_DRAIN_SECONDS: unset is the 15 s default, seconds may be fractional, a negative or non-number value names the variable", () =>
+    Effect.gen(function*() {
+      const read = (env: Record<string, string>) =>
+        Engine.drainConfig.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      expect(Duration.toMillis(yield* read({}))).toBe(15_000)
+      expect(Duration.toMillis(yield* read({ PAGANTIC_DRAIN_SECONDS: "2.5" }))).toBe(2_500)
+      expect(Duration.toMillis(yield* read({ PAGANTIC_DRAIN_SECONDS: "0" }))).toBe(0)
+      for (const bad of ["-1", "soon"]) {
+        const failure = yield* Effect.flip(read({ PAGANTIC_DRAIN_SECONDS: bad }))
+        expect(failure.code).toBe("CONFIG_INVALID_REQUEST")
+        expect(failure.message).toContain("PAGANTIC_DRAIN_SECONDS")
+        expect(failure.details["variable"]).toBe("PAGANTIC_DRAIN_SECONDS")
+      }
+    }))
+
   it.live("closing waits `drain` for a run inside a step, then interrupts it; the next start re-drives the run to its end", () => {
     const { db, dir } = tempCase("sql-drain")
     const open = Effect.map(

@@ -326,6 +326,7 @@ export const layerConfig = <Defs extends AnyDefinition>(options: {
           Effect.mapError((error) => OrchestrationFailure.stateUnavailable(`shard lock expiration: ${String(error)}`))
         )
       const retention = yield* Engine.retentionConfig
-      return layer({ url, definitions: options.definitions, runnerHost, runnerPort, shardLockExpiration, retention })
+      const drain = yield* Engine.drainConfig
+      return layer({ url, definitions: options.definitions, runnerHost, runnerPort, shardLockExpiration, retention, drain })
     })
   )

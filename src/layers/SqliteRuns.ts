@@ -177,6 +177,7 @@ export const layerConfig = <Defs extends AnyDefinition>(options: {
         () => defaultFilename
       )
       const retention = yield* Engine.retentionConfig
-      return layer({ filename, definitions: options.definitions, retention })
+      const drain = yield* Engine.drainConfig
+      return layer({ filename, definitions: options.definitions, retention, drain })
     })
   )

@@ -108,9 +108,13 @@ export interface Runner {
 
 type Definitions = ReadonlyArray<RunsModule.Definition<any, any, any, any, Engine>>
 
-/** What a server adds to the runs: how long the threads of ended runs are kept (pruned at start, then hourly). */
+/**
+ * What a server adds to the runs: how long the threads of ended runs are kept
+ * (pruned at start, then hourly), and how long closing waits for a run inside a step.
+ */
 export interface ServerOptions {
   readonly retention?: Duration.Duration | undefined
+  readonly drain?: Duration.Duration | undefined
 }
 
 /**
@@ -121,6 +125,12 @@ export interface ServerOptions {
 export const retention: Effect.Effect<Duration.Duration | undefined, ConfigurationFailure> = Effect.flatMap(
   Effect.promise(() => import("../../layers/durable/Engine.js")),
   (Engine) => Engine.retentionConfig
+)
+
+/** `PAGANTIC_DRAIN_SECONDS` as a server keeps it (unset: 15 s); malformed is CONFIG_INVALID_REQUEST. Read before the server starts. */
+export const drain: Effect.Effect<Duration.Duration, ConfigurationFailure> = Effect.flatMap(
+  Effect.promise(() => import("../../layers/durable/Engine.js")),
+  (Engine) => Engine.drainConfig
 )
 
 /**
@@ -139,7 +149,7 @@ const runsOn = (
     ? Layer.unwrapEffect(
       Effect.map(
         Effect.promise(() => import("../../layers/SqliteRuns.js")),
-        (SqliteRuns) => SqliteRuns.layer({ filename: store.file, definitions: definitions as Definitions, retention: server.retention })
+        (SqliteRuns) => SqliteRuns.layer({ filename: store.file, definitions: definitions as Definitions, retention: server.retention, drain: server.drain })
       )
     )
     : Layer.unwrapEffect(
@@ -152,7 +162,8 @@ const runsOn = (
             runnerHost: runner?.host,
             runnerPort: runner?.port,
             role: runner?.client === true ? "client" : "runner",
-            retention: server.retention
+            retention: server.retention,
+            drain: server.drain
           })
       )
     ).pipe(Layer.mapError((error) => scrubbed(store, error)))

@@ -63,6 +63,19 @@ export const retentionConfig: Effect.Effect<Duration.Duration | undefined, Confi
  */
 export const defaultDrain: Duration.Duration = Duration.seconds(15)
 
+/**
+ * `PAGANTIC_DRAIN_SECONDS`: how long closing a runner waits for a run inside a
+ * step (a number of seconds, 0 or more; unset: `defaultDrain`). A malformed value
+ * is a CONFIG_INVALID_REQUEST naming the variable.
+ */
+export const drainConfig: Effect.Effect<Duration.Duration, ConfigurationFailure> = Config.number("PAGANTIC_DRAIN_SECONDS").pipe(
+  Config.validate({ message: "a number of seconds, 0 or more", validation: (n) => n >= 0 }),
+  Config.map((seconds) => Duration.millis(Math.round(seconds * 1000))),
+  Config.withDefault(defaultDrain)
+).pipe(
+  Effect.mapError((error) => ConfigurationFailure.invalidRequest(`PAGANTIC_DRAIN_SECONDS: ${String(error)}`, { details: { variable: "PAGANTIC_DRAIN_SECONDS" } }))
+)
+
 export interface Options extends Api.Options {
   /** Identifies this process's hold on the runs (a run recorded running by another owner is stale). */
   readonly owner: string

@@ -119,7 +119,9 @@ export const serve = Command.make(
       const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
       // PAGANTIC_RETENTION_DAYS: the ended runs older than it are pruned at start, then hourly
       const retention = yield* durable.retention
-      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner, { retention })
+      // PAGANTIC_DRAIN_SECONDS: how long stopping waits for a run inside a step before interrupting it
+      const drain = yield* durable.drain
+      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner, { retention, drain })
       const system = Live.layer({ engine, runs, bundledTasks: true, facade: { queries: { definition: queries } } })
       const location: ServeAuth.StoreLocation = store.value._tag === "Sqlite" ? { _tag: "Sqlite", file: store.value.file } : { _tag: "Postgres" }
       return yield* served(requests.layer.pipe(Layer.provideMerge(system)), args, location)
