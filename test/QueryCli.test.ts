@@ -14,7 +14,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import * as Cli from "../src/adapters/Cli.js"
-import { llmModelsOf } from "../src/adapters/cli/commands/Query.js"
+import { llmModelsOf } from "../src/adapters/cli/CommandRuns.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { Engine } from "../src/services/Engine.js"
 

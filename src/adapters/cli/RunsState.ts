@@ -54,6 +54,9 @@ export type DurableModule = typeof import("./DurableState.js")
 /** Loads the durable layer's module (the workflow engine, the runner, SQLite). */
 export const loadDurable: Effect.Effect<DurableModule> = Effect.promise(() => import("./DurableState.js"))
 
+/** Loads what a command registers beside the demo's runs (the CLI's queries and requests, and the facade they need). */
+const loadCommandRuns: Effect.Effect<typeof import("./CommandRuns.js")> = Effect.promise(() => import("./CommandRuns.js"))
+
 /** The SQLite state file when nothing names one. */
 export const defaultStateFile = ".pagantic/state.db"
 
@@ -219,9 +222,10 @@ export interface Opened {
 }
 
 /**
- * Opens the runs on the chosen store for the scope: the demo's definition and the
- * application's (`CliRuns`), the engine of `settings` loaded only when a run
- * needs it, or `engine` when given (already loaded). A SQLite file another
+ * Opens the runs on the chosen store for the scope: the demo's definition, the
+ * application's (`CliRuns`) and the CLI's queries and requests (CommandRuns), the
+ * engine of `settings` loaded only when a run needs it, or `engine` when given
+ * (already loaded). A SQLite file another
  * process holds, or a database that cannot be reached, is a CliFailure naming it.
  * `flags` may be a `--state` value alone (the SQLite file, or the environment's choice).
  * On Postgres the process joins as `role` (default a runner).
@@ -235,10 +239,15 @@ export const openRuns = (
   Effect.gen(function* () {
     const store = yield* storeOf(flags)
     const durable = yield* loadDurable
-    const definitions = yield* definitionsOf(durable)
+    const CommandRuns = yield* loadCommandRuns
     const runner = yield* commandRunner(durable, store, role)
-    const engineLayer = engine ?? lazyEngine((yield* CliEngine).make(settings))
-    const context = yield* Layer.build(durable.layer(store, definitions, engineLayer, runner)).pipe(Effect.mapError(runsFailure))
+    // one engine for every run of the command, loaded when one asks it
+    const engineLayer = Layer.succeedContext(yield* Layer.build(engine ?? lazyEngine((yield* CliEngine).make(settings))))
+    const commandRuns = yield* CommandRuns.make(yield* definitionsOf(durable), yield* Effect.provide(Engine, engineLayer))
+    const context = yield* Layer.build(
+      durable.layer(store, commandRuns.definitions, Layer.merge(engineLayer, CommandRuns.responders), runner)
+    ).pipe(Effect.mapError(runsFailure))
+    yield* CommandRuns.bindRequests(commandRuns, engineLayer, context)
     if (store._tag === "Postgres" && role === "runner") {
       // a runner that leaves within a second of joining could leave a database connection
       // open, and the command's process would not exit. The connection seen left open (the

@@ -52,6 +52,11 @@ export interface Unbound {
   readonly definition: RequestDefinition
   /** Binds the facade in context to the definition's runs, and provides `RequestRuns`. */
   readonly layer: Layer.Layer<RequestRuns, never, PaganticSystem>
+  /**
+   * Binds a facade that `facade` builds when a run first asks for it, once: a
+   * process that opens the runs but answers no request never builds one.
+   */
+  readonly bindLazily: (facade: Effect.Effect<Facade>) => Effect.Effect<void>
 }
 
 /**
@@ -110,6 +115,8 @@ export const make: Effect.Effect<Unbound> = Effect.map(Deferred.make<Facade>(), 
     layer: Layer.effect(
       RequestRuns,
       Effect.flatMap(PaganticSystem, (facade) => Effect.as(Deferred.succeed(system, facade), { definition }))
-    )
+    ),
+    // completed with the cached effect itself: each run awaiting the facade runs it, and it builds once
+    bindLazily: (facade) => Effect.flatMap(Effect.cached(facade), (once) => Effect.asVoid(Deferred.completeWith(system, once)))
   }
 })

@@ -18,19 +18,20 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ConfigurationFailure } from "../../../domain/Failure.js"
-import * as Json from "../../../domain/Json.js"
 import type { SystemResponse } from "../../../domain/System.js"
 import * as InMemoryResponders from "../../../layers/InMemoryResponders.js"
 import * as LexicalReranker from "../../../layers/LexicalReranker.js"
-import * as Orchestration from "../../../programs/Orchestration.js"
+import { PaganticSystem } from "../../../programs/Facade.js"
 import { Engine } from "../../../services/Engine.js"
-import type { Responder } from "../../../services/ResponderRegistry.js"
 import * as Live from "../../Live.js"
 import { fail } from "../CliFailure.js"
+import * as CommandRuns from "../CommandRuns.js"
+import { asksHuman, llmModelsOf } from "../CommandRuns.js"
 import { globalOptions, jsonOption } from "../Flags.js"
 import { decodeRequest, readJsonFile } from "../Input.js"
 import { confidence, json, print, respond } from "../Output.js"
@@ -40,48 +41,6 @@ import { withEngineTracked } from "../Wiring.js"
 /** The largest query file read. */
 const maxQueryBytes = 1024 * 1024
 
-/** Where to stop looking for llm predicates (the query's own decoding bounds it further). */
-const maxWalk = 10_000
-
-/**
- * The model names of every llm predicate in a query as written (`~aliases`
- * without the tilde), in order of first appearance; bounded, without recursion.
- */
-export const llmModelsOf = (wire: unknown): ReadonlyArray<string> => {
-  const found = new Set<string>()
-  const stack: Array<unknown> = [wire]
-  for (let seen = 0; stack.length > 0 && seen < maxWalk; seen++) {
-    const value = stack.pop()
-    if (Array.isArray(value)) {
-      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i])
-      continue
-    }
-    if (!Json.isObject(value)) continue
-    if (value.kind === "llm" && typeof value.model === "string") {
-      const name = value.model.startsWith("~") ? value.model.slice(1) : value.model
-      if (name.length > 0) found.add(name)
-    }
-    // an inline answer schema holds no responders
-    for (const [key, child] of Object.entries(value).reverse()) if (key !== "schema") stack.push(child)
-  }
-  return Array.from(found)
-}
-
-/** Whether a query as written names a human (`kind: "actor"`) responder; bounded, without recursion. */
-export const asksHuman = (wire: unknown): boolean => {
-  const stack: Array<unknown> = [wire]
-  for (let seen = 0; stack.length > 0 && seen < maxWalk; seen++) {
-    const value = stack.pop()
-    if (Array.isArray(value)) {
-      stack.push(...value)
-      continue
-    }
-    if (!Json.isObject(value)) continue
-    if (value.kind === "actor") return true
-    for (const [key, child] of Object.entries(value)) if (key !== "schema") stack.push(child)
-  }
-  return false
-}
 
 const printAnswer = (response: SystemResponse) =>
   Effect.gen(function* () {
@@ -122,24 +81,22 @@ export const query = Command.make(
       yield* withEngineTracked(args, "query", (engine) =>
         Effect.gen(function* () {
           const service = yield* Effect.provide(Engine, engine)
-          const responders = models.map((model): Responder => ({ id: model, kind: "llm", model, engine: service }))
-          const aliases = Object.fromEntries(models.map((m) => [m, m]))
           const registry = Layer.merge(
             // the model names are distinct and the descriptors well formed: registering cannot fail
-            InMemoryResponders.layer({ responders, aliases }).pipe(Layer.orDie),
+            InMemoryResponders.layer({ responders: CommandRuns.respondersOf(models, service), aliases: CommandRuns.aliasesOf(models) }).pipe(Layer.orDie),
             LexicalReranker.layer()
           )
           if (Option.isNone(store)) {
             const system = Live.layer({ engine, tools: [], responders: registry }).pipe(Layer.orDie)
             return yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
           }
-          // a durable run of the store: the query's definition beside the CLI's own
-          const queries = Orchestration.definition({ aliases })
+          // a durable run of the store, beside every other run the CLI makes
           const durable = yield* loadDurable
           const runner = yield* commandRunner(durable, store.value)
-          const runs = durable.layerWith(store.value, [...(yield* definitionsOf(durable)), queries], runner)
+          const commandRuns = yield* CommandRuns.make(yield* definitionsOf(durable), service)
+          const runs = durable.layerWith(store.value, commandRuns.definitions, runner)
           const system = yield* Layer.build(
-            Live.layer({ engine, tools: [], responders: registry, runs, facade: { queries: { definition: queries } } })
+            Live.layer({ engine, tools: [], responders: registry, runs, facade: { queries: { definition: commandRuns.queries } } })
           ).pipe(
             Effect.mapError((error) =>
               error._tag === "OrchestrationFailure" || error._tag === "ConfigurationFailure"
@@ -147,6 +104,8 @@ export const query = Command.make(
                 : runsFailure(ConfigurationFailure.invalidRequest(String(error)))
             )
           )
+          // a request run re-driven on this store is answered by this facade
+          yield* commandRuns.requests.bindLazily(Effect.succeed(Context.get(system, PaganticSystem)))
           return yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))
         }))
     })

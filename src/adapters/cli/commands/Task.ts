@@ -21,7 +21,6 @@ import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { SystemResponse } from "../../../domain/System.js"
 import type * as Facade from "../../../programs/Facade.js"
-import * as RequestRun from "../../../programs/facade/RequestRun.js"
 import { Runs } from "../../../services/Runs.js"
 import { isBundledModelName } from "../../../layers/llama/PaganticChatWrapper.js"
 import { Engine } from "../../../services/Engine.js"
@@ -30,6 +29,7 @@ import * as Live from "../../Live.js"
 import { globalOptions, integerIn, jsonOption, maxTokensOption } from "../Flags.js"
 import { decodeRequest, hints, messages, messageText } from "../Input.js"
 import { fail } from "../CliFailure.js"
+import * as CommandRuns from "../CommandRuns.js"
 import { formatUsage, json, print, respond } from "../Output.js"
 import { chosenStore, commandRunner, definitionsOf, loadDurable, runsFailure, stateOption, type Store } from "../RunsState.js"
 import { withEngineTracked } from "../Wiring.js"
@@ -60,17 +60,24 @@ const durableTask = (
   asJson: boolean
 ) =>
   Effect.gen(function* () {
-    const requests = yield* RequestRun.make
     const durable = yield* loadDurable
     const runner = yield* commandRunner(durable, store)
-    // the runs first (their definitions need only the engine), then the facade on them
-    const runs = yield* Layer.build(durable.layer(store, [...(yield* definitionsOf(durable)), requests.definition], engine, runner)).pipe(
-      Effect.mapError(runsFailure)
-    )
+    const commandRuns = yield* CommandRuns.make(yield* definitionsOf(durable), yield* Effect.provide(Engine, engine))
+    const { requests } = commandRuns
+    // the runs first (their definitions need only the engine and the query runs' responders), then the facade on them
+    const runs = yield* Layer.build(
+      durable.layer(store, commandRuns.definitions, Layer.merge(engine, CommandRuns.responders), runner)
+    ).pipe(Effect.mapError(runsFailure))
     const service = Context.get(runs, Runs)
     // the engine is already built and the runs open: composing the facade around them cannot fail
     yield* Layer.build(
-      requests.layer.pipe(Layer.provideMerge(Live.layer({ engine, tools: [], facade, runs: Layer.succeedContext(runs) })))
+      requests.layer.pipe(Layer.provideMerge(Live.layer({
+        engine,
+        tools: [],
+        responders: CommandRuns.responders,
+        facade: { ...facade, queries: { definition: commandRuns.queries } },
+        runs: Layer.succeedContext(runs)
+      })))
     ).pipe(Effect.orDie)
     const runId = yield* service.start(requests.definition, wire).pipe(Effect.mapError(runsFailure))
     if (!asJson) yield* print(`run: ${runId}`)
