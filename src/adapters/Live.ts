@@ -95,13 +95,25 @@ export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, E
   LexicalReranker.layer()
 )
 
-/** The facade with its services: engine, tools, constraint, memory, observability. */
-export const layer = <E = never, ER = never>(
+/** What `layer` provides: the facade and the services it runs on, shared with the caller. */
+export type Provided = Facade.PaganticSystem | Engine | EventLog | Metrics | ConversationStore | SessionState | ToolRegistryTag | ConstraintTag
+
+/**
+ * The facade with its services: engine, tools, constraint, memory, observability;
+ * with `runs`, the durable runs too (the Runs service is provided beside the facade).
+ */
+export function layer<E = never, ER = never>(
+  options: Options<E, ER> & { readonly runs: NonNullable<Options<E, ER>["runs"]> }
+): Layer.Layer<Provided | Runs, E | ER | InferenceFailure | ConfigError.ConfigError>
+export function layer<E = never, ER = never>(
+  options?: Options<E, ER>
+): Layer.Layer<Provided, E | ER | InferenceFailure | ConfigError.ConfigError>
+export function layer<E = never, ER = never>(
   options: Options<E, ER> = {}
-): Layer.Layer<
-  Facade.PaganticSystem | Engine | EventLog | Metrics | ConversationStore | SessionState | ToolRegistryTag | ConstraintTag,
-  E | ER | InferenceFailure | ConfigError.ConfigError
-> => {
+):
+  | Layer.Layer<Provided, E | ER | InferenceFailure | ConfigError.ConfigError>
+  | Layer.Layer<Provided | Runs, E | ER | InferenceFailure | ConfigError.ConfigError>
+{
   // Each layer is one value, so the facade and the caller share one engine and one log.
   const engine: Layer.Layer<Engine, E | InferenceFailure | ConfigError.ConfigError> =
     options.engine ?? LlamaEngine.layerConfig()
