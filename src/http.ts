@@ -7,4 +7,5 @@
  * NodeRuntime.runMain(Http.serve(Live.layer())) // 127.0.0.1:8080, PAGANTIC_* from the environment
  */
 export * as Http from "./adapters/Http.js"
+export * as App from "./adapters/App.js"
 export * as Live from "./adapters/Live.js"

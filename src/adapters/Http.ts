@@ -73,13 +73,11 @@ export * as Page from "./http/Page.js"
 export * as PageTrace from "./http/PageTrace.js"
 export { statusOf, statusOfError, traceIdOf } from "./http/Status.js"
 
-const handlers = (options: Options) =>
+const handlers = (options: Options, places: Admission.Places) =>
   HttpApiBuilder.group(PaganticApi, "pagantic", (handlers) =>
     Effect.gen(function* () {
       const settings = settingsOf(options)
       const engine = yield* Engine
-      // one count of durable runs in flight for both routes that start them
-      const places = Admission.runPlaces(settings)
       const run = yield* Run.make(settings, places)
       const chat = yield* ChatCompletions.make(settings)
       const responses = yield* Responses.make(settings)
@@ -99,11 +97,12 @@ const modelsHandlers = HttpApiBuilder.group(PaganticApi, "models", (handlers) =>
     handlers.handle("listModels", () => models.list).handle("showModel", ({ path }) => models.show(path.id))))
 
 /** The runs endpoints: served on the `Runs` in context, a 404 saying so without it. */
-const runsHandlers = (options: Options) =>
+const runsHandlers = (options: Options, places: Admission.Places) =>
   HttpApiBuilder.group(PaganticApi, "runs", (handlers) =>
-    Effect.map(RunsHttp.make(settingsOf(options)), (runs) =>
+    Effect.map(RunsHttp.make(settingsOf(options), places), (runs) =>
       handlers
         .handleRaw("listRuns", ({ request }) => runs.list(request))
+        .handleRaw("startRun", ({ request }) => runs.start(request))
         .handleRaw("showRun", ({ path }) => runs.show(path.id))
         .handleRaw("runEvents", ({ path, request }) => runs.events(request, path.id))
         .handleRaw("cancelRun", ({ path }) => runs.cancel(path.id))
@@ -154,10 +153,12 @@ export const layerApi = (options: Options = {}): Layer.Layer<HttpApi.Api, Config
         allowedMethods: ["GET", "POST"]
       })
       : undefined
+    // one count of durable runs in flight for every route that starts them
+    const places = Admission.runPlaces(settingsOf(options))
     return HttpApiBuilder.api(PaganticApi).pipe(
-      Layer.provide(handlers(options)),
+      Layer.provide(handlers(options, places)),
       Layer.provide(modelsHandlers),
-      Layer.provide(runsHandlers(options)),
+      Layer.provide(runsHandlers(options, places)),
       Layer.provide(respondersHandlers),
       Layer.provide(HttpApiBuilder.middleware(Effect.map(Page.middleware(settingsOf(options)), (page) => (app) => {
         const served = edge(page(app))

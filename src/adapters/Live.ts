@@ -14,12 +14,11 @@ import * as GrammarChecker from "../layers/LlamaGrammarChecker.js"
 import { isBundledModelName } from "../layers/llama/PaganticChatWrapper.js"
 import * as LlamaEngine from "../layers/LlamaEngine.js"
 import * as Memory from "../layers/InMemoryMemory.js"
-import * as InMemoryResponders from "../layers/InMemoryResponders.js"
-import * as LexicalReranker from "../layers/LexicalReranker.js"
 import * as Observe from "../layers/InMemoryObserve.js"
 import * as ToolRegistry from "../layers/InProcessToolRegistry.js"
 import * as Calculator from "../layers/tools/Calculator.js"
 import * as Facade from "../programs/Facade.js"
+import * as App from "./App.js"
 import * as BundledTasks from "./BundledTasks.js"
 import type { Constraint as ConstraintTag } from "../services/Constraint.js"
 import type { Engine } from "../services/Engine.js"
@@ -46,7 +45,7 @@ export interface Options<E, ER = never> {
    * Who answers mode query (and `POST /v1/queries`). Default: the engine as one
    * llm responder, model "model" (also `~model`), ranked by the LexicalReranker.
    */
-  readonly responders?: Layer.Layer<ResponderRegistry | Reranker, never, Engine>
+  readonly responders?: Layer.Layer<ResponderRegistry | Reranker, ER, Engine>
   /**
    * Durable runs the facade runs queries on (with `facade.queries.definition`
    * registered among their definitions); they get the engine and the responders,
@@ -81,19 +80,12 @@ const facadeOn = (options: Facade.Options, bundledTasks: boolean) =>
     )
 
 /** The `~aliases` of `engineResponder` (for a query definition run outside the facade's check). */
-export const engineResponderAliases: Readonly<Record<string, string>> = { model: "model" }
+export const engineResponderAliases: Readonly<Record<string, string>> = App.engineAliases
 
 /** The engine as the one llm responder of queries: model "model", alias `~model`. */
-export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, Engine> = Layer.merge(
-  Layer.unwrapEffect(
-    Effect.map(EngineTag, (engine) =>
-      InMemoryResponders.layer({
-        responders: [{ id: "model", kind: "llm", model: "model", engine, description: "the served model" }],
-        aliases: engineResponderAliases
-      }).pipe(Layer.orDie))
-  ),
-  LexicalReranker.layer()
-)
+export const engineResponder: Layer.Layer<ResponderRegistry | Reranker, never, Engine> =
+  // one well-formed responder: registering it cannot fail
+  Layer.orDie(App.responders(App.none))
 
 /** What `layer` provides: the facade and the services it runs on, shared with the caller. */
 export type Provided = Facade.PaganticSystem | Engine | EventLog | Metrics | ConversationStore | SessionState | ToolRegistryTag | ConstraintTag

@@ -8,6 +8,7 @@
  *   POST /v1/queries           an infer.query.v1 query in, its answer (200) or its run (202) out
  *   GET  /health               the engine's model and "ok"
  *   GET  /v1/runs, /v1/runs/{id}, /v1/runs/{id}/events (SSE)
+ *   POST /v1/runs                               start a run of an offered definition
  *   POST /v1/runs/{id}/cancel, /v1/runs/{id}/slots/{slot}   durable runs
  *   GET  /v1/responders/{id}/inbox (SSE)   a human responder's slots as they are sent
  *
@@ -260,6 +261,18 @@ const runRefusals = Schema.Union(...refusalStatuses.map(RunFailure.at))
 
 export const listRuns = HttpApiEndpoint.get("listRuns", "/v1/runs").addSuccess(RunList).addError(runRefusals)
 
+/**
+ * The body of `POST /v1/runs`: the name of a definition the server offers to be
+ * started (`Http.Options.definitions`) and its input, checked by the definition's
+ * payload Schema. The run is the caller's.
+ */
+export const StartRun = Schema.Struct({ definition: Schema.String, input: Schema.Unknown })
+
+export const startRun = HttpApiEndpoint.post("startRun", "/v1/runs")
+  .setPayload(StartRun)
+  .addSuccess(RunView, { status: 202 })
+  .addError(runRefusals)
+
 export const showRun = HttpApiEndpoint.get("showRun", "/v1/runs/:id").setPath(RunId).addSuccess(RunView).addError(runRefusals)
 
 /** Server-sent events: each record of the run's thread (`id` its seq), then `end` with the run. */
@@ -282,6 +295,7 @@ export const respondToSlot = HttpApiEndpoint.post("respondToSlot", "/v1/runs/:id
  */
 export class RunsGroup extends HttpApiGroup.make("runs")
   .add(listRuns)
+  .add(startRun)
   .add(showRun)
   .add(runEvents)
   .add(cancelRun)

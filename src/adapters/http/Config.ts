@@ -7,6 +7,7 @@ import * as Config from "effect/Config"
 import * as Duration from "effect/Duration"
 import * as Option from "effect/Option"
 import type * as Redacted from "effect/Redacted"
+import type { AnyDefinition } from "../../services/Runs.js"
 import * as Guard from "./Guard.js"
 import type { KeyEntry } from "./Keys.js"
 import { backstopOf } from "./Lifetime.js"
@@ -58,6 +59,12 @@ export interface Options {
   readonly asyncRunTimeout?: Duration.DurationInput | undefined
   /** `/v1/events/stream` listeners at once; past it 429 with `Retry-After`. Default 32. */
   readonly maxEventListeners?: number | undefined
+  /**
+   * Durable definitions a client may start by name at `POST /v1/runs` (the Runs
+   * in context must have them registered), counted among the runs in flight.
+   * Default none.
+   */
+  readonly definitions?: ReadonlyArray<AnyDefinition> | undefined
 }
 
 export const defaults = {
@@ -84,6 +91,7 @@ export interface Settings {
   /** The time limit of an async run in ms; undefined when unbounded. */
   readonly asyncLimitMs: number | undefined
   readonly maxEventListeners: number
+  readonly definitions: ReadonlyArray<AnyDefinition>
 }
 
 /** A duration as a positive number of ms, or undefined when it is unbounded (infinite or 0). */
@@ -106,7 +114,8 @@ export const settingsOf = (options: Options): Settings => {
     maxRunsInFlight: countOf(options.maxRunsInFlight, defaults.maxRunsInFlight),
     maxRunsPerPrincipal: countOf(options.maxRunsPerPrincipal, defaults.maxRunsPerPrincipal),
     asyncLimitMs: limitOf(options.asyncRunTimeout ?? defaults.asyncRunTimeout),
-    maxEventListeners: countOf(options.maxEventListeners, defaults.maxEventListeners)
+    maxEventListeners: countOf(options.maxEventListeners, defaults.maxEventListeners),
+    definitions: options.definitions ?? []
   }
 }
 

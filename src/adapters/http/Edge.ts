@@ -36,6 +36,7 @@ const routes: ReadonlyArray<readonly [string, string]> = [
   ["/v1/models", "GET"],
   ["/v1/models/{id}", "GET"],
   ["/v1/runs", "GET"],
+  ["/v1/runs", "POST"],
   ["/v1/runs/{id}", "GET"],
   ["/v1/runs/{id}/events", "GET"],
   ["/v1/runs/{id}/cancel", "POST"],
@@ -50,8 +51,11 @@ const routePatterns = routes.map(([route, method]) =>
   [new RegExp(`^${route.replace(/\{[a-z]+\}/g, "[^/]+")}$`), method] as const
 )
 
-/** The method of the route `path` is, if it is one. */
-const allowedOn = (path: string): string | undefined => routePatterns.find(([pattern]) => pattern.test(path))?.[1]
+/** The methods of the route `path` is (as an Allow header lists them), if it is one. */
+const allowedOn = (path: string): string | undefined => {
+  const methods = routePatterns.filter(([pattern]) => pattern.test(path)).map(([, method]) => method)
+  return methods.length === 0 ? undefined : methods.join(", ")
+}
 
 export interface EdgeOptions {
   /**
@@ -206,7 +210,7 @@ export const middleware = (options: EdgeOptions & { readonly host: string }) => 
             // a known route asked with its own method matched no handler (a path
             // parameter past the router's length limit): not found, not a method problem
             const allowed = allowedOn(path)
-            return allowed === undefined || allowed === request.method
+            return allowed === undefined || allowed.split(", ").includes(request.method)
               ? errorResponse(
                 path,
                 404,

@@ -40,6 +40,7 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as Json from "../../domain/Json.js"
@@ -49,6 +50,7 @@ import { DeclineReason } from "../../services/Durable.js"
 import type { Answerer, RunInfo, RunsError, Service as RunsService } from "../../services/Runs.js"
 import { Runs, RunStatus, ThreadRecord } from "../../services/Runs.js"
 import type { RefusalStatus, RunFailure, RunView } from "./Api.js"
+import * as Admission from "./Admission.js"
 import * as Body from "./Body.js"
 import type { Settings } from "./Config.js"
 import * as Refusals from "./Refusals.js"
@@ -229,7 +231,7 @@ const slotResponse = (
 }
 
 /** The handlers of the runs endpoints, built once per server. */
-export const make = (settings: Settings) =>
+export const make = (settings: Settings, places: Admission.Places = Admission.runPlaces(settings)) =>
   Effect.gen(function* () {
     const runs = yield* Effect.serviceOption(Runs)
     const newRequestId = yield* Lifetime.newRequestIds
@@ -294,6 +296,59 @@ export const make = (settings: Settings) =>
             Effect.catchAll((error) => refuse(toSystemError(error)))
           )
           return { runs: infos.map(viewOf) }
+        })
+      )
+
+    /**
+     * `POST /v1/runs`: a run of an offered definition, its input checked by the
+     * definition's payload Schema (every problem named by its field under `input`),
+     * the caller's, holding a place among the runs in flight until it ends.
+     */
+    const start = (request: HttpServerRequest.HttpServerRequest) =>
+      withRuns((service, refuse) =>
+        Effect.gen(function* () {
+          const body = yield* Effect.either(Body.readJson(request, settings.maxBodyBytes))
+          if (Either.isLeft(body)) return yield* refuse(Refusals.invalidRequest(body.left.message), body.left.status)
+          const shaped = Guard.checkShape(body.right, settings.limits)
+          if (Either.isLeft(shaped)) return yield* refuse(Refusals.fromProblem(shaped.left))
+          const wire = body.right
+          const offered = settings.definitions.map((d) => d.name)
+          if (!Json.isObject(wire) || typeof wire["definition"] !== "string") {
+            return yield* refuse(Refusals.fromProblem({
+              field: Json.isObject(wire) ? "definition" : "the body",
+              message: `expected { definition, input } with definition one of ${offered.length === 0 ? "(none offered)" : offered.map(quote).join(", ")}`
+            }))
+          }
+          const name = wire["definition"]
+          const definition = settings.definitions.find((d) => d.name === name)
+          if (definition === undefined) {
+            return yield* refuse(
+              Refusals.invalidRequest(
+                `definition: no definition ${quote(name)} is offered here (${offered.length === 0 ? "none is" : `offered: ${offered.map(quote).join(", ")}`})`,
+                { field: "definition" }
+              ),
+              404
+            )
+          }
+          const input = yield* Effect.either(Schema.decodeUnknown(definition.payload, { errors: "all" })(wire["input"]))
+          if (Either.isLeft(input)) {
+            const issues = ParseResult.ArrayFormatter.formatErrorSync(input.left).slice(0, 8)
+            const fields = issues.map((issue) => ["input", ...issue.path.map(String)].join("."))
+            return yield* refuse(Refusals.invalidRequest(
+              issues.map((issue, i) => `${fields[i]}: ${Text.excerpt(issue.message, 200)}`).join("; "),
+              { field: fields[0] ?? "input", fields }
+            ))
+          }
+          const principal = yield* CurrentPrincipal
+          const place = yield* places.take(principal.name)
+          if (Either.isLeft(place)) return yield* Admission.refuse(place.left, yield* newRequestId)
+          const id = yield* service.start(definition, input.right, { owner: ownerOf(principal) }).pipe(
+            Effect.tapError(() => place.right),
+            Effect.catchAll(refuseRunsError(refuse))
+          )
+          // the place is the run's until it ends
+          yield* Effect.forkDaemon(Effect.ensuring(Effect.ignore(service.await(id)), place.right))
+          return viewOf(yield* service.poll(id).pipe(Effect.catchAll(refuseRunsError(refuse))))
         })
       )
 
@@ -376,5 +431,5 @@ export const make = (settings: Settings) =>
         })
       )
 
-    return { list, show, events, cancel, respond }
+    return { list, start, show, events, cancel, respond }
   })

@@ -6,6 +6,10 @@
  * served under /v1/runs; on Postgres the server is a runner of the database at
  * PAGANTIC_RUNNER_HOST:PAGANTIC_RUNNER_PORT (default 127.0.0.1:34431). The
  * durable layer is imported only then, so a server without state starts without it.
+ *
+ * `--app FILE` hosts an application (App): its tools beside the calculator, its
+ * query responders (humans told in their inbox) beside the served engine, and,
+ * with a store, its durable definitions, startable by name at `POST /v1/runs`.
  */
 import * as Command from "@effect/cli/Command"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -15,11 +19,17 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ConfigurationFailure } from "../../../domain/Failure.js"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as App from "../../App.js"
 import * as Http from "../../Http.js"
+import * as NotificationChannels from "../../../layers/NotificationChannels.js"
+import * as Notification from "../../../programs/query/Notification.js"
+import { Notifications } from "../../../services/Notifications.js"
 import * as RequestRun from "../../../programs/facade/RequestRun.js"
 import * as Orchestration from "../../../programs/Orchestration.js"
 import type { PaganticSystem } from "../../../programs/Facade.js"
 import type { Engine } from "../../../services/Engine.js"
+import type { AnyDefinition } from "../../../services/Runs.js"
 import * as Live from "../../Live.js"
 import { CliFailure, fromLayerFailure } from "../CliFailure.js"
 import { globalOptions, integerIn, textFlag } from "../Flags.js"
@@ -51,11 +61,17 @@ const announce = (key: string, file: string) =>
  * Serves `system` with the options of `flags` and the environment, and the
  * key `ServeAuth` finds or makes for them.
  */
-const served = <E>(system: Layer.Layer<PaganticSystem | Engine, E>, flags: ServeFlags, store: ServeAuth.StoreLocation) =>
+const served = <E>(
+  system: Layer.Layer<PaganticSystem | Engine, E>,
+  flags: ServeFlags,
+  store: ServeAuth.StoreLocation,
+  definitions: ReadonlyArray<AnyDefinition> = []
+) =>
   Effect.gen(function* () {
     const configured = yield* serveOptions(flags)
     const auth = yield* ServeAuth.resolve(configured, { noAuth: flags.noAuth ?? false, keys: flags.keys ?? Option.none() }, store)
-    const server = Http.layerConfig(auth.options).pipe(Layer.provide(system))
+    // the application's definitions may be started by name at POST /v1/runs
+    const server = Http.layerConfig({ ...auth.options, definitions }).pipe(Layer.provide(system))
     return yield* Layer.launch(auth.announce === undefined ? server : announce(auth.announce.key, auth.announce.file).pipe(Layer.provideMerge(server)))
   })
 
@@ -100,6 +116,10 @@ export const serve = Command.make(
     keys: textFlag("keys").pipe(
       Options.withDescription("a keys file of principals (default: PAGANTIC_KEYS_FILE, else $PAGANTIC_HOME/keys.json when it exists)"),
       Options.optional
+    ),
+    app: textFlag("app").pipe(
+      Options.withDescription("an application module (JavaScript) whose default export, made with App.make, adds tools, query responders and durable definitions"),
+      Options.optional
     )
   },
   (args) =>
@@ -108,12 +128,15 @@ export const serve = Command.make(
       const settings = yield* settingsOf(args)
       // the engine as it is (not the recording one): a server runs for long
       const engine = engines.make(settings)
+      // the application's tools, responders and definitions, beside the bundled ones
+      const app = Option.isSome(args.app) ? yield* App.load(args.app.value) : App.none
+      const tools = App.toolsOf(app)
+      const responders = App.responders(app)
       const store = yield* chosenStore(args.state)
       // on the bundled model, mode task runs with what it was taught, as `pagantic task` does
-      if (Option.isNone(store)) return yield* served(Live.layer({ engine, bundledTasks: true }), args, undefined)
-      // with state, queries are durable runs too (their responders: the served engine),
+      if (Option.isNone(store)) return yield* served(Live.layer({ engine, tools, responders, bundledTasks: true }), args, undefined)
+      // with state, queries are durable runs too (their responders: the served engine and the app's),
       // and so is a /v1/run request asked with Prefer: respond-async
-      const queries = Orchestration.definition({ aliases: Live.engineResponderAliases })
       const requests = yield* RequestRun.make
       const durable = yield* loadDurable
       const runner = store.value._tag === "Postgres" ? yield* serveRunner : undefined
@@ -121,10 +144,18 @@ export const serve = Command.make(
       const retention = yield* durable.retention
       // PAGANTIC_DRAIN_SECONDS: how long stopping waits for a run inside a step before interrupting it
       const drain = yield* durable.drain
-      const runs = durable.serverLayer(store.value, [...(yield* definitionsOf(durable)), queries, requests.definition], runner, { retention, drain })
-      const system = Live.layer({ engine, runs, bundledTasks: true, facade: { queries: { definition: queries } } })
+      const own = yield* definitionsOf(durable)
+      // a human asked by a query is told in its inbox (or its webhook, push channel, digest), where the page listens
+      const system = Layer.unwrapEffect(Effect.map(Notifications, (notifications) => {
+        const queries = Orchestration.definition({ aliases: App.engineAliases, notify: Notification.notifyThrough(notifications) })
+        const definitions = [...own, queries, requests.definition, ...(app.definitions ?? [])]
+        const runs = durable.serverLayer(store.value, definitions, runner, { retention, drain })
+        return requests.layer.pipe(
+          Layer.provideMerge(Live.layer({ engine, tools, responders, runs, bundledTasks: true, facade: { queries: { definition: queries } } }))
+        )
+      })).pipe(Layer.provideMerge(NotificationChannels.layer().pipe(Layer.provide(NodeHttpClient.layerUndici))))
       const location: ServeAuth.StoreLocation = store.value._tag === "Sqlite" ? { _tag: "Sqlite", file: store.value.file } : { _tag: "Postgres" }
-      return yield* served(requests.layer.pipe(Layer.provideMerge(system)), args, location)
+      return yield* served(system, args, location, app.definitions)
     }).pipe(
       Effect.mapError((e) =>
         e._tag === "ServeError"
