@@ -29,7 +29,6 @@ import type { Slot } from "../src/services/Durable.js"
 import * as Runs from "../src/services/Runs.js"
 import { Approval, Probe, secretOf } from "../test/support/durable-runs.js"
 import { spawnChild, tempCase, waitForFile } from "../test/support/durable-spawn.js"
-import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import { commitTimes } from "./commit.js"
 import * as PostgresBench from "./postgres.bench.js"
 import type { Row } from "./Table.js"
@@ -132,7 +131,7 @@ export const run: Effect.Effect<ReadonlyArray<Row>> = Effect.orDie(Effect.gen(fu
     sqlite
   ).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true }))))
   const commit = tempCase("bench-commit")
-  const commits = yield* Effect.provide(commitTimes(STEPS), SqliteClient.layer({ filename: commit.db })).pipe(
+  const commits = yield* Effect.provide(commitTimes(STEPS), SqliteRuns.clientLayer(commit.db)).pipe(
     Effect.ensuring(Effect.sync(() => fs.rmSync(commit.dir, { recursive: true, force: true })))
   )
   const memoryRunsPerSecond = yield* Effect.provide(concurrent, memory)

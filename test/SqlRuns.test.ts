@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import * as Config from "effect/Config"
 import * as Context from "effect/Context"
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -313,6 +314,23 @@ describe("SqliteRuns", () => {
   it("closing waits 15 seconds by default for a run inside a step (the cluster's entity termination timeout)", () => {
     expect(Duration.toMillis(Engine.defaultDrain)).toBe(15_000)
   })
+
+  it.effect("the store syncs every commit by default (synchronous FULL in WAL mode); \"normal\" only at checkpoints", () =>
+    Effect.gen(function* () {
+      const { db, dir } = tempCase("sql-synchronous")
+      const read = (synchronous?: SqliteRuns.Synchronous) =>
+        Effect.scoped(Effect.flatMap(Layer.build(SqliteRuns.clientLayer(db, synchronous)), (context) =>
+          Effect.gen(function* () {
+            const sql = Context.get(context, SqlClient.SqlClient)
+            const [mode] = yield* sql<{ journal_mode: string }>`PRAGMA journal_mode`
+            const [sync] = yield* sql<{ synchronous: number }>`PRAGMA synchronous`
+            return [mode!.journal_mode, sync!.synchronous] as const
+          })))
+      expect(yield* read()).toEqual(["wal", 2])
+      expect(yield* read("normal")).toEqual(["wal", 1])
+      expect(yield* read("full")).toEqual(["wal", 2])
+      fs.rmSync(dir, { recursive: true, force: true })
+    }))
 
   it.effect("PAGANTIC_DRAIN_SECONDS: unset is the 15 s default, seconds may be fractional, a negative or non-number value names the variable", () =>
     Effect.gen(function*() {

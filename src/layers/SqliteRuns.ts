@@ -51,13 +51,26 @@ export interface Options<Defs extends AnyDefinition> {
    * it (default 15 seconds); an interrupted run is re-driven at the next start.
    */
   readonly drain?: Duration.DurationInput | undefined
+  /**
+   * How a commit reaches the disk. "full" (default): the write-ahead log is synced
+   * at every commit, so a recorded step survives a power loss or an OS crash.
+   * "normal": it is synced at checkpoints only, so a step survives a killed
+   * process but may be lost with the machine, for a cheaper commit.
+   */
+  readonly synchronous?: Synchronous | undefined
 }
+
+export type Synchronous = "full" | "normal"
 
 const unavailable = (what: string) => (error: { readonly message: string }) =>
   OrchestrationFailure.stateUnavailable(`${what}: ${error.message}`, { cause: error })
 
-/** The SQL client on `filename`, owned by this process, its tables created. */
-const store = (filename: string) =>
+/**
+ * The SQL client a SqliteRuns layer keeps its runs on: `filename` created 0600 and
+ * owned by this process, in WAL mode, each commit synced as `synchronous` says
+ * (default "full"), its tables created.
+ */
+export const clientLayer = (filename: string, synchronous: Synchronous = "full") =>
   Layer.unwrapScoped(
     Effect.gen(function* () {
       yield* Effect.try({
@@ -69,9 +82,13 @@ const store = (filename: string) =>
       })
       yield* Owner.acquire(filename)
       const client = SqliteClient.layer({ filename }).pipe(Layer.mapError(unavailable(`cannot open ${filename}`)))
+      // the client opens in WAL mode, where the driver's default syncs at checkpoints only
+      const durability = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`PRAGMA synchronous = ${sql.literal(synchronous.toUpperCase())}`)
       // a new file gives pruned pages back in steps (see Compact)
-      const created = Compact.incrementalOnCreate.pipe(Effect.mapError(unavailable(`cannot set up ${filename}`)))
-      return Layer.effectDiscard(Effect.zipRight(created, Tables.migrate)).pipe(Layer.provideMerge(client))
+      const created = Compact.incrementalOnCreate
+      return Layer.effectDiscard(
+        Effect.zipRight(Effect.mapError(Effect.zipRight(durability, created), unavailable(`cannot set up ${filename}`)), Tables.migrate)
+      ).pipe(Layer.provideMerge(client))
     })
   )
 
@@ -101,7 +118,7 @@ export const layer = <Defs extends AnyDefinition>(
       })
     ),
     Layer.mapError(unavailable("cannot start the workflow runner")),
-    Layer.provideMerge(store(filename))
+    Layer.provideMerge(clientLayer(filename, options.synchronous))
   )
   return Layer.scoped(
     Runs,
