@@ -119,7 +119,7 @@ describe("pagantic serve --app", () => {
     }
   }, 120_000)
 
-  it("a module that is no App, or cannot be loaded, stops serve before it listens, naming --app", async () => {
+  it("a module that is no App, cannot be found, or is CommonJS stops serve before it listens, naming --app", async () => {
     const bad = await launch(["serve", "--no-auth", "--app", badAppFile])
     expect(bad.code).toBe(1)
     expect(bad.stderr).toContain("error: CONFIG_INVALID_REQUEST: --app")
@@ -128,5 +128,11 @@ describe("pagantic serve --app", () => {
     const missing = await launch(["serve", "--no-auth", "--app", path.join(home, "nowhere.js")])
     expect(missing.code).toBe(1)
     expect(missing.stderr).toContain("cannot load it")
+    // a .js file outside a "type": "module" package is CommonJS to node
+    const commonJs = path.join(home, "app.js")
+    fs.writeFileSync(commonJs, `import * as fs from "node:fs"\nexport default {}\n`)
+    const cjs = await launch(["serve", "--no-auth", "--app", commonJs])
+    expect(cjs.code).toBe(1)
+    expect(cjs.stderr).toContain(`an App is an ES module: name it .mjs, or set "type": "module" in its package.json`)
   }, 90_000)
 })

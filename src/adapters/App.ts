@@ -7,7 +7,7 @@
  * `make` so that its parts are checked by type:
  *
  * @example
- * // app.js
+ * // app.mjs (an ES module: .mjs, or .js in a package of "type": "module")
  * import * as Effect from "effect/Effect"
  * import * as Schema from "effect/Schema"
  * import { App } from "pagantic/http"
@@ -106,7 +106,14 @@ const appOf = (file: string, exports: Record<string, unknown>): Effect.Effect<Ap
 export const load = (file: string): Effect.Effect<App, ConfigurationFailure> =>
   Effect.tryPromise({
     try: () => import(pathToFileURL(path.resolve(file)).href) as Promise<Record<string, unknown>>,
-    catch: (error) => invalid(file, `cannot load it: ${Text.excerpt(error instanceof Error ? error.message : String(error), 300)}`)
+    catch: (error) => {
+      const message = error instanceof Error ? error.message : String(error)
+      // node reads a .js file outside a "type": "module" package as CommonJS
+      const hint = /import statement outside a module|require\(\) ES Module/i.test(message)
+        ? " (an App is an ES module: name it .mjs, or set \"type\": \"module\" in its package.json)"
+        : ""
+      return invalid(file, `cannot load it: ${Text.excerpt(message, 300)}${hint}`)
+    }
   }).pipe(Effect.flatMap((exports) => appOf(file, exports)))
 
 /** The tools a server offers with `app`: the calculator, unless the app has a tool of its name, and the app's. */
