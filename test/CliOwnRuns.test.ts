@@ -6,20 +6,14 @@
  * register every definition the CLI makes runs of (CommandRuns). In process, on
  * temporary SQLite files, the scripted engine.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { describe, expect, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Cli from "../src/adapters/Cli.js"
 import * as CommandRuns from "../src/adapters/cli/CommandRuns.js"
 import * as Query from "../src/domain/Query.js"
 import { Task, TaskList, toJson } from "../src/domain/Task.js"
@@ -27,8 +21,8 @@ import * as InMemoryResponders from "../src/layers/InMemoryResponders.js"
 import * as LexicalReranker from "../src/layers/LexicalReranker.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as SqliteRuns from "../src/layers/SqliteRuns.js"
-import { Engine } from "../src/services/Engine.js"
 import * as Runs from "../src/services/Runs.js"
+import * as InProcess from "./support/cli-in-process.js"
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "pagantic-own-runs-"))
 let files = 0
@@ -39,37 +33,8 @@ const write = (name: string, value: unknown) => {
   return file
 }
 
-interface Ran {
-  readonly ok: boolean
-  readonly out: string
-  readonly err: ReadonlyArray<string>
-  readonly failure: string | undefined
-  readonly asked: number
-}
-
-/** One command line in process: output captured, the scripted engine answering `script`. */
-const runCli = (args: ReadonlyArray<string>, script: ReadonlyArray<ScriptedEngine.Step> = []): Effect.Effect<Ran> =>
-  Effect.gen(function* () {
-    const out = yield* Ref.make("")
-    const err = yield* Ref.make<ReadonlyArray<string>>([])
-    const { control, engine } = yield* ScriptedEngine.make(script)
-    const exit = yield* Effect.exit(
-      Cli.run(["node", "pagantic", ...args]).pipe(
-        Effect.provideService(Cli.CliIo, {
-          write: (text) => Ref.update(out, (o) => o + text),
-          error: (line) => Ref.update(err, (e) => [...e, line]),
-          readLine: () => Effect.succeed(Option.none()),
-          colors: false
-        }),
-        Effect.provideService(Cli.CliEngine, { make: () => Layer.succeed(Engine, engine) }),
-        Effect.provide(NodeContext.layer)
-      )
-    )
-    const failure = Exit.isFailure(exit)
-      ? Option.match(Cause.failureOption(exit.cause), { onNone: () => Cause.pretty(exit.cause), onSome: (e) => String((e as { message?: unknown }).message) })
-      : undefined
-    return { ok: Exit.isSuccess(exit), out: yield* Ref.get(out), err: yield* Ref.get(err), failure, asked: (yield* control.requests).length }
-  })
+/** One command line in process, the scripted engine answering `script`. */
+const runCli = (args: ReadonlyArray<string>, script: ReadonlyArray<ScriptedEngine.Step> = []) => InProcess.runCli(args, { script })
 
 const runIdIn = (out: string): string => {
   const found = /^run: (\S+)/m.exec(out)

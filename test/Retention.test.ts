@@ -10,7 +10,7 @@ import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { execFile, spawn } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -91,24 +91,11 @@ const launch = (args: ReadonlyArray<string>, env: Record<string, string>, timeou
   })
 
 /** `pagantic serve --no-auth --state FILE` on a free port of 127.0.0.1, and its address once it listens (within 40 s). */
-const serve = (file: string, env: Record<string, string>) => {
-  const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--no-auth", "--state", file], {
+const serve = (file: string, env: Record<string, string>) =>
+  ServeLog.spawnServe(launcher, ["--threads", "1", "--no-auth", "--state", file], {
     cwd: root,
-    env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0", PAGANTIC_HOME: path.dirname(file), PAGANTIC_STATE_URL: "", ...env },
-    stdio: ["ignore", "pipe", "pipe"]
+    env: { ...process.env, NO_COLOR: "1", PAGANTIC_PORT: "0", PAGANTIC_HOME: path.dirname(file), PAGANTIC_STATE_URL: "", ...env }
   })
-  const output = { text: "" }
-  const listening = ServeLog.listening(child, { withKey: false, withinMs: 40_000, output }).then((l) => l.address)
-  const stop = async () => {
-    if (child.exitCode !== null) return
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
-    child.kill("SIGTERM")
-    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
-    await exited
-    clearTimeout(timer)
-  }
-  return { listening, output, stop }
-}
 
 const listed = async (address: string): Promise<ReadonlyArray<string>> => {
   const reply = await fetch(`${address}/v1/runs`, { signal: AbortSignal.timeout(10_000) })

@@ -5,25 +5,19 @@
  * are started by the test on the same file (SqliteRuns), then listed, shown,
  * answered, exported, imported, cancelled and pruned through the commands.
  */
-import * as NodeContext from "@effect/platform-node/NodeContext"
 import { describe, expect, it } from "@effect/vitest"
-import * as Cause from "effect/Cause"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import * as Cli from "../src/adapters/Cli.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import * as SqliteRuns from "../src/layers/SqliteRuns.js"
 import { Durable } from "../src/services/Durable.js"
-import { Engine } from "../src/services/Engine.js"
 import * as Runs from "../src/services/Runs.js"
+import * as InProcess from "./support/cli-in-process.js"
 import { Review, secretOf } from "./support/durable-runs.js"
 
 /** The secrets the tickets handed out, by run id (the runs run in this process). */
@@ -60,37 +54,9 @@ const startTickets = (file: string, ids: ReadonlyArray<string>) =>
     })
   ).pipe(Effect.orDie)
 
-interface Ran {
-  readonly ok: boolean
-  readonly out: string
-  readonly err: ReadonlyArray<string>
-  readonly failure: string | undefined
-}
-
-/** One command line in process: output captured, the scripted engine, the Ticket definition added. */
-const runCli = (args: ReadonlyArray<string>, script: ReadonlyArray<ScriptedEngine.Step> = []): Effect.Effect<Ran> =>
-  Effect.gen(function* () {
-    const out = yield* Ref.make("")
-    const err = yield* Ref.make<ReadonlyArray<string>>([])
-    const { engine } = yield* ScriptedEngine.make(script)
-    const exit = yield* Effect.exit(
-      Cli.run(["node", "pagantic", ...args]).pipe(
-        Effect.provideService(Cli.CliIo, {
-          write: (text) => Ref.update(out, (o) => o + text),
-          error: (line) => Ref.update(err, (e) => [...e, line]),
-          readLine: () => Effect.succeed(Option.none()),
-          colors: false
-        }),
-        Effect.provideService(Cli.CliEngine, { make: () => Layer.succeed(Engine, engine) }),
-        Effect.provideService(Cli.CliRuns, { definitions: [Ticket] }),
-        Effect.provide(NodeContext.layer)
-      )
-    )
-    const failure = Exit.isFailure(exit)
-      ? Option.match(Cause.failureOption(exit.cause), { onNone: () => Cause.pretty(exit.cause), onSome: (e) => String((e as { message?: unknown }).message) })
-      : undefined
-    return { ok: Exit.isSuccess(exit), out: yield* Ref.get(out), err: yield* Ref.get(err), failure }
-  })
+/** One command line in process: the scripted engine, the Ticket definition added. */
+const runCli = (args: ReadonlyArray<string>, script: ReadonlyArray<ScriptedEngine.Step> = []) =>
+  InProcess.runCli(args, { script, definitions: [Ticket] })
 
 describe("pagantic migrate | runs | thread | respond (in process, a temporary state file)", () => {
   it.live("migrate creates the state file (0600); list on an empty file; a bad status, an unknown run and a bad age are one line each", () =>

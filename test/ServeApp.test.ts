@@ -6,7 +6,7 @@
  * cannot be loaded, stops serve before it listens, naming --app.
  */
 import { describe, expect, it } from "vitest"
-import { execFile, spawn } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -26,20 +26,7 @@ const launch = (args: ReadonlyArray<string>): Promise<{ code: number | null; std
       resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : null, stdout, stderr }))
   })
 
-const serve = (args: ReadonlyArray<string>) => {
-  const child = spawn(process.execPath, [launcher, "serve", "--threads", "1", "--no-auth", ...args], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-  const output = { text: "" }
-  const listening = ServeLog.listening(child, { withKey: false, withinMs: 40_000, output }).then((l) => l.address)
-  const stop = async () => {
-    if (child.exitCode !== null) return
-    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
-    child.kill("SIGTERM")
-    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
-    await exited
-    clearTimeout(timer)
-  }
-  return { listening, output, stop }
-}
+const serve = (args: ReadonlyArray<string>) => ServeLog.spawnServe(launcher, ["--threads", "1", "--no-auth", ...args], { cwd: root, env })
 
 const call = async (url: string, body?: unknown) => {
   const reply = await fetch(url, {

@@ -5,6 +5,7 @@
  * exits first or logs a page link at another address.
  */
 import type { ChildProcess } from "node:child_process"
+import { spawn } from "node:child_process"
 
 export interface Listening {
   readonly address: string
@@ -47,4 +48,24 @@ export const listening = (
       reject(new Error(`exited with ${code}: ${output.text}`))
     })
   })
+}
+
+/**
+ * `node launcher serve ...args` (no key, so no page link awaited) in `cwd` with
+ * `env`: its address once it listens (within 40 s), what it logged, and `stop`
+ * (SIGTERM, then SIGKILL after 15 s), which resolves when it has exited.
+ */
+export const spawnServe = (launcher: string, args: ReadonlyArray<string>, options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }) => {
+  const child = spawn(process.execPath, [launcher, "serve", ...args], { cwd: options.cwd, env: options.env, stdio: ["ignore", "pipe", "pipe"] })
+  const output = { text: "" }
+  const address = listening(child, { withKey: false, withinMs: 40_000, output }).then((l) => l.address)
+  const stop = async () => {
+    if (child.exitCode !== null) return
+    const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()))
+    child.kill("SIGTERM")
+    const timer = setTimeout(() => child.kill("SIGKILL"), 15_000)
+    await exited
+    clearTimeout(timer)
+  }
+  return { listening: address, output, stop }
 }
