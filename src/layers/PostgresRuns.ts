@@ -37,7 +37,7 @@ import type * as SocketServer from "@effect/platform/SocketServer"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
 import * as Config from "effect/Config"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -110,15 +110,28 @@ const redacted = (url: Redacted.Redacted<string> | string) => (typeof url === "s
 /** Whether `url` names a Postgres database (`postgres://` or `postgresql://`). */
 export const isPostgresUrl = (url: string): boolean => /^postgres(ql)?:\/\//i.test(url.trim())
 
+/**
+ * The Postgres driver, loaded when a layer is built: `pagantic/durable` imports
+ * without the optional peer @effect/sql-pg (SqliteRuns needs none of it).
+ */
+const driver: Effect.Effect<typeof PgClient, OrchestrationFailure> = Effect.tryPromise({
+  try: () => import("@effect/sql-pg/PgClient"),
+  catch: (error) =>
+    OrchestrationFailure.stateUnavailable(
+      `PostgresRuns needs the optional peer @effect/sql-pg (npm install @effect/sql-pg@0.53): ${error instanceof Error ? error.message : String(error)}`
+    )
+})
+
 const client = (url: Redacted.Redacted<string> | string, maxConnections: number | undefined) => {
   const value = Redacted.value(redacted(url))
   return isPostgresUrl(value)
-    ? PgClient.layer({
-      url: redacted(url),
-      applicationName: "pagantic",
-      connectTimeout: Duration.seconds(10),
-      ...(maxConnections === undefined ? {} : { maxConnections })
-    }).pipe(Layer.mapError(unavailable("cannot connect to the Postgres state database")))
+    ? Layer.unwrapEffect(Effect.map(driver, (Pg) =>
+      Pg.layer({
+        url: redacted(url),
+        applicationName: "pagantic",
+        connectTimeout: Duration.seconds(10),
+        ...(maxConnections === undefined ? {} : { maxConnections })
+      }).pipe(Layer.mapError(unavailable("cannot connect to the Postgres state database")))))
     : Layer.fail(
       OrchestrationFailure.stateUnavailable(
         // only the scheme is quoted: the rest may hold the password
@@ -279,7 +292,7 @@ export const layer = <Defs extends AnyDefinition>(
     Effect.gen(function* () {
       const storage = yield* MessageStorage.MessageStorage
       const sharding = yield* Sharding.Sharding
-      const pg = yield* PgClient.PgClient
+      const pg = yield* (yield* driver).PgClient
       const runners = yield* RunnerStorage.RunnerStorage
       yield* listening(pg)
       return yield* Engine.make(options.definitions, {
