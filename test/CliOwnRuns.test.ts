@@ -143,4 +143,25 @@ describe("the CLI on the runs it made (in process, temporary state files)", () =
       expect(cancelled.failure).toBeUndefined()
       expect(cancelled.out).toContain("run q-human: cancelled")
     }).pipe(Effect.timeout("60 seconds")), 90_000)
+
+  it.live("a run of a definition the CLI does not register: one line naming it, what the CLI has, and where definitions come from", () =>
+    Effect.gen(function* () {
+      const file = tempState()
+      const Foreign = Runs.define({
+        name: "foreign",
+        payload: Schema.Struct({}),
+        success: Schema.Struct({}),
+        program: () => Effect.never
+      })
+      yield* Effect.scoped(Effect.gen(function* () {
+        const runs = Context.get(yield* Layer.build(SqliteRuns.layer({ filename: file, definitions: [Foreign] })), Runs.Runs)
+        yield* runs.start(Foreign, {}, { id: "f-1" })
+      })).pipe(Effect.orDie)
+      const cancelled = yield* runCli(["runs", "cancel", "--state", file, "f-1"])
+      expect(cancelled.ok).toBe(false)
+      expect(cancelled.err).toHaveLength(1)
+      expect(cancelled.err[0]).toContain(`run f-1 is of definition "foreign", which this Runs layer does not have (it has `)
+      expect(cancelled.err[0]).toContain(`"${Query.QueryKind}", "pagantic.request"`)
+      expect(cancelled.err[0]).toContain("adds its definitions through Cli.CliRuns (pagantic/cli)")
+    }).pipe(Effect.timeout("60 seconds")), 90_000)
 })

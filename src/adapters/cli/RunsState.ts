@@ -182,7 +182,14 @@ export const commandRunner = (durable: DurableModule, store: Store, role: Role =
 
 /** A failure of the Runs API as one line for the user. */
 export const runsFailure = (error: RunsError): CliFailure =>
-  new CliFailure({ message: `${error.code}: ${Text.excerpt(error.message, 600)}` })
+  new CliFailure({
+    message: `${error.code}: ${Text.excerpt(error.message, 600)}${
+      // a run of a definition the CLI does not register: say where one comes from
+      typeof error.details["definition"] === "string"
+        ? "; the CLI registers its own commands' runs and the demo's, and an application embedding it adds its definitions through Cli.CliRuns (pagantic/cli)"
+        : ""
+    }`
+  })
 
 /**
  * The engine for `settings`, loaded the first time a run asks it (a command that

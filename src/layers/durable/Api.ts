@@ -19,7 +19,7 @@ import type { Answerer, RunsError, Service as RunsService } from "../../services
 import { maxAcceptsPerSlot, RunInfo, terminalStatuses, Thread, ThreadRecord, ThreadSlot } from "../../services/Runs.js"
 import type { RunRow, SlotRow } from "./Tables.js"
 import { describeParse, encodeFailure, parseJson, recordOf, endsThread, secretMatches, toUtc, workflowName, decodeFailure } from "./Encoding.js"
-import type { Runtime } from "./Runtime.js"
+import { describeDefinitions, type Runtime } from "./Runtime.js"
 import type { Slots } from "./Slots.js"
 
 export interface Options {
@@ -335,7 +335,8 @@ export const make = (runtime: Runtime, slots: Slots, options: Options): RunsServ
       const entry = byName.get(thread.definition)
       if (entry === undefined) {
         return yield* ConfigurationFailure.invalidRequest(
-          `the thread of run ${thread.runId} is of definition "${thread.definition}", which this Runs layer does not have`
+          `the thread of run ${thread.runId} is of definition "${thread.definition}", which this Runs layer does not have (${describeDefinitions(byName)})`,
+          { details: { definition: thread.definition } }
         )
       }
       const inserted = yield* store.importRun({

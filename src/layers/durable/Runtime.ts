@@ -80,6 +80,14 @@ export interface Runtime {
 }
 
 /** The runtime of `definitions` (names and answer shapes checked unique). */
+/** What a Runs layer has, for a run of a definition it does not: the names, at most 12. */
+export const describeDefinitions = (byName: ReadonlyMap<string, unknown>): string => {
+  const names = [...byName.keys()]
+  return names.length === 0
+    ? "it has none"
+    : `it has ${names.slice(0, 12).map((n) => JSON.stringify(n)).join(", ")}${names.length > 12 ? `, and ${names.length - 12} more` : ""}`
+}
+
 export const make = (
   definitions: ReadonlyArray<AnyDefinition>,
   owner: string,
@@ -135,7 +143,8 @@ export const make = (
           onNone: () =>
             Effect.fail(
               ConfigurationFailure.invalidRequest(
-                `run ${runId} is of definition "${row.definition}", which this Runs layer does not have`
+                `run ${runId} is of definition "${row.definition}", which this Runs layer does not have (${describeDefinitions(byName)})`,
+                { details: { definition: row.definition } }
               )
             ),
           onSome: (entry) => Effect.succeed({ row, ...entry })
