@@ -323,6 +323,49 @@ describe("the runs page in Chromium", () => {
       })
     ), { timeout: 120_000 })
 
+  it.live("acting from the page: an answer that is not JSON is refused where it was typed, a submitted answer completes the run, another run is cancelled", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { runs, url } = yield* serveAll
+        for (const id of ["approval-8", "approval-9"]) {
+          yield* runs.start(Approval, { slaMillis: 3_600_000 }, { id })
+          expect((yield* runs.await(id, { untilSuspended: true })).status).toBe("suspended")
+        }
+        const { errors, page } = yield* openPage(yield* browser)
+        yield* connect(page, url)
+        // the run's records come in a fetch of their own and redraw the run: act once they are in
+        const settled = (id: string) =>
+          Effect.zipRight(
+            clickItem(page, "run", id),
+            step(`the records of ${id}`, () =>
+              page.waitForFunction(() => Array.from(document.querySelectorAll(".row.record")).some((n: any) => n.getAttribute("data-kind") === "DO")))
+          )
+        yield* settled("approval-8")
+        yield* step("the answer form", () => page.waitForSelector(".slot-form .slot-answer"))
+        yield* step("type no JSON", () => page.type(".slot-answer", "{approved"))
+        yield* step("submit it", () => page.click(".slot-submit"))
+        yield* step("refused", () => page.waitForSelector(".action-error"))
+        expect((yield* text(page, ".action-error"))[0]).toBe("the answer is not JSON")
+        // what was typed is still there after the page redrew
+        expect(yield* step("the draft", () => page.$eval(".slot-answer", (n: any) => n.value))).toBe("{approved")
+        yield* step("clear", () => page.$eval(".slot-answer", (n: any) => { n.value = "" }))
+        yield* step("type the answer", () => page.type(".slot-answer", `{"approved":true,"note":"from the page"}`))
+        yield* step("submit it", () => page.click(".slot-submit"))
+        yield* step("completed", () =>
+          page.waitForFunction(() => document.querySelector("#detail .summary .status")?.textContent === "completed"))
+        expect((yield* runs.poll("approval-8")).result).toMatchObject({ outcome: "approved", note: "from the page" })
+        expect(yield* step("no form left", () => page.$$(".slot-form, .cancel-run"))).toHaveLength(0)
+
+        yield* settled("approval-9")
+        yield* step("the cancel button", () => page.waitForSelector(".cancel-run"))
+        yield* step("cancel", () => page.click(".cancel-run"))
+        yield* step("cancelled", () =>
+          page.waitForFunction(() => document.querySelector("#detail .summary .status")?.textContent === "cancelled"))
+        expect((yield* runs.poll("approval-9")).status).toBe("cancelled")
+        expect(errors).toEqual([])
+      })
+    ), { timeout: 120_000 })
+
   it.live("the link pagantic serve logs (/#key=...): the page connects with it, takes it out of the address, keeps it for the tab, and no request carries it", () =>
     Effect.scoped(
       Effect.gen(function* () {

@@ -92,7 +92,7 @@ export const script = String.raw`
   "use strict";
   var LIMITS = { events: 5000, requests: 200, runs: 100, records: 500, rows: 300, replicas: 50, text: 300 };
   var TERMINAL = { completed: true, failed: true, cancelled: true };
-  var state = { events: [], runs: new Map(), runList: [], selected: null, key: "", connected: false, eventsAbort: null, runAbort: null, pending: false, runsMissing: false };
+  var state = { events: [], runs: new Map(), runList: [], selected: null, key: "", connected: false, eventsAbort: null, runAbort: null, pending: false, runsMissing: false, drafts: new Map(), actionError: null };
 
   function $(id) { return document.getElementById(id); }
   function el(tag, cls, text) {
@@ -212,6 +212,19 @@ ${timeline}
         var body; try { body = JSON.parse(text); } catch (_) { body = undefined; }
         if (!res.ok) { var err = new Error(problemOf(res.status, body)); err.status = res.status; throw err; }
         return body;
+      });
+    });
+  }
+
+  /** A POST of \`body\` as JSON with the key; the reply's JSON, or an Error saying what the server refused. */
+  function postJson(path, body) {
+    var h = headers();
+    h["content-type"] = "application/json";
+    return fetch(path, { method: "POST", headers: h, body: JSON.stringify(body), cache: "no-store" }).then(function (res) {
+      return res.text().then(function (text) {
+        var reply; try { reply = JSON.parse(text); } catch (_) { reply = undefined; }
+        if (!res.ok) throw new Error(problemOf(res.status, reply));
+        return reply;
       });
     });
   }

@@ -177,6 +177,12 @@ export const timeline = String.raw`
     summary.appendChild(el("span", "status status-" + v.status, v.status));
     summary.appendChild(document.createTextNode(cut(v.definition, 80) + " \u00b7 started " + clock(v.createdAt) + " \u00b7 updated " + clock(v.updatedAt)));
     detail.appendChild(summary);
+    if (v.status === "running" || v.status === "suspended") {
+      var cancel = el("button", "cancel-run", "Cancel run");
+      cancel.addEventListener("click", function () { act(v.id, "v1/runs/" + encodeURIComponent(v.id) + "/cancel", {}); });
+      summary.appendChild(cancel);
+    }
+    if (state.actionError && state.actionError.run === v.id) detail.appendChild(el("div", "row error action-error", state.actionError.message));
     var records = entry.records;
     var times = records.map(function (r) { return Date.parse(r.at); }).filter(function (t) { return !isNaN(t); });
     var t0 = times.length > 0 ? Math.min.apply(null, times) : Date.parse(v.createdAt);
@@ -207,7 +213,8 @@ export const timeline = String.raw`
     if (v.waitingOn) {
       var slot = el("div", "waiting-slot");
       slot.appendChild(el("h3", null, "waiting on the human slot " + cut(v.waitingOn, 100)));
-      slot.appendChild(el("div", null, "The run is suspended until the slot is answered (POST /v1/runs/{id}/slots/{slot}, by its responder's key or its secret) or its deadline passes."));
+      slot.appendChild(el("div", null, "The run is suspended until the slot is answered (here, or at POST /v1/runs/{id}/slots/{slot} by its responder's key or its secret) or its deadline passes."));
+      if (v.status === "suspended") slot.appendChild(answerForm(v.id, v.waitingOn));
       detail.appendChild(slot);
     }
     if (v.error) {
@@ -238,8 +245,46 @@ export const timeline = String.raw`
     }
   }
 
+  /** POSTs an action on run \`id\`; what the server refuses is shown with the run, and the run is read again. */
+  function act(id, path, body) {
+    state.actionError = null;
+    return postJson(path, body).then(function () {
+      state.drafts.delete(id);
+      return getJson("v1/runs/" + encodeURIComponent(id)).then(function (view) { runEntry(view); refreshRuns().catch(function () {}); });
+    }).catch(function (err) { state.actionError = { run: id, message: err.message }; }).then(schedule);
+  }
+
+  /** The answer to the slot \`key\` of run \`id\`: JSON to submit (kept while the page redraws), or a decline with a reason. */
+  function answerForm(id, key) {
+    var form = el("div", "slot-form");
+    var text = el("textarea", "slot-answer");
+    text.setAttribute("rows", "3");
+    text.setAttribute("placeholder", "the answer, as JSON");
+    text.value = state.drafts.get(id) || "";
+    text.addEventListener("input", function () { state.drafts.set(id, text.value); });
+    var slotPath = "v1/runs/" + encodeURIComponent(id) + "/slots/" + encodeURIComponent(key);
+    var submit = el("button", "slot-submit", "Submit answer");
+    submit.addEventListener("click", function () {
+      var answer;
+      try { answer = JSON.parse(text.value); } catch (_) { state.actionError = { run: id, message: "the answer is not JSON" }; schedule(); return; }
+      act(id, slotPath, { response: { kind: "submit", answer: answer } });
+    });
+    var reason = el("select", "slot-reason");
+    ["out_of_domain", "overbooked", "conflict_of_interest", "other"].forEach(function (r) { var o = el("option", null, r); o.value = r; reason.appendChild(o); });
+    var decline = el("button", "slot-decline", "Decline");
+    decline.addEventListener("click", function () { act(id, slotPath, { response: { kind: "decline", reason: reason.value } }); });
+    form.appendChild(text);
+    form.appendChild(submit);
+    form.appendChild(reason);
+    form.appendChild(decline);
+    return form;
+  }
+
   function renderDetail() {
     var detail = $("detail");
+    // an answer being typed keeps its focus and caret across a redraw
+    var typing = document.activeElement && document.activeElement.classList.contains("slot-answer")
+      ? { start: document.activeElement.selectionStart, end: document.activeElement.selectionEnd } : null;
     detail.replaceChildren();
     var sel = state.selected;
     if (!sel) { detail.appendChild(el("div", "empty", "Pick a request or a run.")); return; }
@@ -250,6 +295,8 @@ export const timeline = String.raw`
       var entry = state.runs.get(sel.id);
       if (entry) renderRun(detail, entry); else detail.appendChild(el("div", "empty", "loading\u2026"));
     }
+    var answer = typing && detail.querySelector(".slot-answer");
+    if (answer) { answer.focus(); answer.setSelectionRange(typing.start, typing.end); }
   }
 
   function render() { state.pending = false; renderLists(); renderDetail(); }
