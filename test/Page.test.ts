@@ -349,11 +349,20 @@ describe("the runs page in Chromium", () => {
         // what was typed is still there after the page redrew
         expect(yield* step("the draft", () => page.$eval(".slot-answer", (n: any) => n.value))).toBe("{approved")
         yield* step("clear", () => page.$eval(".slot-answer", (n: any) => { n.value = "" }))
-        yield* step("type the answer", () => page.type(".slot-answer", `{"approved":true,"note":"from the page"}`))
+        // a long note: its record's body opens in place
+        const note = `from the page ${"n".repeat(600)} end`
+        yield* step("type the answer", () => page.type(".slot-answer", `{"approved":true,"note":"${note}"}`, { delay: 0 }))
         yield* step("submit it", () => page.click(".slot-submit"))
         yield* step("completed", () =>
           page.waitForFunction(() => document.querySelector("#detail .summary .status")?.textContent === "completed"))
-        expect((yield* runs.poll("approval-8")).result).toMatchObject({ outcome: "approved", note: "from the page" })
+        expect((yield* runs.poll("approval-8")).result).toMatchObject({ outcome: "approved", note })
+        yield* step("the KNOW record", () =>
+          page.waitForFunction(() => Array.from(document.querySelectorAll(".row.record")).some((n: any) => n.getAttribute("data-kind") === "KNOW")))
+        // records are numbered within the run, from 1
+        const labels = yield* text(page, ".row.record .label")
+        expect(labels.map((l) => Number(/^#(\d+) /.exec(l)?.[1]))).toEqual(labels.map((_, i) => i + 1))
+        const long = yield* text(page, ".records .long-body pre")
+        expect(long.some((b) => b.includes(`${"n".repeat(600)} end`))).toBe(true)
         expect(yield* step("no form left", () => page.$$(".slot-form, .cancel-run"))).toHaveLength(0)
 
         yield* settled("approval-9")

@@ -195,9 +195,11 @@ export const timeline = String.raw`
     records.slice(0, LIMITS.rows).forEach(function (r, i) {
       var at = Date.parse(r.at);
       var next = i + 1 < records.length ? Date.parse(records[i + 1].at) : at;
-      var label = "#" + r.seq + " " + r.kind + " " + cut(r.key, 80);
+      // numbered within the run; the store's sequence number, shared by every run, is kept as data
+      var label = "#" + (i + 1) + " " + r.kind + " " + cut(r.key, 80);
       var line = row("record", label, "bar record kind-" + String(r.kind).replace(/[^A-Z]/g, ""), x, at, Math.max(at, next));
       line.setAttribute("data-kind", String(r.kind));
+      line.setAttribute("data-seq", String(r.seq));
       tl.appendChild(line);
     });
     if (v.status === "suspended" && v.waitingOn) {
@@ -224,15 +226,26 @@ export const timeline = String.raw`
     box.appendChild(el("h3", null, "records (" + records.length + ")"));
     var table = el("table");
     var head = el("tr");
-    ["seq", "kind", "key", "at", "body"].forEach(function (h) { head.appendChild(el("th", null, h)); });
+    ["#", "kind", "key", "at", "body"].forEach(function (h) { head.appendChild(el("th", null, h)); });
     table.appendChild(head);
-    records.slice(0, LIMITS.records).forEach(function (r) {
+    records.slice(0, LIMITS.records).forEach(function (r, i) {
       var tr = el("tr");
-      tr.appendChild(el("td", null, r.seq));
+      tr.appendChild(el("td", null, i + 1));
       tr.appendChild(el("td", null, r.kind));
       tr.appendChild(el("td", null, cut(r.key, 100)));
       tr.appendChild(el("td", null, clock(r.at)));
-      tr.appendChild(el("td", "body", r.body === undefined ? "" : cut(r.body, 400)));
+      var text = r.body === undefined ? "" : cut(r.body, 20000);
+      if (text.length <= 400) {
+        tr.appendChild(el("td", "body", text));
+      } else {
+        // a long body opens in place
+        var cell = el("td", "body");
+        var more = el("details", "long-body");
+        more.appendChild(el("summary", null, cut(r.body, 400)));
+        more.appendChild(el("pre", null, text));
+        cell.appendChild(more);
+        tr.appendChild(cell);
+      }
       table.appendChild(tr);
     });
     box.appendChild(table);
