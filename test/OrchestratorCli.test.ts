@@ -7,6 +7,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as Cli from "../src/adapters/Cli.js"
+import { InferenceFailure } from "../src/domain/Failure.js"
 import { Task, TaskList, toJson } from "../src/domain/Task.js"
 import * as ScriptedEngine from "../src/layers/ScriptedEngine.js"
 import { Engine } from "../src/services/Engine.js"
@@ -72,6 +73,26 @@ describe("pagantic task", { timeout: bound }, () => {
       const response = JSON.parse(run.out)
       expect(response.orchestration.metadata).toMatchObject({ scheduling: "phases", failurePolicy: "continue", maxConcurrent: 2 })
       expect(response.structuredOutput).toEqual({ a: "went" })
+    }))
+
+  it.effect("a task that failed is printed and the command fails (exit 1) naming it; the others are still printed", () =>
+    Effect.gen(function* () {
+      const two = new TaskList({
+        analysis: "two colours",
+        tasks: [
+          new Task({ id: "a", type: "write", processor: "infer", description: "Name a colour" }),
+          new Task({ id: "b", type: "write", processor: "infer", description: "Name another" })
+        ]
+      })
+      const run = yield* runCli(["task", "--continue", "--max-concurrent", "1", "two colours"], [
+        ScriptedEngine.reply(toJson(two)),
+        ScriptedEngine.reply("red"),
+        ScriptedEngine.fail(InferenceFailure.contextExceeded("the prompt does not fit"))
+      ])
+      expect(Exit.isFailure(run.exit)).toBe(true)
+      expect(run.out).toContain(`  a (infer): "red"\n`)
+      expect(run.out).toContain("  b (infer): failed: INFERENCE_CONTEXT_EXCEEDED")
+      expect(run.err.join("\n")).toContain("1 of 2 task(s) failed: b")
     }))
 
   it.effect("--max-concurrent outside 1..32 is refused, naming the flag", () =>

@@ -55,6 +55,7 @@ export const respond = <R>(
     if (asJson) yield* print(JSON.stringify(yield* Effect.orDie(Schema.encode(SystemResponse)(response)), null, 2))
     else yield* show(response)
     yield* failOnError(response)
+    return response
   })
 
 /** Streams a chat request's progress: text as it comes, tool calls and results on their own lines. */

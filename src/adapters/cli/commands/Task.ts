@@ -47,6 +47,14 @@ export const printTasks = (response: SystemResponse, options: { readonly usage?:
     if (options.usage !== false) yield* print(`usage: ${formatUsage(response.tokenUsage)}`)
   })
 
+/** A task response with failed tasks: the command fails (exit 1) naming them, after they were printed. */
+const failOnFailedTasks = (response: SystemResponse) => {
+  const result = response.orchestration
+  if (result === undefined || result.failed.length === 0) return Effect.void
+  const total = result.completed.length + result.failed.length + result.skipped.length
+  return fail(`${result.failed.length} of ${total} task(s) failed: ${result.failed.map((t) => t.id).slice(0, 10).join(", ")}`)
+}
+
 /**
  * The request as a durable run of `store` (the request-run definition: the facade
  * answers it in one journaled step, so a crash re-runs it at most once more and a
@@ -87,8 +95,9 @@ const durableTask = (
     }
     // the run's result is the facade's response, encoded: it decodes back
     const response = yield* Effect.orDie(Schema.decodeUnknown(SystemResponse)(info.result))
-    if (asJson) return yield* print(JSON.stringify(info.result, null, 2))
-    yield* printTasks(response)
+    if (asJson) yield* print(JSON.stringify(info.result, null, 2))
+    else yield* printTasks(response)
+    yield* failOnFailedTasks(response)
   })
 
 export const task = Command.make(
@@ -133,9 +142,10 @@ export const task = Command.make(
             ? { taskProcessors: BundledTasks.processors(engine), taskAnalyzer: BundledTasks.analyzer }
             : {}
           if (Option.isNone(store)) {
-            return yield* respond(request, args.json, printTasks).pipe(
+            const response = yield* respond(request, args.json, printTasks).pipe(
               Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
             )
+            return yield* failOnFailedTasks(response)
           }
           return yield* durableTask(store.value, wire, engine, facade, args.json)
         }))
