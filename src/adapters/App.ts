@@ -36,6 +36,7 @@ import * as Schema from "effect/Schema"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 import { ConfigurationFailure } from "../domain/Failure.js"
+import * as Json from "../domain/Json.js"
 import * as Text from "../domain/Text.js"
 import * as InMemoryResponders from "../layers/InMemoryResponders.js"
 import * as LexicalReranker from "../layers/LexicalReranker.js"
@@ -66,12 +67,10 @@ export const none: App = {}
 const invalid = (file: string, problem: string) =>
   ConfigurationFailure.invalidRequest(`--app ${Text.excerpt(file, 200)}: ${problem}`, { details: { field: "--app" } })
 
-const isObject = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null
-
 /** What the module exported, checked to be an App (its parts' shapes; the registry checks each responder). */
 const appOf = (file: string, exports: Record<string, unknown>): Effect.Effect<App, ConfigurationFailure> => {
   const app = exports["default"] ?? exports["app"]
-  if (!isObject(app)) return Effect.fail(invalid(file, "the module exports no App (a default export, or an export named app, made with App.make)"))
+  if (!Json.isObject(app)) return Effect.fail(invalid(file, "the module exports no App (a default export, or an export named app, made with App.make)"))
   for (const key of Object.keys(app)) {
     if (key !== "tools" && key !== "responders" && key !== "definitions") {
       return Effect.fail(invalid(file, `unknown part ${JSON.stringify(Text.excerpt(key, 60))} (an App has tools, responders and definitions)`))
@@ -83,7 +82,7 @@ const appOf = (file: string, exports: Record<string, unknown>): Effect.Effect<Ap
   const tools = (app["tools"] ?? []) as ReadonlyArray<unknown>
   const names = new Set<string>()
   for (const [i, tool] of tools.entries()) {
-    if (!isObject(tool) || typeof tool["name"] !== "string" || typeof tool["handler"] !== "function" || !Schema.isSchema(tool["parameters"])) {
+    if (!Json.isObject(tool) || typeof tool["name"] !== "string" || typeof tool["handler"] !== "function" || !Schema.isSchema(tool["parameters"])) {
       return Effect.fail(invalid(file, `tools[${i}] is not a tool (name, description, parameters as a Schema, handler: see ToolRegistry.make)`))
     }
     if (names.has(tool["name"])) return Effect.fail(invalid(file, `two tools are named ${JSON.stringify(Text.excerpt(tool["name"], 60))}`))
@@ -91,7 +90,7 @@ const appOf = (file: string, exports: Record<string, unknown>): Effect.Effect<Ap
   }
   const definitions = (app["definitions"] ?? []) as ReadonlyArray<unknown>
   for (const [i, definition] of definitions.entries()) {
-    if (!isObject(definition) || typeof definition["name"] !== "string") {
+    if (!Json.isObject(definition) || typeof definition["name"] !== "string") {
       return Effect.fail(invalid(file, `definitions[${i}] is not a run definition (see Runs.define)`))
     }
   }

@@ -18,8 +18,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import * as Json from "../../domain/Json.js"
-import * as Query from "../../domain/Query.js"
-import * as Records from "../../domain/Records.js"
 import * as InMemoryResponders from "../../layers/InMemoryResponders.js"
 import * as LexicalReranker from "../../layers/LexicalReranker.js"
 import { PaganticSystem } from "../../programs/Facade.js"
@@ -99,12 +97,10 @@ const ensure = (responder: ReturnType<typeof respondersOf>[number]) =>
  * The query definition of the CLI: the definition `Orchestration.definition`
  * makes, each run first registering the llm responders its query names on `engine`.
  */
-export const queries = (engine: Engine["Type"]): Orchestration.QueryDefinition =>
-  Runs.define({
-    name: Query.QueryKind,
-    payload: Query.Query,
-    success: Records.Know,
-    answers: [Orchestration.HumanResponse],
+export const queries = (engine: Engine["Type"]): Orchestration.QueryDefinition => {
+  const base = Orchestration.definition()
+  return Runs.define({
+    ...base,
     program: (query) => {
       const models = llmModelsOf(query)
       return Effect.zipRight(
@@ -113,13 +109,17 @@ export const queries = (engine: Engine["Type"]): Orchestration.QueryDefinition =
       )
     }
   })
+}
+
+/** `responders` under `aliases` in a registry, ranked by the lexical reranker; well formed and distinct, so registering cannot fail. */
+export const registryOf = (
+  responders: ReturnType<typeof respondersOf>,
+  aliases: Readonly<Record<string, string>>
+): Layer.Layer<ResponderRegistry | Reranker> =>
+  Layer.merge(Layer.orDie(InMemoryResponders.layer({ responders, aliases })), LexicalReranker.layer())
 
 /** The responders a command's runs start from: none registered (query runs add theirs), and the lexical reranker. */
-export const responders: Layer.Layer<ResponderRegistry | Reranker> = Layer.merge(
-  // an empty registry: nothing to check, nothing can fail
-  Layer.orDie(InMemoryResponders.layer({ responders: [], aliases: {} })),
-  LexicalReranker.layer()
-)
+export const responders: Layer.Layer<ResponderRegistry | Reranker> = registryOf([], {})
 
 /** What a command registers with the runs it opens, and what it binds after. */
 export interface CommandRuns {

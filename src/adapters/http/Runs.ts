@@ -312,11 +312,11 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
           const shaped = Guard.checkShape(body.right, settings.limits)
           if (Either.isLeft(shaped)) return yield* refuse(Refusals.fromProblem(shaped.left))
           const wire = body.right
-          const offered = settings.definitions.map((d) => d.name)
+          const offered = settings.definitions.map((d) => quote(d.name)).join(", ")
           if (!Json.isObject(wire) || typeof wire["definition"] !== "string") {
             return yield* refuse(Refusals.fromProblem({
               field: Json.isObject(wire) ? "definition" : "the body",
-              message: `expected { definition, input } with definition one of ${offered.length === 0 ? "(none offered)" : offered.map(quote).join(", ")}`
+              message: `expected { definition, input } with definition one of ${offered === "" ? "(none offered)" : offered}`
             }))
           }
           const name = wire["definition"]
@@ -324,7 +324,7 @@ export const make = (settings: Settings, places: Admission.Places = Admission.ru
           if (definition === undefined) {
             return yield* refuse(
               Refusals.invalidRequest(
-                `definition: no definition ${quote(name)} is offered here (${offered.length === 0 ? "none is" : `offered: ${offered.map(quote).join(", ")}`})`,
+                `definition: no definition ${quote(name)} is offered here (${offered === "" ? "none is" : `offered: ${offered}`})`,
                 { field: "definition" }
               ),
               404

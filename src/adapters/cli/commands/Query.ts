@@ -24,8 +24,6 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import { ConfigurationFailure } from "../../../domain/Failure.js"
 import type { SystemResponse } from "../../../domain/System.js"
-import * as InMemoryResponders from "../../../layers/InMemoryResponders.js"
-import * as LexicalReranker from "../../../layers/LexicalReranker.js"
 import { PaganticSystem } from "../../../programs/Facade.js"
 import { Engine } from "../../../services/Engine.js"
 import * as Live from "../../Live.js"
@@ -81,11 +79,7 @@ export const query = Command.make(
       yield* withEngineTracked(args, "query", (engine) =>
         Effect.gen(function* () {
           const service = yield* Effect.provide(Engine, engine)
-          const registry = Layer.merge(
-            // the model names are distinct and the descriptors well formed: registering cannot fail
-            InMemoryResponders.layer({ responders: CommandRuns.respondersOf(models, service), aliases: CommandRuns.aliasesOf(models) }).pipe(Layer.orDie),
-            LexicalReranker.layer()
-          )
+          const registry = CommandRuns.registryOf(CommandRuns.respondersOf(models, service), CommandRuns.aliasesOf(models))
           if (Option.isNone(store)) {
             const system = Live.layer({ engine, tools: [], responders: registry }).pipe(Layer.orDie)
             return yield* respond(request, args.json, printAnswer).pipe(Effect.provide(system))

@@ -20,7 +20,6 @@ import * as Option from "effect/Option"
 import * as Context from "effect/Context"
 import * as Schema from "effect/Schema"
 import { SystemResponse } from "../../../domain/System.js"
-import type * as Facade from "../../../programs/Facade.js"
 import { Runs } from "../../../services/Runs.js"
 import { isBundledModelName } from "../../../layers/llama/PaganticChatWrapper.js"
 import { Engine } from "../../../services/Engine.js"
@@ -64,7 +63,6 @@ const durableTask = (
   store: Store,
   wire: unknown,
   engine: Layer.Layer<Engine>,
-  facade: Facade.Options,
   asJson: boolean
 ) =>
   Effect.gen(function* () {
@@ -77,16 +75,8 @@ const durableTask = (
       durable.layer(store, commandRuns.definitions, Layer.merge(engine, CommandRuns.responders), runner)
     ).pipe(Effect.mapError(runsFailure))
     const service = Context.get(runs, Runs)
-    // the engine is already built and the runs open: composing the facade around them cannot fail
-    yield* Layer.build(
-      requests.layer.pipe(Layer.provideMerge(Live.layer({
-        engine,
-        tools: [],
-        responders: CommandRuns.responders,
-        facade: { ...facade, queries: { definition: commandRuns.queries } },
-        runs: Layer.succeedContext(runs)
-      })))
-    ).pipe(Effect.orDie)
+    // the facade answering the request: on the bundled model with what it was taught, as in memory
+    yield* CommandRuns.bindRequests(commandRuns, engine, runs)
     const runId = yield* service.start(requests.definition, wire).pipe(Effect.mapError(runsFailure))
     if (!asJson) yield* print(`run: ${runId}`)
     const info = yield* service.await(runId).pipe(Effect.mapError(runsFailure))
@@ -137,17 +127,15 @@ export const task = Command.make(
       // processors (sentiment, calculator); on any other model the facade's defaults
       yield* withEngineTracked(args, "task", (engine) =>
         Effect.gen(function* () {
+          if (Option.isSome(store)) return yield* durableTask(store.value, wire, engine, args.json)
           const info = yield* Effect.flatMap(Engine, (e) => e.modelInfo).pipe(Effect.provide(engine))
           const facade = isBundledModelName(info.name)
             ? { taskProcessors: BundledTasks.processors(engine), taskAnalyzer: BundledTasks.analyzer }
             : {}
-          if (Option.isNone(store)) {
-            const response = yield* respond(request, args.json, printTasks).pipe(
-              Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
-            )
-            return yield* failOnFailedTasks(response)
-          }
-          return yield* durableTask(store.value, wire, engine, facade, args.json)
+          const response = yield* respond(request, args.json, printTasks).pipe(
+            Effect.provide(Layer.orDie(Live.layer({ engine, tools: [], facade })))
+          )
+          return yield* failOnFailedTasks(response)
         }))
     })
 ).pipe(Command.withDescription("task mode: the request broken into tasks by the model, run by phase"))
